@@ -1,0 +1,94 @@
+// Package config is nxdns's configuration: the TOML model of SPEC §3, its
+// defaults, strict loading and validation. It imports nothing internal, never
+// logs and never exits: callers decide whether a problem stops the process or
+// keeps the running configuration.
+package config
+
+// Config is the whole file. Field names follow the TOML keys; every key has a
+// default in Default, so an empty file is a valid configuration only where
+// the defaults are (they include upstreams).
+type Config struct {
+	DNS          DNS           `toml:"dns"`
+	Upstream     Upstream      `toml:"upstream"`
+	Upstreams    []UpstreamURL `toml:"upstreams"`
+	ForwardZones []ForwardZone `toml:"forward_zones"`
+	Clients      []Client      `toml:"clients"`
+	Web          Web           `toml:"web"`
+	Log          Log           `toml:"log"`
+}
+
+// DNS is the serving side: where nxdns listens and whom it answers.
+type DNS struct {
+	Listen []string `toml:"listen"` // host:port; each gets a UDP and a TCP listener
+	Allow  []string `toml:"allow"`  // CIDR prefixes; clients outside get REFUSED
+}
+
+// Upstream holds the time budgets shared by every upstream and zone.
+type Upstream struct {
+	AttemptTimeoutMS int `toml:"attempt_timeout_ms"` // one attempt against one upstream, connect included
+	TotalTimeoutMS   int `toml:"total_timeout_ms"`   // the pool's per-query budget: every wait and attempt
+	ReadTimeoutMS    int `toml:"read_timeout_ms"`    // one whole forward-zone exchange (UDP, TC=1, TCP)
+}
+
+// UpstreamURL is one encrypted upstream resolver (an element of [[upstreams]]).
+type UpstreamURL struct {
+	URL      string `toml:"url"`      // tls://host[:port] or https://host[:port]/path
+	Address  string `toml:"address"`  // IP to connect to; defaults to the URL's host when it is an IP
+	TLSName  string `toml:"tls_name"` // name the certificate must carry; defaults to the URL's host
+	CAFile   string `toml:"ca_file"`  // extra PEM roots on top of the system's
+	Priority int    `toml:"priority"` // lower is tried first; ties keep file order
+	Enabled  *bool  `toml:"enabled"`  // nil means true; pointer so "absent" differs from false
+}
+
+// IsEnabled reports whether the upstream becomes a pool entry.
+func (u UpstreamURL) IsEnabled() bool { return u.Enabled == nil || *u.Enabled }
+
+// ForwardZone sends names at or below Zone to one LAN resolver.
+type ForwardZone struct {
+	Zone     string `toml:"zone"`     // a domain, e.g. "lan" or "168.192.in-addr.arpa"
+	Resolver string `toml:"resolver"` // udp://IP:port or tcp://IP:port
+}
+
+// Client is a static name for a LAN client, shown in logs.
+type Client struct {
+	IP   string `toml:"ip"`
+	Name string `toml:"name"`
+}
+
+// Web is the HTTP endpoint for /metrics and /api/health.
+type Web struct {
+	Listen string `toml:"listen"` // host:port; empty disables
+}
+
+// Log sets verbosity and the per-query line.
+type Log struct {
+	Level   string `toml:"level"`   // debug, info, warn, error
+	Queries *bool  `toml:"queries"` // nil means true
+}
+
+// QueryLog reports whether one line per query is logged.
+func (l Log) QueryLog() bool { return l.Queries == nil || *l.Queries }
+
+// Default is the built-in configuration: loopback on an unprivileged port, so
+// `nxdns run` works out of the box without root, and two well-known public
+// DoT resolvers given by IP address (nxdns never resolves an upstream's name).
+func Default() Config {
+	return Config{
+		DNS: DNS{
+			Listen: []string{"127.0.0.1:5353", "[::1]:5353"},
+			Allow: []string{
+				"127.0.0.0/8", "::1/128", // loopback
+				"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", // RFC 1918
+				"fc00::/7",                   // ULA, RFC 4193
+				"169.254.0.0/16", "fe80::/10", // link-local
+			},
+		},
+		Upstream: Upstream{AttemptTimeoutMS: 2500, TotalTimeoutMS: 5000, ReadTimeoutMS: 3000},
+		Upstreams: []UpstreamURL{
+			{URL: "tls://dns.quad9.net", Address: "9.9.9.9", TLSName: "dns.quad9.net"},
+			{URL: "tls://one.one.one.one", Address: "1.1.1.1", TLSName: "one.one.one.one", Priority: 1},
+		},
+		Web: Web{Listen: "127.0.0.1:9153"},
+		Log: Log{Level: "info"},
+	}
+}

@@ -1,0 +1,123 @@
+// Package upstream is how nxdns talks to its encrypted upstream resolvers: the
+// transport vocabulary (endpoints, error kinds and groups, response
+// validation), the priority-failover pool with its health and backoff, and
+// the DoT and DoH clients.
+package upstream
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"strconv"
+)
+
+// Scheme is an upstream transport.
+type Scheme string
+
+const (
+	SchemeDoT Scheme = "tls"   // DNS over TLS, RFC 7858
+	SchemeDoH Scheme = "https" // DNS over HTTPS, RFC 8484
+)
+
+// Default ports when the URL gives none.
+const (
+	portDoT = 853
+	portDoH = 443
+)
+
+// Endpoint is one upstream as a transport needs it.
+type Endpoint struct {
+	Scheme  Scheme
+	URL     *url.URL       // the full URL; its path may carry a secret token
+	Addr    netip.AddrPort // where to connect; never resolved by name
+	TLSName string         // the name the certificate must carry
+}
+
+// ParseEndpoint builds an Endpoint from a configured URL and optional address
+// and TLS name overrides. It rejects what SPEC §3 forbids so that a transport
+// never sees an unusable endpoint; config validation reports the same rules
+// with paths and codes.
+func ParseEndpoint(rawURL, address, tlsName string) (Endpoint, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("invalid URL: %w", err)
+	}
+	var ep Endpoint
+	var port int
+	switch Scheme(u.Scheme) {
+	case SchemeDoT:
+		ep.Scheme, port = SchemeDoT, portDoT
+	case SchemeDoH:
+		ep.Scheme, port = SchemeDoH, portDoH
+	default:
+		return Endpoint{}, fmt.Errorf("unsupported scheme %q (want tls or https)", u.Scheme)
+	}
+	if u.User != nil {
+		return Endpoint{}, fmt.Errorf("userinfo not allowed")
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		return Endpoint{}, fmt.Errorf("fragment not allowed")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return Endpoint{}, fmt.Errorf("missing host")
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return Endpoint{}, fmt.Errorf("invalid port %q", p)
+		}
+		port = n
+	}
+	ip, hostIsIP := netip.ParseAddr(host)
+	if hostIsIP != nil {
+		ip = netip.Addr{}
+	}
+	switch {
+	case address != "":
+		a, err := netip.ParseAddr(address)
+		if err != nil {
+			return Endpoint{}, fmt.Errorf("address %q is not an IP address", address)
+		}
+		ip = a
+	case !ip.IsValid():
+		return Endpoint{}, fmt.Errorf("host %q is a name: address is required", host)
+	}
+	ep.URL = u
+	ep.Addr = netip.AddrPortFrom(ip.Unmap(), uint16(port))
+	ep.TLSName = tlsName
+	if ep.TLSName == "" {
+		ep.TLSName = host
+	}
+	return ep, nil
+}
+
+// Redacted is the endpoint as logs and metrics may show it.
+func (e Endpoint) Redacted() string { return Redact(e.URL) }
+
+// Redact keeps scheme, host and port of a URL and drops everything else:
+// path and query may carry an account token (SPEC §6), userinfo a password.
+func Redact(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	host := u.Hostname()
+	if u.Port() != "" {
+		return u.Scheme + "://" + net.JoinHostPort(host, u.Port())
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is6() {
+		host = "[" + host + "]"
+	}
+	return u.Scheme + "://" + host
+}
+
+// RedactString redacts a raw URL; an unparsable one is shown as "invalid-url"
+// rather than risk printing a secret.
+func RedactString(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "invalid-url"
+	}
+	return Redact(u)
+}

@@ -1,0 +1,160 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Group says whom an error is evidence about (SPEC §4.4). The four groups are
+// disjoint: every Kind belongs to exactly one.
+type Group uint8
+
+const (
+	PeerFault       Group = iota + 1 // record health, fail over
+	LocalResource                    // we ran short: blame no upstream
+	Cancellation                     // client or server left: answer nothing
+	BudgetExhausted                  // the query's own time ran out
+)
+
+var groupText = [...]string{
+	PeerFault:       "peer fault",
+	LocalResource:   "local resource",
+	Cancellation:    "cancellation",
+	BudgetExhausted: "budget exhausted",
+}
+
+func (g Group) String() string {
+	if int(g) < len(groupText) && groupText[g] != "" {
+		return groupText[g]
+	}
+	return fmt.Sprintf("group(%d)", g)
+}
+
+// groupError is the sentinel of one group, so callers ask errors.Is(err,
+// ErrPeerFault) without knowing the kinds.
+type groupError struct{ g Group }
+
+func (e *groupError) Error() string { return e.g.String() }
+
+// The group sentinels. Every Kind Is exactly one of them.
+var (
+	ErrPeerFault       error = &groupError{PeerFault}
+	ErrLocalResource   error = &groupError{LocalResource}
+	ErrCancellation    error = &groupError{Cancellation}
+	ErrBudgetExhausted error = &groupError{BudgetExhausted}
+)
+
+var groupErr = [...]error{
+	PeerFault:       ErrPeerFault,
+	LocalResource:   ErrLocalResource,
+	Cancellation:    ErrCancellation,
+	BudgetExhausted: ErrBudgetExhausted,
+}
+
+// Kind says what happened. A Kind is a comparable error value, so it serves as
+// a context cause (context.WithDeadlineCause) and works with errors.Is.
+type Kind uint8
+
+const (
+	KindNetwork          Kind = iota + 1 // refused, reset, EOF, TLS alert, certificate
+	KindPeerTimeout                      // the transport's own timer fired, not ours
+	KindAttemptExpired                   // our attempt timer, after a full attempt_timeout
+	KindBadResponse                      // not a DNS response, or malformed (SPEC §7)
+	KindResponseMismatch                 // a response, but not to this query (SPEC §7)
+	KindResponseTooLarge                 // over the size limit (SPEC §7)
+	KindRcode                            // REFUSED or NOTIMP from the upstream (SPEC §4.4)
+	KindNoResources                      // out of memory, buffers or descriptors
+	KindCanceled                         // the client or the server went away
+	KindBudgetExhausted                  // the query's deadline passed
+	kindEnd                              // keep last: TestKindGroup walks every Kind below it
+)
+
+var kindText = [...]string{
+	KindNetwork:          "network error",
+	KindPeerTimeout:      "upstream timeout",
+	KindAttemptExpired:   "attempt timeout",
+	KindBadResponse:      "bad response",
+	KindResponseMismatch: "response mismatch",
+	KindResponseTooLarge: "response too large",
+	KindRcode:            "upstream refused the query",
+	KindNoResources:      "no local resources",
+	KindCanceled:         "canceled",
+	KindBudgetExhausted:  "budget exhausted",
+}
+
+func (k Kind) Error() string {
+	if k > 0 && k < kindEnd {
+		return kindText[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Is makes every Kind match its group's sentinel.
+func (k Kind) Is(target error) bool { return target == groupErr[k.Group()] }
+
+// Group is the one classifier. There is no default case: a Kind added without
+// a decision here panics in TestKindGroup and is flagged by the exhaustive
+// analyzer in CI.
+func (k Kind) Group() Group {
+	switch k {
+	case KindNetwork, KindPeerTimeout, KindAttemptExpired, KindBadResponse,
+		KindResponseMismatch, KindResponseTooLarge, KindRcode:
+		return PeerFault
+	case KindNoResources:
+		return LocalResource
+	case KindCanceled:
+		return Cancellation
+	case KindBudgetExhausted:
+		return BudgetExhausted
+	}
+	panic(fmt.Sprintf("upstream: kind %d has no group", k))
+}
+
+// Classify returns the Kind an error carries. An error with no Kind is a bug
+// of ours, not evidence about a peer, so it lands in KindNoResources
+// (LocalResource): it blames no upstream.
+func Classify(err error) Kind {
+	if k, ok := errors.AsType[Kind](err); ok {
+		return k
+	}
+	return KindNoResources
+}
+
+// AttemptError is one failed attempt against one upstream. Unwrap yields only
+// the Kind: one error, one kind, one group. Err is the underlying cause, kept
+// for the log.
+type AttemptError struct {
+	Upstream string // redacted URL ("" when no upstream was attempted)
+	Kind     Kind
+	Err      error
+}
+
+func (e *AttemptError) Error() string {
+	if e.Upstream == "" {
+		return fmt.Sprintf("%v: %v", e.Kind, e.Err)
+	}
+	return fmt.Sprintf("%s: %v: %v", e.Upstream, e.Kind, e.Err)
+}
+
+func (e *AttemptError) Unwrap() error { return e.Kind }
+
+// QueryError is the final error for a query that got no answer from the pool
+// or a forward zone. It carries what the handler needs for its Extended DNS
+// Error (SPEC §4.6) and the query log, and unwraps to its decisive Kind only.
+type QueryError struct {
+	Kind       Kind
+	Tried      []string      // redacted URLs attempted, in order (EDE 23 names them)
+	Attributed string        // redacted URL the failure is attributed to, "" for none
+	Budget     time.Duration // the query's whole budget (EDE 22 text)
+	Err        error         // the last attempt's error, for the log
+}
+
+func (e *QueryError) Error() string {
+	if e.Err == nil {
+		return e.Kind.Error()
+	}
+	return fmt.Sprintf("%v: %v", e.Kind, e.Err)
+}
+
+func (e *QueryError) Unwrap() error { return e.Kind }

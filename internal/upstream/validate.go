@@ -1,0 +1,58 @@
+package upstream
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// MaxResponseSize is the largest DNS message any transport accepts: the
+// 16-bit length prefix of DNS over TCP/TLS (RFC 1035 §4.2.2) bounds it anyway,
+// and DoH bodies are read with this limit so a hostile server cannot make us
+// buffer more.
+const MaxResponseSize = dns.MaxMsgSize
+
+// Validate checks that resp is a response to q (SPEC §7): QR set, same ID,
+// same question (name case-insensitive, type, class). The returned error
+// carries KindBadResponse or KindResponseMismatch. Every transport calls it
+// after decoding, so the pool never sees an answer to another question.
+func Validate(q, resp *dns.Msg) error {
+	if resp == nil {
+		return &AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("no message")}
+	}
+	if !resp.Response {
+		return &AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("QR bit not set")}
+	}
+	if resp.Id != q.Id {
+		return &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("id %d, want %d", resp.Id, q.Id)}
+	}
+	if len(q.Question) != len(resp.Question) {
+		// A FORMERR may legitimately echo no question; anything else must.
+		if len(resp.Question) == 0 && resp.Rcode == dns.RcodeFormatError {
+			return nil
+		}
+		return &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("%d questions, want %d", len(resp.Question), len(q.Question))}
+	}
+	for i, want := range q.Question {
+		got := resp.Question[i]
+		if got.Qtype != want.Qtype || got.Qclass != want.Qclass || !strings.EqualFold(got.Name, want.Name) {
+			return &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("question %s %s, want %s %s",
+				got.Name, dns.TypeToString[got.Qtype], want.Name, dns.TypeToString[want.Qtype])}
+		}
+	}
+	return nil
+}
+
+// Unpack decodes a wire response, enforcing the size limit. Decoding errors
+// are peer faults: the upstream sent something that is not DNS.
+func Unpack(wire []byte) (*dns.Msg, error) {
+	if len(wire) > MaxResponseSize {
+		return nil, &AttemptError{Kind: KindResponseTooLarge, Err: fmt.Errorf("%d bytes", len(wire))}
+	}
+	m := new(dns.Msg)
+	if err := m.Unpack(wire); err != nil {
+		return nil, &AttemptError{Kind: KindBadResponse, Err: err}
+	}
+	return m, nil
+}
