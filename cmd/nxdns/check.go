@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nxdns/nxdns/internal/app"
+	"github.com/nxdns/nxdns/internal/config"
+)
+
+// cmdCheck validates a configuration file: every problem on its own line and
+// exit 1, or a short summary and exit 0. --probe then sends one query to each
+// enabled upstream through a pool of its own (never a serving one).
+func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (default: the built-in configuration)")
+	probe := fs.Bool("probe", false, "also send one query to each enabled upstream and report the result")
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	cfg, name, err := loadConfig(*path)
+	if err != nil {
+		fmt.Fprint(stdout, problemLines(name, err))
+		return exitProblems
+	}
+	fmt.Fprint(stdout, summary(name, cfg))
+	if !*probe {
+		return exitOK
+	}
+	failed := 0
+	for _, r := range app.Probe(ctx, cfg) {
+		status := "ok"
+		if r.Err != nil {
+			status = "FAILED: " + r.Err.Error()
+			failed++
+		}
+		fmt.Fprintf(stdout, "probe %-40s %6.1f ms  %s\n", r.URL, float64(r.Latency.Microseconds())/1000, status)
+	}
+	if failed > 0 {
+		return exitProblems
+	}
+	return exitOK
+}
+
+// loadConfig reads path, or returns the built-in configuration for "".
+func loadConfig(path string) (config.Config, string, error) {
+	if path == "" {
+		cfg := config.Default()
+		return cfg, "built-in configuration", config.Validate(cfg).Err()
+	}
+	cfg, err := config.LoadFile(path)
+	return cfg, path, err
+}
+
+// problemLines renders a load error one problem per line, each prefixed with
+// the file so the lines read well in a build log.
+func problemLines(name string, err error) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(strings.TrimSpace(err.Error()), "\n") {
+		fmt.Fprintf(&b, "%s: %s\n", name, line)
+	}
+	return b.String()
+}
+
+// summary is what check prints for a valid file: what nxdns would do with it.
+func summary(name string, cfg config.Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ok\n", name)
+	fmt.Fprintf(&b, "listen:    %s (UDP and TCP each)\n", strings.Join(cfg.DNS.Listen, ", "))
+	fmt.Fprintf(&b, "upstreams, in priority order:\n")
+	for i, u := range cfg.EnabledUpstreams() {
+		fmt.Fprintf(&b, "  %d. %s  priority %d\n", i+1, u.Redacted(), u.Priority)
+	}
+	if len(cfg.ForwardZones) > 0 {
+		fmt.Fprintf(&b, "forward zones:\n")
+		for _, z := range cfg.ForwardZones {
+			fmt.Fprintf(&b, "  %s → %s\n", z.Zone, z.Resolver)
+		}
+	}
+	web := cfg.Web.Listen
+	if web == "" {
+		web = "disabled"
+	}
+	fmt.Fprintf(&b, "web:       %s\n", web)
+	return b.String()
+}

@@ -1,0 +1,84 @@
+// Command nxdns is the DNS forwarder: `run` serves, `check` validates a
+// configuration (and with --probe queries each upstream), `version` says
+// which build this is. Flags and wiring only; the work is in internal/.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/nxdns/nxdns/internal/buildinfo"
+)
+
+const usage = `usage: nxdns <command> [flags]
+
+commands:
+  run     [--config FILE]            serve DNS (built-in loopback config without --config)
+  check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream
+  version                            print the version and commit
+
+Run 'nxdns <command> -h' for a command's flags.
+`
+
+// exit codes
+const (
+	exitOK       = 0
+	exitProblems = 1 // invalid configuration, failed probe, failed start
+	exitUsage    = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], stderr)
+	case "check":
+		return cmdCheck(ctx, args[1:], stdout, stderr)
+	case "version":
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "nxdns version takes no arguments\n\n%s", usage)
+			return exitUsage
+		}
+		fmt.Fprintln(stdout, buildinfo.Get())
+		return exitOK
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "nxdns: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+// parseFlags parses a subcommand's flags; ok false means the caller returns
+// code (usage errors exit 2, -h exits 0).
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "nxdns %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return exitUsage, false
+	}
+	return 0, true
+}
