@@ -39,7 +39,7 @@ func seconds(n int) time.Duration { return time.Duration(n) * time.Second }
 func (d DNS) Addrs() []netip.AddrPort {
 	out := make([]netip.AddrPort, 0, len(d.Listen))
 	for _, s := range d.Listen {
-		if ap, msg := parseListen(s); msg == "" {
+		if ap, msg := parseListen(s, "53"); msg == "" {
 			out = append(out, ap)
 		}
 	}
@@ -60,7 +60,7 @@ func (d DNS) Allowed() []netip.Prefix {
 // Addr is the web listener's address; ok is false when web.listen is empty
 // (the web server is disabled).
 func (w Web) Addr() (addr netip.AddrPort, ok bool) {
-	ap, msg := parseListen(w.Listen)
+	ap, msg := parseListen(w.Listen, "9153")
 	return ap, w.Listen != "" && msg == ""
 }
 

@@ -2,11 +2,9 @@ package config
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -66,47 +64,4 @@ func parse(doc []byte) (Config, error) {
 		return Config{}, ps
 	}
 	return c, nil
-}
-
-// decodeProblems turns the decoder's error into problems. complete reports
-// whether the decoder went through the whole file, which it does when the
-// only errors are unknown keys.
-func decodeProblems(err error, sites *siteMap) (ps Problems, complete bool) {
-	var strict *toml.StrictMissingError
-	var de *toml.DecodeError
-	switch {
-	case err == nil:
-		return nil, true
-	case errors.As(err, &strict):
-		for i := range strict.Errors {
-			p := sites.problem(&strict.Errors[i], CodeUnknownKey)
-			p.Message = "unknown key"
-			if s, ok := sites.site(strict.Errors[i].Position()); ok && s.header {
-				p.Message = "unknown table"
-			}
-			ps = append(ps, p)
-		}
-		return ps, true
-	case errors.As(err, &de):
-		code := CodeDecode
-		if !sites.ok {
-			code = CodeSyntax
-		}
-		p := sites.problem(de, code)
-		p.Message = strings.TrimPrefix(de.Error(), "toml: ")
-		return Problems{p}, false
-	default:
-		return Problems{{Code: CodeDecode, Message: err.Error()}}, false
-	}
-}
-
-// problem places a decoder error: the innermost site at its position gives
-// the indexed path; the decoder's own unindexed key is the fallback.
-func (m *siteMap) problem(e *toml.DecodeError, code Code) Problem {
-	line, col := e.Position()
-	path := strings.Join(e.Key(), ".")
-	if s, ok := m.site(line, col); ok {
-		path = s.path
-	}
-	return Problem{Path: path, Code: code, Line: line}
 }

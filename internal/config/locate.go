@@ -21,8 +21,9 @@ import (
 // site is one key, table header or array element of the document.
 type site struct {
 	path       string
-	start, end int  // byte offsets, end exclusive
-	header     bool // a [table] or [[array]] header: a place for decode errors, not a key's line
+	start, end int           // byte offsets, end exclusive
+	header     bool          // a [table] or [[array]] header: a place for decode errors, not a key's line
+	kind       unstable.Kind // the value's TOML type; Invalid for a header
 }
 
 type siteMap struct {
@@ -64,8 +65,9 @@ func locate(doc []byte) *siteMap {
 // arrays so that their keys and elements get sites of their own.
 func (m *siteMap) keyValue(prefix string, kv *unstable.Node) {
 	path := join(prefix, keyPath(kv))
-	m.sites = append(m.sites, site{path: path, start: int(kv.Raw.Offset), end: int(kv.Raw.Offset + kv.Raw.Length)})
-	m.value(path, kv.Value())
+	v := kv.Value()
+	m.sites = append(m.sites, site{path: path, start: int(kv.Raw.Offset), end: int(kv.Raw.Offset + kv.Raw.Length), kind: v.Kind})
+	m.value(path, v)
 }
 
 func (m *siteMap) value(path string, v *unstable.Node) {
@@ -86,7 +88,7 @@ func (m *siteMap) value(path string, v *unstable.Node) {
 			case unstable.Array:
 				// no range of its own; its elements get sites
 			default:
-				m.sites = append(m.sites, site{path: elem, start: int(n.Raw.Offset), end: int(n.Raw.Offset + n.Raw.Length)})
+				m.sites = append(m.sites, site{path: elem, start: int(n.Raw.Offset), end: int(n.Raw.Offset + n.Raw.Length), kind: n.Kind})
 			}
 			m.value(elem, n)
 		}

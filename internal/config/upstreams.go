@@ -43,7 +43,7 @@ func checkUpstreams(ps *Problems, us []UpstreamURL) {
 	}
 	switch {
 	case enabled == 0:
-		ps.add("upstreams", CodeNoUpstreams, "no enabled upstream: declare at least one [[upstreams]]")
+		ps.add("upstreams", CodeNoUpstreams, "no enabled upstream: declare at least one [[upstreams]] (the built-in upstreams serve only when no file is given)")
 	case enabled > MaxUpstreams:
 		ps.add("upstreams", CodeTooManyUpstreams, "%d enabled upstreams, at most %d", enabled, MaxUpstreams)
 	}
@@ -54,7 +54,7 @@ func checkUpstreams(ps *Problems, us []UpstreamURL) {
 func checkUpstream(ps *Problems, path string, u UpstreamURL) string {
 	var id string
 	if u.URL == "" {
-		ps.add(path+".url", CodeRequired, "missing")
+		ps.add(path+".url", CodeRequired, "missing: every upstream needs a url")
 	} else {
 		var hostIsName bool
 		id, hostIsName = checkURL(ps, path+".url", u.URL)

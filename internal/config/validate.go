@@ -47,7 +47,7 @@ func checkDNS(ps *Problems, d DNS) {
 	seen := map[netip.AddrPort]int{}
 	for i, s := range d.Listen {
 		path := fmt.Sprintf("dns.listen[%d]", i)
-		ap, msg := parseListen(s)
+		ap, msg := parseListen(s, "53")
 		if msg != "" {
 			ps.add(path, CodeInvalidListen, "%q: %s", s, msg)
 			continue
@@ -100,12 +100,12 @@ func checkClients(ps *Problems, cs []Client) {
 		path := fmt.Sprintf("clients[%d]", i)
 		switch {
 		case c.Name == "":
-			ps.add(path+".name", CodeRequired, "missing")
+			ps.add(path+".name", CodeRequired, "missing: a client is an ip and a name")
 		case len(c.Name) > maxClientName || strings.IndexFunc(c.Name, unicode.IsControl) >= 0:
 			ps.add(path+".name", CodeInvalidName, "%q: at most %d bytes, no control characters", c.Name, maxClientName)
 		}
 		if c.IP == "" {
-			ps.add(path+".ip", CodeRequired, "missing")
+			ps.add(path+".ip", CodeRequired, "missing: a client is an ip and a name")
 			continue
 		}
 		ip, err := netip.ParseAddr(c.IP)
@@ -126,7 +126,7 @@ func checkWeb(ps *Problems, w Web) {
 	if w.Listen == "" {
 		return // disabled
 	}
-	if _, msg := parseListen(w.Listen); msg != "" {
+	if _, msg := parseListen(w.Listen, "9153"); msg != "" {
 		ps.add("web.listen", CodeInvalidListen, "%q: %s", w.Listen, msg)
 	}
 }
@@ -151,12 +151,13 @@ func checkRange(ps *Problems, path string, v, lo, hi int) bool {
 }
 
 // parseListen parses a listen address: an IP literal and a port, since nxdns
-// resolves no names (not even to bind). It returns a message on failure.
-func parseListen(s string) (netip.AddrPort, string) {
+// resolves no names (not even to bind). It returns a message on failure,
+// whose examples use port.
+func parseListen(s, port string) (netip.AddrPort, string) {
 	ap, err := netip.ParseAddrPort(s)
 	switch {
 	case err != nil:
-		return ap, "want IP:port, e.g. 127.0.0.1:53, [::1]:53 or 0.0.0.0:53 for every address"
+		return ap, fmt.Sprintf("want IP:port, e.g. 127.0.0.1:%s or [::1]:%s (0.0.0.0:%s for every IPv4 address)", port, port, port)
 	case ap.Port() == 0:
 		return ap, "port 0 is not a port to serve on"
 	case ap.Addr().IsMulticast():

@@ -18,7 +18,7 @@ func checkZones(ps *Problems, zs []ForwardZone) {
 		path := fmt.Sprintf("forward_zones[%d]", i)
 		switch {
 		case z.Zone == "":
-			ps.add(path+".zone", CodeRequired, "missing")
+			ps.add(path+".zone", CodeRequired, "missing: a forward zone is a zone and a resolver")
 		case z.Zone == ".":
 			ps.add(path+".zone", CodeInvalidZone, "the root zone: names outside every zone go to the upstreams")
 		case !validZone(z.Zone):
@@ -33,7 +33,7 @@ func checkZones(ps *Problems, zs []ForwardZone) {
 			}
 		}
 		if z.Resolver == "" {
-			ps.add(path+".resolver", CodeRequired, "missing")
+			ps.add(path+".resolver", CodeRequired, "missing: a forward zone is a zone and a resolver")
 		} else if _, _, code, msg := parseResolver(z.Resolver); code != "" {
 			ps.add(path+".resolver", code, "%q: %s", z.Resolver, msg)
 		}
