@@ -144,7 +144,12 @@ func (m *siteMap) line(path string) int {
 	return 0
 }
 
-func (m *siteMap) lineAt(off int) int { return 1 + bytes.Count(m.doc[:off], []byte{'\n'}) }
+func (m *siteMap) lineAt(off int) int {
+	if off < 0 || off > len(m.doc) {
+		return 0 // not a place in the document; never expected
+	}
+	return 1 + bytes.Count(m.doc[:off], []byte{'\n'})
+}
 
 // offset turns the decoder's 1-based line and byte column into an offset.
 func (m *siteMap) offset(line, col int) int {

@@ -101,6 +101,8 @@ func checkURL(ps *Problems, path, raw string) (id string, hostIsName bool) {
 		port = portDoT
 	case "https":
 		port = portDoH
+	case "":
+		ps.add(path, CodeUnsupportedScheme, "no scheme: want tls:// (DoT) or https:// (DoH)")
 	default:
 		ps.add(path, CodeUnsupportedScheme, "scheme %q: want tls:// (DoT) or https:// (DoH)", u.Scheme)
 	}
