@@ -72,8 +72,9 @@ func (p Problem) String() string {
 	return b.String()
 }
 
-// Problems is every problem found, in the order the file declares the keys.
-// It is the error Load and LoadFile return: one problem per line.
+// Problems is every problem found: decoding's first, then Validate's in the
+// order of the model's sections. It is the error Load and LoadFile return,
+// one problem per line.
 type Problems []Problem
 
 func (ps Problems) Error() string {

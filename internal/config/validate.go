@@ -13,7 +13,7 @@ const (
 	minTimeoutMS = 100     // below this not even a LAN TLS handshake completes
 	maxTimeoutMS = 120_000 // two minutes: every stub resolver has given up long before
 
-	maxCacheSize   = 1_000_000 // entries; bounds memory on a Pi (a few hundred MB at worst)
+	maxCacheSize   = 1_000_000 // entries of a few hundred bytes: bounded well inside a Pi's memory
 	maxCacheMinTTL = 3600      // seconds; raising TTLs further hides a changed record too long
 	maxCacheMaxTTL = 604800    // seconds (7 days)
 	maxStaleMaxAge = 604800    // seconds (7 days); RFC 8767 §5 suggests 1 to 3 days
@@ -41,11 +41,17 @@ func Validate(c Config) Problems {
 }
 
 func checkDNS(ps *Problems, d DNS) {
-	if len(d.Listen) == 0 {
+	checkListen(ps, d.Listen)
+	checkAllow(ps, d.Allow)
+	checkCache(ps, d)
+}
+
+func checkListen(ps *Problems, listen []string) {
+	if len(listen) == 0 {
 		ps.add("dns.listen", CodeRequired, "no listen address: nxdns would answer nobody")
 	}
 	seen := map[netip.AddrPort]int{}
-	for i, s := range d.Listen {
+	for i, s := range listen {
 		path := fmt.Sprintf("dns.listen[%d]", i)
 		ap, msg := parseListen(s, "53")
 		if msg != "" {
@@ -58,13 +64,15 @@ func checkDNS(ps *Problems, d DNS) {
 		}
 		seen[ap] = i
 	}
+}
 
-	if len(d.Allow) == 0 {
+func checkAllow(ps *Problems, allow []string) {
+	if len(allow) == 0 {
 		// An empty list is ambiguous ("nobody" or "everybody"); neither is
 		// what a household wants, and everybody would be an open resolver.
 		ps.add("dns.allow", CodeRequired, "no allowed network: list the networks to answer, e.g. 192.168.0.0/16")
 	}
-	for i, s := range d.Allow {
+	for i, s := range allow {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			hint := ""
 			if _, err := netip.ParseAddr(s); err == nil {
@@ -73,7 +81,9 @@ func checkDNS(ps *Problems, d DNS) {
 			ps.add(fmt.Sprintf("dns.allow[%d]", i), CodeInvalidCIDR, "%q is not a CIDR prefix%s", s, hint)
 		}
 	}
+}
 
+func checkCache(ps *Problems, d DNS) {
 	checkRange(ps, "dns.cache_size", d.CacheSize, 0, maxCacheSize)
 	minOK := checkRange(ps, "dns.cache_min_ttl", d.CacheMinTTL, 0, maxCacheMinTTL)
 	maxOK := checkRange(ps, "dns.cache_max_ttl", d.CacheMaxTTL, 1, maxCacheMaxTTL)
