@@ -4,9 +4,9 @@
 // keeps the running configuration.
 package config
 
-// Config is the whole file. Field names follow the TOML keys; every key has a
-// default in Default, so an empty file is a valid configuration only where
-// the defaults are (they include upstreams).
+// Config is the whole file. Field names follow the TOML keys. Every key but
+// the upstreams has a default in Default; a file must declare its own
+// upstreams (see Load), so an empty file is rejected with NoUpstreams.
 type Config struct {
 	DNS          DNS           `toml:"dns"`
 	Upstream     Upstream      `toml:"upstream"`
@@ -19,8 +19,15 @@ type Config struct {
 
 // DNS is the serving side: where nxdns listens and whom it answers.
 type DNS struct {
-	Listen []string `toml:"listen"` // host:port; each gets a UDP and a TCP listener
+	Listen []string `toml:"listen"` // IP:port; each gets a UDP and a TCP listener
 	Allow  []string `toml:"allow"`  // CIDR prefixes; clients outside get REFUSED
+
+	// The answer cache and serve-stale of SPEC §8.5. TTLs and ages are whole
+	// seconds, the unit of a DNS TTL.
+	CacheSize   int `toml:"cache_size"`    // answers held; 0 disables the cache
+	CacheMinTTL int `toml:"cache_min_ttl"` // shorter TTLs are raised to it; <= CacheMaxTTL
+	CacheMaxTTL int `toml:"cache_max_ttl"` // longer TTLs are lowered to it
+	StaleMaxAge int `toml:"stale_max_age"` // how long past expiry an answer may be served stale; 0 disables
 }
 
 // Upstream holds the time budgets shared by every upstream and zone.
@@ -72,6 +79,8 @@ func (l Log) QueryLog() bool { return l.Queries == nil || *l.Queries }
 // Default is the built-in configuration: loopback on an unprivileged port, so
 // `nxdns run` works out of the box without root, and two well-known public
 // DoT resolvers given by IP address (nxdns never resolves an upstream's name).
+// Those upstreams serve only when no file is given: Load drops them, so a
+// file never sends queries to a resolver its author did not name.
 func Default() Config {
 	return Config{
 		DNS: DNS{
@@ -79,9 +88,13 @@ func Default() Config {
 			Allow: []string{
 				"127.0.0.0/8", "::1/128", // loopback
 				"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", // RFC 1918
-				"fc00::/7",                   // ULA, RFC 4193
+				"fc00::/7",                    // ULA, RFC 4193
 				"169.254.0.0/16", "fe80::/10", // link-local
 			},
+			CacheSize:   10000,
+			CacheMinTTL: 0,
+			CacheMaxTTL: 86400, // one day
+			StaleMaxAge: 86400, // one day, within RFC 8767 §5's suggested 1 to 3 days
 		},
 		Upstream: Upstream{AttemptTimeoutMS: 2500, TotalTimeoutMS: 5000, ReadTimeoutMS: 3000},
 		Upstreams: []UpstreamURL{

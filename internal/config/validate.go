@@ -1,0 +1,177 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"unicode"
+)
+
+// Ranges of SPEC §3 and of the decisions written in
+// docs/reference/configuration.md.
+const (
+	minTimeoutMS = 100     // below this not even a LAN TLS handshake completes
+	maxTimeoutMS = 120_000 // two minutes: every stub resolver has given up long before
+
+	maxCacheSize   = 1_000_000 // entries of a few hundred bytes: bounded well inside a Pi's memory
+	maxCacheMinTTL = 3600      // seconds; raising TTLs further hides a changed record too long
+	maxCacheMaxTTL = 604800    // seconds (7 days)
+	maxStaleMaxAge = 604800    // seconds (7 days); RFC 8767 §5 suggests 1 to 3 days
+
+	maxClientName = 64 // bytes; a log field, not a DNS name
+)
+
+// logLevels are the accepted log.level values, in increasing severity.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// Validate checks c against every rule of SPEC §3 and returns all problems,
+// in the order of the model's sections; nil means c is valid. It is pure but
+// for one read: an upstream's ca_file must be a readable PEM file (checkCAFile).
+// The problems carry no line: Load adds lines for the keys a file declares.
+func Validate(c Config) Problems {
+	var ps Problems
+	checkDNS(&ps, c.DNS)
+	checkTimeouts(&ps, c.Upstream)
+	checkUpstreams(&ps, c.Upstreams)
+	checkZones(&ps, c.ForwardZones)
+	checkClients(&ps, c.Clients)
+	checkWeb(&ps, c.Web)
+	checkLog(&ps, c.Log)
+	return ps
+}
+
+func checkDNS(ps *Problems, d DNS) {
+	checkListen(ps, d.Listen)
+	checkAllow(ps, d.Allow)
+	checkCache(ps, d)
+}
+
+func checkListen(ps *Problems, listen []string) {
+	if len(listen) == 0 {
+		ps.add("dns.listen", CodeRequired, "no listen address: nxdns would answer nobody")
+	}
+	seen := map[netip.AddrPort]int{}
+	for i, s := range listen {
+		path := fmt.Sprintf("dns.listen[%d]", i)
+		ap, msg := parseListen(s, "53")
+		if msg != "" {
+			ps.add(path, CodeInvalidListen, "%q: %s", s, msg)
+			continue
+		}
+		if j, dup := seen[ap]; dup {
+			ps.add(path, CodeDuplicate, "%s is already dns.listen[%d]", ap, j)
+			continue
+		}
+		seen[ap] = i
+	}
+}
+
+func checkAllow(ps *Problems, allow []string) {
+	if len(allow) == 0 {
+		// An empty list is ambiguous ("nobody" or "everybody"); neither is
+		// what a household wants, and everybody would be an open resolver.
+		ps.add("dns.allow", CodeRequired, "no allowed network: list the networks to answer, e.g. 192.168.0.0/16")
+	}
+	for i, s := range allow {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			hint := ""
+			if _, err := netip.ParseAddr(s); err == nil {
+				hint = " (one address is a /32 or /128 prefix)"
+			}
+			ps.add(fmt.Sprintf("dns.allow[%d]", i), CodeInvalidCIDR, "%q is not a CIDR prefix%s", s, hint)
+		}
+	}
+}
+
+func checkCache(ps *Problems, d DNS) {
+	checkRange(ps, "dns.cache_size", d.CacheSize, 0, maxCacheSize)
+	minOK := checkRange(ps, "dns.cache_min_ttl", d.CacheMinTTL, 0, maxCacheMinTTL)
+	maxOK := checkRange(ps, "dns.cache_max_ttl", d.CacheMaxTTL, 1, maxCacheMaxTTL)
+	if minOK && maxOK && d.CacheMinTTL > d.CacheMaxTTL {
+		ps.add("dns.cache_min_ttl", CodeMinAboveMax, "%d is above dns.cache_max_ttl (%d)", d.CacheMinTTL, d.CacheMaxTTL)
+	}
+	checkRange(ps, "dns.stale_max_age", d.StaleMaxAge, 0, maxStaleMaxAge)
+}
+
+func checkTimeouts(ps *Problems, u Upstream) {
+	attemptOK := checkRange(ps, "upstream.attempt_timeout_ms", u.AttemptTimeoutMS, minTimeoutMS, maxTimeoutMS)
+	totalOK := checkRange(ps, "upstream.total_timeout_ms", u.TotalTimeoutMS, minTimeoutMS, maxTimeoutMS)
+	checkRange(ps, "upstream.read_timeout_ms", u.ReadTimeoutMS, minTimeoutMS, maxTimeoutMS)
+	if attemptOK && totalOK && u.AttemptTimeoutMS > u.TotalTimeoutMS {
+		ps.add("upstream.attempt_timeout_ms", CodeAttemptAboveTotal,
+			"%d is above upstream.total_timeout_ms (%d): no attempt can outlive the query's budget",
+			u.AttemptTimeoutMS, u.TotalTimeoutMS)
+	}
+}
+
+func checkClients(ps *Problems, cs []Client) {
+	seen := map[netip.Addr]int{}
+	for i, c := range cs {
+		path := fmt.Sprintf("clients[%d]", i)
+		switch {
+		case c.Name == "":
+			ps.add(path+".name", CodeRequired, "missing: a client is an ip and a name")
+		case len(c.Name) > maxClientName || strings.IndexFunc(c.Name, unicode.IsControl) >= 0:
+			ps.add(path+".name", CodeInvalidName, "%q: at most %d bytes, no control characters", c.Name, maxClientName)
+		}
+		if c.IP == "" {
+			ps.add(path+".ip", CodeRequired, "missing: a client is an ip and a name")
+			continue
+		}
+		ip, err := netip.ParseAddr(c.IP)
+		if err != nil || ip.Zone() != "" {
+			ps.add(path+".ip", CodeInvalidAddress, "%q is not an IP address (without %%zone)", c.IP)
+			continue
+		}
+		ip = ip.Unmap() // a v4 client may arrive as ::ffff:a.b.c.d on a dual-stack socket
+		if j, dup := seen[ip]; dup {
+			ps.add(path+".ip", CodeDuplicate, "%s is already clients[%d].ip", ip, j)
+			continue
+		}
+		seen[ip] = i
+	}
+}
+
+func checkWeb(ps *Problems, w Web) {
+	if w.Listen == "" {
+		return // disabled
+	}
+	if _, msg := parseListen(w.Listen, "9153"); msg != "" {
+		ps.add("web.listen", CodeInvalidListen, "%q: %s", w.Listen, msg)
+	}
+}
+
+func checkLog(ps *Problems, l Log) {
+	for _, lv := range logLevels {
+		if l.Level == lv {
+			return
+		}
+	}
+	ps.add("log.level", CodeInvalidLevel, "%q: want one of %s", l.Level, strings.Join(logLevels, ", "))
+}
+
+// checkRange adds OutOfRange unless lo <= v <= hi, and reports whether v is
+// in range, so that cross-checks skip values already reported.
+func checkRange(ps *Problems, path string, v, lo, hi int) bool {
+	if v < lo || v > hi {
+		ps.add(path, CodeOutOfRange, "%d is not between %d and %d", v, lo, hi)
+		return false
+	}
+	return true
+}
+
+// parseListen parses a listen address: an IP literal and a port, since nxdns
+// resolves no names (not even to bind). It returns a message on failure,
+// whose examples use port.
+func parseListen(s, port string) (netip.AddrPort, string) {
+	ap, err := netip.ParseAddrPort(s)
+	switch {
+	case err != nil:
+		return ap, fmt.Sprintf("want IP:port, e.g. 127.0.0.1:%s or [::1]:%s (0.0.0.0:%s for every IPv4 address)", port, port, port)
+	case ap.Port() == 0:
+		return ap, "port 0 is not a port to serve on"
+	case ap.Addr().IsMulticast():
+		return ap, "a multicast address"
+	}
+	return ap, ""
+}

@@ -1,0 +1,107 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Forward-zone resolver networks (SPEC §8).
+const (
+	NetworkUDP = "udp" // one datagram, TC=1 falls back to TCP
+	NetworkTCP = "tcp" // straight to TCP
+)
+
+func checkZones(ps *Problems, zs []ForwardZone) {
+	seen := map[string]int{} // FQDN → index
+	for i, z := range zs {
+		path := fmt.Sprintf("forward_zones[%d]", i)
+		switch {
+		case z.Zone == "":
+			ps.add(path+".zone", CodeRequired, "missing: a forward zone is a zone and a resolver")
+		case z.Zone == ".":
+			ps.add(path+".zone", CodeInvalidZone, "the root zone: names outside every zone go to the upstreams")
+		case !validZone(z.Zone):
+			ps.add(path+".zone", CodeInvalidZone,
+				"%q is not a domain name (dot-separated labels of letters, digits, - or _, each 1 to 63 bytes)", z.Zone)
+		default:
+			fq := fqdn(z.Zone)
+			if j, dup := seen[fq]; dup {
+				ps.add(path+".zone", CodeDuplicate, "%s is already forward_zones[%d].zone", fq, j)
+			} else {
+				seen[fq] = i
+			}
+		}
+		if z.Resolver == "" {
+			ps.add(path+".resolver", CodeRequired, "missing: a forward zone is a zone and a resolver")
+		} else if _, _, code, msg := parseResolver(z.Resolver); code != "" {
+			ps.add(path+".resolver", code, "%q: %s", z.Resolver, msg)
+		}
+	}
+}
+
+// parseResolver parses udp://IP:port or tcp://IP:port. The port is mandatory
+// (a LAN resolver on another port than 53 must not be reached on 53 by
+// accident) and the host an IP literal (nxdns resolves no resolver's name).
+// On failure it returns the problem's code and message.
+func parseResolver(s string) (network string, addr netip.AddrPort, code Code, msg string) {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return "", addr, CodeInvalidResolver, "want udp://IP:port or tcp://IP:port"
+	}
+	switch network = strings.ToLower(scheme); network {
+	case NetworkUDP, NetworkTCP:
+	default:
+		return "", addr, CodeUnsupportedScheme, fmt.Sprintf("scheme %q: want udp:// or tcp://", scheme)
+	}
+	addr, err := netip.ParseAddrPort(rest)
+	if err != nil {
+		if _, err := netip.ParseAddr(strings.Trim(rest, "[]")); err == nil {
+			return "", addr, CodeInvalidResolver, "the port is mandatory, e.g. " + network + "://192.168.1.1:53"
+		}
+		return "", addr, CodeInvalidResolver, "want " + network + "://IP:port with an IP address: nxdns resolves no resolver's name"
+	}
+	if addr.Port() == 0 {
+		return "", addr, CodeInvalidResolver, "port 0"
+	}
+	if m := checkAddr(addr.Addr()); m != "" {
+		return "", addr, CodeInvalidResolver, m
+	}
+	return network, netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), "", ""
+}
+
+// fqdn is the zone as matching compares it: lower-case with a trailing dot.
+func fqdn(zone string) string {
+	return strings.ToLower(strings.TrimSuffix(zone, ".")) + "."
+}
+
+// validZone reports whether s is a domain name a zone can have: labels of
+// letters, digits, hyphens and underscores (service zones such as _tcp.lan
+// exist), none empty or longer than 63 bytes, 253 bytes in all, one optional
+// trailing dot (RFC 1035 §2.3.4).
+func validZone(s string) bool { return validName(s, true) }
+
+// validHost is validZone without underscores: a host name as RFC 1123 §2.1
+// and certificates (RFC 5280 §4.2.1.6) allow it.
+func validHost(s string) bool { return validName(s, false) }
+
+func validName(s string, underscore bool) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' ||
+				underscore && c == '_'
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
