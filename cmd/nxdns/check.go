@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/upstream"
 )
 
 // cmdCheck validates a configuration file: every problem on its own line and
@@ -30,19 +30,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !*probe {
 		return exitOK
 	}
-	failed := 0
-	for _, r := range app.Probe(ctx, cfg) {
-		status := "ok"
-		if r.Err != nil {
-			status = "FAILED: " + r.Err.Error()
-			failed++
-		}
-		fmt.Fprintf(stdout, "probe %-40s %6.1f ms  %s\n", r.URL, float64(r.Latency.Microseconds())/1000, status)
-	}
-	if failed > 0 {
-		return exitProblems
-	}
-	return exitOK
+	return probeUpstreams(ctx, cfg, stdout)
 }
 
 // loadConfig reads path, or returns the built-in configuration for "".
@@ -72,7 +60,7 @@ func summary(name string, cfg config.Config) string {
 	fmt.Fprintf(&b, "listen:    %s (UDP and TCP each)\n", strings.Join(cfg.DNS.Listen, ", "))
 	fmt.Fprintf(&b, "upstreams, in priority order:\n")
 	for i, u := range cfg.EnabledUpstreams() {
-		fmt.Fprintf(&b, "  %d. %s  priority %d\n", i+1, u.Redacted(), u.Priority)
+		fmt.Fprintf(&b, "  %d. %s  priority %d\n", i+1, upstream.RedactString(u.URL), u.Priority)
 	}
 	if len(cfg.ForwardZones) > 0 {
 		fmt.Fprintf(&b, "forward zones:\n")

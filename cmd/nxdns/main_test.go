@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the real nxdns, built once for these tests: the claims here are
+// about what an operator's shell sees (output and exit codes).
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nxdns-cmd-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "nxdns")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("go build: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// nxdns runs the binary and returns its stdout+stderr and exit code.
+func nxdns(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatalf("nxdns %v: %v", args, err)
+		}
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+func TestCheckEveryBadFixturePrintsItsPathAndExits1(t *testing.T) {
+	fixtures, err := filepath.Glob("../../internal/config/testdata/bad/*.toml")
+	if err != nil || len(fixtures) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range fixtures {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			wants := wantedPaths(t, f)
+			out, code := nxdns(t, "check", "--config", f)
+			if code != exitProblems {
+				t.Fatalf("exit %d, want 1; output:\n%s", code, out)
+			}
+			for _, path := range wants {
+				line := f + ": " + path + ": "
+				if path == "-" { // a problem with no key, such as a syntax error
+					line = f + ": "
+				}
+				if !strings.Contains(out, line) {
+					t.Errorf("output lacks a line for %s:\n%s", path, out)
+				}
+			}
+		})
+	}
+}
+
+// wantedPaths reads the "# want: PATH CODE" header lines of a fixture.
+func wantedPaths(t *testing.T, file string) []string {
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var paths []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "# want: ")
+		if !ok {
+			continue
+		}
+		if fields := strings.Fields(rest); len(fields) > 0 {
+			paths = append(paths, fields[0])
+		}
+	}
+	if len(paths) == 0 {
+		t.Fatalf("%s has no '# want:' line", file)
+	}
+	return paths
+}
+
+func TestCheckExampleConfigIsValid(t *testing.T) {
+	out, code := nxdns(t, "check", "--config", "../../docs/examples/nxdns.toml")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
+	}
+	for _, want := range []string{"ok", "upstreams, in priority order:", "forward zones:", "lan"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCheckBuiltInConfig(t *testing.T) {
+	out, code := nxdns(t, "check")
+	if code != exitOK || !strings.Contains(out, "built-in configuration: ok") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	for _, args := range [][]string{{}, {"serve"}, {"check", "--bogus"}, {"run", "extra"}, {"version", "x"}} {
+		out, code := nxdns(t, args...)
+		if code != exitUsage {
+			t.Errorf("nxdns %v: exit %d, want 2\n%s", args, code, out)
+		}
+		if !strings.Contains(out, "usage") && !strings.Contains(out, "Usage") {
+			t.Errorf("nxdns %v printed no usage:\n%s", args, out)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, code := nxdns(t, "version")
+	if code != exitOK || !strings.HasPrefix(out, "nxdns ") || !strings.Contains(out, "commit") {
+		t.Fatalf("exit %d: %q", code, out)
+	}
+}
+
+func TestVersionStampedByLdflags(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "nxdns")
+	ld := "-X github.com/nxdns/nxdns/internal/buildinfo.Version=9.8.7 -X github.com/nxdns/nxdns/internal/buildinfo.Commit=feedc0de"
+	if out, err := exec.Command("go", "build", "-ldflags", ld, "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "nxdns 9.8.7 (commit feedc0de") {
+		t.Fatalf("version = %q, %v", out, err)
+	}
+}
+
+func TestRunExitsCleanlyOnSIGTERMAndSIGINT(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(binary, "run", "--config", writeLoopbackConfig(t))
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitForLine(t, stderr, "serving")
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("nxdns run after %v: %v", sig, err)
+				}
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("nxdns run did not exit within 10 s of %v", sig)
+			}
+		})
+	}
+}
+
+// waitForLine reads r until a line contains want; the reader keeps draining
+// afterwards so the child never blocks on a full pipe.
+func waitForLine(t *testing.T, r io.Reader, want string) {
+	t.Helper()
+	found := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(r)
+		seen := false
+		for sc.Scan() {
+			if !seen && strings.Contains(sc.Text(), want) {
+				seen = true
+				close(found)
+			}
+		}
+	}()
+	select {
+	case <-found:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no line containing %q within 10 s", want)
+	}
+}
+
+// writeLoopbackConfig writes a configuration that listens on free loopback
+// ports and forwards to an upstream that is never reached in these tests.
+func writeLoopbackConfig(t *testing.T) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+[web]
+listen = "127.0.0.1:%d"
+[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "dot.test"
+`, freePort(t), freePort(t), freePort(t))
+	path := filepath.Join(t.TempDir(), "nxdns.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// freePort returns a loopback port that was free a moment ago (both UDP and
+// TCP are checked, since nxdns binds both).
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free loopback port")
+	return 0
+}
