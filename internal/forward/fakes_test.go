@@ -79,7 +79,7 @@ func startTCPServer(t *testing.T, ln net.Listener, h dns.HandlerFunc) netip.Addr
 }
 
 // startUDPServer runs a miekg/dns UDP server on loopback.
-func startUDPServer(t *testing.T, h dns.HandlerFunc) netip.AddrPort {
+func startUDPServer(t testing.TB, h dns.HandlerFunc) netip.AddrPort {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -90,7 +90,7 @@ func startUDPServer(t *testing.T, h dns.HandlerFunc) netip.AddrPort {
 	return runServer(t, srv, started, pc.LocalAddr().String())
 }
 
-func runServer(t *testing.T, srv *dns.Server, started chan struct{}, addr string) netip.AddrPort {
+func runServer(t testing.TB, srv *dns.Server, started chan struct{}, addr string) netip.AddrPort {
 	t.Helper()
 	var wg sync.WaitGroup
 	wg.Go(func() {

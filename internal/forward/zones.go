@@ -68,7 +68,7 @@ func NewTable(zones []config.ForwardZone, readTimeout time.Duration) (*Table, er
 	for i, fz := range zones {
 		z, err := newZone(fz, readTimeout)
 		if err != nil {
-			return nil, fmt.Errorf("forward_zones[%d]: %w", i, err)
+			return nil, fmt.Errorf("forward_zones[%d].%w", i, err) // err names the key
 		}
 		if _, dup := t.byName[z.name]; dup {
 			return nil, fmt.Errorf("forward_zones[%d].zone: %q is declared twice", i, z.name)
