@@ -1,0 +1,77 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// generation is one State and the queries that started on it. Swap retires a
+// generation; its done channel closes once the last of those queries has
+// finished, which tells a reload when the old pool can be closed.
+//
+// Guarantee: a query acquires a generation only while it is current (under
+// Server.genMu's read lock, which Swap's write lock excludes), so after Swap
+// returns no query can join a retired generation, and done closes exactly
+// once, after every query that joined it has released it.
+type generation struct {
+	st      *State
+	refs    atomic.Int64 // queries holding this generation
+	retired atomic.Bool  // set once by Swap, under genMu's write lock
+	once    sync.Once
+	done    chan struct{} // closed when retired and refs is zero
+}
+
+func newGeneration(st *State) *generation {
+	return &generation{st: st, done: make(chan struct{})}
+}
+
+// acquire pins the current generation for one query; release it when the
+// query has finished (answer written, line logged).
+func (s *Server) acquire() *generation {
+	s.genMu.RLock()
+	g := s.gen
+	g.refs.Add(1)
+	s.genMu.RUnlock()
+	return g
+}
+
+func (g *generation) release() {
+	// Either this release or Swap's check sees both "retired" and "zero";
+	// the Once makes seeing it twice harmless.
+	if g.refs.Add(-1) == 0 && g.retired.Load() {
+		g.finish()
+	}
+}
+
+func (g *generation) finish() { g.once.Do(func() { close(g.done) }) }
+
+// Swap makes st the state of every query that starts from now on. Queries
+// already running keep the state they started with. drained blocks until the
+// last of them has finished with it — resolved, answer encoded, line logged —
+// or ctx ends (returning ctx.Err()), so the caller can then release what only
+// the old state used, such as the old pool.
+func (s *Server) Swap(st *State) (drained func(ctx context.Context) error) {
+	next := newGeneration(st)
+	s.genMu.Lock()
+	old := s.gen
+	s.gen = next
+	old.retired.Store(true)
+	s.genMu.Unlock()
+	if old.refs.Load() == 0 {
+		old.finish()
+	}
+	return func(ctx context.Context) error {
+		select { // done first: a spent ctx must not hide a finished drain
+		case <-old.done:
+			return nil
+		default:
+		}
+		select {
+		case <-old.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+const headerSize = 12 // a DNS header, RFC 1035 §4.1.1
+
+// errNoResolver carries no Kind, so Classify files it under LocalResource.
+var errNoResolver = errors.New("router returned no resolver")
+
+// headerOK reports whether wire can be a query at all: a whole header with
+// QR clear. Anything else is dropped unanswered (SPEC §9): an answer to
+// garbage or to a response could be reflected at a spoofed source, or loop
+// between two servers.
+func headerOK(wire []byte) bool { return len(wire) >= headerSize && wire[2]&0x80 == 0 }
+
+// Sources for the answers the server gives itself (SPEC §9 counts queries by
+// source; a resolver's source comes from the Router).
+const (
+	sourceRefused = "refused" // the client is outside State.Allow
+	sourceServer  = "server"  // FORMERR, NOTIMP, BADVERS: the query itself was the problem
+)
+
+// query is one query on its way through the handler, collecting what the
+// counters and the query-log line report.
+type query struct {
+	st       *State
+	client   netip.Addr
+	tcp      bool
+	start    time.Time
+	req      *dns.Msg       // nil when only the header parsed
+	opt      *dns.OPT       // the client's OPT record; nil without EDNS
+	source   string         // who answered: a Router source, sourceRefused or sourceServer
+	upstream string         // the attributed upstream, "" for none (never invented)
+	routed   bool           // a resolver was asked: the latency histogram counts it
+	rcode    int            // of the answer sent; rcodeNone when nothing was sent
+	ede      *dns.EDNS0_EDE // the Extended DNS Error sent, ours or relayed; nil for none
+}
+
+// handle answers one query message: it returns the wire answer, or nil when
+// nothing is to be sent (no parsable header, a cancelled query). It counts
+// and logs the query, and returns by the time ctx ends plus the resolver's
+// own return.
+func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, tcp bool) []byte {
+	if !headerOK(wire) {
+		s.stats.malformed.Add(1)
+		return nil
+	}
+	g := s.acquire()
+	defer g.release()
+	q := &query{st: g.st, client: client, tcp: tcp, start: time.Now(), source: sourceServer, rcode: rcodeNone}
+	var out []byte
+	if m := s.answer(ctx, q, wire); m != nil {
+		out = s.pack(q, m)
+	}
+	s.record(q, time.Since(q.start))
+	return out
+}
+
+// answer checks the query (SPEC §9: FORMERR, NOTIMP, REFUSED) and, if it
+// passes, resolves it. nil means send nothing.
+func (s *Server) answer(ctx context.Context, q *query, wire []byte) *dns.Msg {
+	req := new(dns.Msg)
+	if err := req.Unpack(wire); err != nil {
+		return formErr(wire)
+	}
+	q.req = req
+	opt, ok := clientOPT(req)
+	if !ok {
+		return q.reply(dns.RcodeFormatError) // RFC 6891 §6.1.1: more than one OPT
+	}
+	q.opt = opt
+	switch {
+	case req.Opcode != dns.OpcodeQuery:
+		return q.reply(dns.RcodeNotImplemented)
+	case len(req.Question) != 1:
+		return q.reply(dns.RcodeFormatError)
+	case opt != nil && opt.Version() != 0:
+		return q.reply(dns.RcodeBadVers) // RFC 6891 §6.1.3
+	case !allowed(q.st.Allow, q.client):
+		q.source = sourceRefused
+		return q.reply(dns.RcodeRefused)
+	case isTransfer(req.Question[0].Qtype):
+		// A zone transfer is several messages and no forwarder's business;
+		// forwarded, the upstream's REFUSED would count against its health.
+		return q.reply(dns.RcodeNotImplemented)
+	}
+	return s.resolve(ctx, q)
+}
+
+// resolve routes the query and turns the resolver's outcome into the
+// client's answer.
+func (s *Server) resolve(ctx context.Context, q *query) *dns.Msg {
+	r, source := q.st.Router.Route(q.req.Question[0].Name)
+	q.source, q.routed = source, true
+	if r == nil { // a Router bug: SERVFAIL (EDE Other), blaming no upstream
+		return q.failure(ctx, errNoResolver)
+	}
+	resp, up, err := r.Resolve(ctx, upstreamQuery(q.req, q.opt))
+	q.upstream = up
+	if err != nil || resp == nil {
+		return q.failure(ctx, err)
+	}
+	return q.relay(resp)
+}
+
+// upstreamUDPSize is the EDNS buffer size nxdns advertises, upstream and to
+// its clients: 1232 bytes fits the IPv6 minimum MTU without fragmentation
+// (DNS Flag Day 2020), the default of BIND 9.18, Unbound and Knot.
+const upstreamUDPSize = 1232
+
+// upstreamQuery builds the query a resolver sends on, rather than passing the
+// client's message through:
+//   - the client's question, its name's case kept (0x20 clients check it);
+//   - a random ID: the client's is restored on the answer, and a guessable ID
+//     would help spoof a forward zone's UDP answers;
+//   - RD always set: nxdns is the client's recursive service, and an upstream
+//     answering an RD=0 query with REFUSED would be blamed as a peer fault;
+//   - CD and AD as the client set them, so DNSSEC signalling reaches the
+//     validating upstream (RFC 6840 §5.7, §5.9);
+//   - nxdns's own OPT record, never the client's: its options are hop-by-hop
+//     (cookies, padding, keepalive) or private (client subnet, RFC 7871), and
+//     its buffer size describes the client's path, not ours. Only the DO bit
+//     follows the client, so DNSSEC records come back to clients that asked.
+func upstreamQuery(req *dns.Msg, opt *dns.OPT) *dns.Msg {
+	m := &dns.Msg{
+		MsgHdr: dns.MsgHdr{
+			Id:                uint16(rand.Uint32()),
+			Opcode:            dns.OpcodeQuery,
+			RecursionDesired:  true,
+			CheckingDisabled:  req.CheckingDisabled,
+			AuthenticatedData: req.AuthenticatedData,
+		},
+		Question: req.Question[:1:1],
+	}
+	m.Extra = []dns.RR{newOPT(opt != nil && opt.Do())}
+	return m
+}
+
+// newOPT is nxdns's OPT record: version 0, its buffer size, the DO bit given.
+func newOPT(do bool) *dns.OPT {
+	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	o.SetUDPSize(upstreamUDPSize)
+	if do {
+		o.SetDo()
+	}
+	return o
+}
+
+// clientOPT finds the query's OPT record; ok is false when there is more
+// than one, which RFC 6891 §6.1.1 answers with FORMERR.
+func clientOPT(req *dns.Msg) (opt *dns.OPT, ok bool) {
+	for _, rr := range req.Extra {
+		if o, isOPT := rr.(*dns.OPT); isOPT {
+			if opt != nil {
+				return nil, false
+			}
+			opt = o
+		}
+	}
+	return opt, true
+}
+
+func allowed(allow []netip.Prefix, client netip.Addr) bool {
+	for _, p := range allow {
+		if p.Contains(client) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTransfer(qtype uint16) bool { return qtype == dns.TypeAXFR || qtype == dns.TypeIXFR }
+
+// formErr answers a message whose header parsed but whose body did not: the
+// header's ID, opcode and RD echoed, no question (it could not be read) and
+// no OPT (RFC 6891 §7: FORMERR for a malformed OPT carries none).
+func formErr(wire []byte) *dns.Msg {
+	bits := binary.BigEndian.Uint16(wire[2:])
+	return &dns.Msg{MsgHdr: dns.MsgHdr{
+		Id:               binary.BigEndian.Uint16(wire),
+		Response:         true,
+		Opcode:           int(bits>>11) & 0xF,
+		RecursionDesired: bits&(1<<8) != 0,
+		Rcode:            dns.RcodeFormatError,
+	}}
+}

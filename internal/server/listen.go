@@ -1,0 +1,284 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// longAgo is a deadline in the past: setting it makes a blocked read or
+// write on a socket return at once (Go net/fd_unix.go), which is how a
+// listener stops its readers without closing sockets answers still need.
+var longAgo = time.Unix(1, 0)
+
+// listener is one configured address: a UDP socket and a TCP listener, the
+// goroutines reading them, and the connections and queries they started.
+type listener struct {
+	addr    string
+	udp     *net.UDPConn
+	tcp     *net.TCPListener
+	pktinfo bool // the UDP socket is a wildcard bind: answer from the query's destination (udpsrc.go)
+
+	stopc     chan struct{} // closed by stop: read no more queries
+	stopOnce  sync.Once
+	closeOnce sync.Once
+
+	// wg counts everything that may still write to a socket of this
+	// listener: the UDP reader, the acceptor, every connection and query.
+	// The UDP socket closes only after it, so no answer is written to a
+	// closed socket.
+	wg sync.WaitGroup
+
+	mu      sync.Mutex // guards the fields below
+	conns   map[*tcpConn]struct{}
+	stopped bool // stop ran: new connections are closed, not tracked
+}
+
+// bind opens the UDP and TCP sockets of addr. The error names addr.
+func bind(addr string) (*listener, error) {
+	var lc net.ListenConfig
+	ctx := context.Background()
+	pc, err := lc.ListenPacket(ctx, "udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	udp := pc.(*net.UDPConn)
+	tl, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		udp.Close()
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	l := &listener{
+		addr:  addr,
+		udp:   udp,
+		tcp:   tl.(*net.TCPListener),
+		stopc: make(chan struct{}),
+		conns: make(map[*tcpConn]struct{}),
+	}
+	if ua, ok := udp.LocalAddr().(*net.UDPAddr); ok && ua.IP.IsUnspecified() {
+		if err := enablePktinfo(udp); err != nil {
+			l.closeSockets()
+			return nil, fmt.Errorf("listen %s: destination address option: %w", addr, err)
+		}
+		l.pktinfo = true
+	}
+	return l, nil
+}
+
+// start runs the listener's UDP reader and TCP acceptor. Called with s.mu held.
+func (s *Server) start(l *listener) {
+	s.live[l] = struct{}{}
+	l.wg.Go(func() { s.readUDP(l) })
+	l.wg.Go(func() { s.acceptTCP(l) })
+}
+
+// stop makes the listener take no new query: the UDP reader returns, the TCP
+// listener closes, and every connection's reader stops. Queries already read
+// still answer.
+func (l *listener) stop() {
+	l.stopOnce.Do(func() {
+		close(l.stopc)
+		l.udp.SetReadDeadline(longAgo)
+		l.tcp.Close()
+		l.mu.Lock()
+		l.stopped = true
+		for c := range l.conns {
+			c.stopReading()
+		}
+		l.mu.Unlock()
+	})
+}
+
+// abort cuts every connection's pending reads and writes, after Shutdown has
+// cancelled the queries: nothing is waited for any more.
+func (l *listener) abort() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.conns {
+		c.conn.SetDeadline(longAgo)
+	}
+}
+
+func (l *listener) stopping() bool {
+	select {
+	case <-l.stopc:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeSockets closes both sockets; safe to call more than once.
+func (l *listener) closeSockets() {
+	l.closeOnce.Do(func() {
+		l.udp.Close()
+		l.tcp.Close()
+	})
+}
+
+// track registers a new connection so stop and abort reach it. It reports
+// false once the listener is stopping: the caller closes the connection.
+func (l *listener) track(c *tcpConn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+func (l *listener) untrack(c *tcpConn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+// readUDP reads datagrams until the listener stops, admitting each under the
+// family's cap and answering it in its own goroutine.
+func (s *Server) readUDP(l *listener) {
+	buf := make([]byte, maxUDPQuerySize)
+	var oob []byte
+	if l.pktinfo {
+		oob = make([]byte, oobSize)
+	}
+	var pause errorPause
+	for {
+		n, oobn, _, from, err := l.udp.ReadMsgUDPAddrPort(buf, oob)
+		if err != nil {
+			if l.stopping() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if !pause.wait(s.log, l, "udp read", err) {
+				return
+			}
+			continue
+		}
+		pause.reset(s.log, l)
+		s.admitUDP(l, buf[:n], oob[:oobn], from)
+	}
+}
+
+// admitUDP drops what cannot be a query before it costs a goroutine, then
+// takes a unit of the family's cap or drops the datagram (SPEC §9).
+func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort) {
+	if !headerOK(wire) {
+		s.stats.malformed.Add(1)
+		return
+	}
+	client := from.Addr().Unmap()
+	slot := &s.udpCap[family(client)]
+	if !slot.tryAcquire() {
+		s.stats.udpDropped.Add(1)
+		return
+	}
+	q := append([]byte(nil), wire...) // buf is reused by the next read
+	var src netip.Addr
+	if l.pktinfo {
+		src = packetDst(oob)
+	}
+	l.wg.Go(func() {
+		defer slot.release()
+		if ans := s.handle(s.ctx, q, client, false); ans != nil {
+			// A failed write (the client's port closed, a full buffer) leaves
+			// nothing to do: UDP clients retry on their own timer.
+			l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)
+		}
+	})
+}
+
+// acceptTCP accepts connections until the listener stops, admitting each
+// under the family's cap or refusing it (SPEC §9).
+func (s *Server) acceptTCP(l *listener) {
+	var pause errorPause
+	for {
+		c, err := l.tcp.AcceptTCP()
+		if err != nil {
+			if l.stopping() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors (EMFILE) and the like: pause rather than
+			// spin, as net/http's Server.Serve does.
+			if !pause.wait(s.log, l, "tcp accept", err) {
+				return
+			}
+			continue
+		}
+		pause.reset(s.log, l)
+		s.admitTCP(l, c)
+	}
+}
+
+func (s *Server) admitTCP(l *listener, c *net.TCPConn) {
+	client := addrOf(c.RemoteAddr())
+	slot := &s.tcpCap[family(client)]
+	if !slot.tryAcquire() {
+		s.stats.tcpRefused.Add(1)
+		// Linger 0 closes with a reset: the client learns at once, and the
+		// refused connection leaves no TIME_WAIT behind on our side.
+		c.SetLinger(0)
+		c.Close()
+		return
+	}
+	tc := newTCPConn(s, l, c, client)
+	if !l.track(tc) {
+		slot.release()
+		c.Close()
+		return
+	}
+	l.wg.Go(func() {
+		defer slot.release()
+		tc.serve()
+	})
+}
+
+func addrOf(a net.Addr) netip.Addr {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// errorPause spaces out retries after a socket error that is not the
+// listener's own stop, and logs once per episode rather than once per retry
+// (STYLE §9): the first error warns, the recovery says so.
+type errorPause struct {
+	delay time.Duration
+}
+
+const (
+	minErrorPause = 5 * time.Millisecond
+	maxErrorPause = time.Second
+)
+
+// wait logs the first error of an episode and sleeps; it reports false if
+// the listener stopped meanwhile.
+func (p *errorPause) wait(log *zap.Logger, l *listener, op string, err error) bool {
+	if p.delay == 0 {
+		log.Warn("listener error; retrying", zap.String("listen", l.addr), zap.String("op", op), zap.Error(err))
+		p.delay = minErrorPause
+	} else {
+		p.delay = min(2*p.delay, maxErrorPause)
+	}
+	t := time.NewTimer(p.delay)
+	defer t.Stop()
+	select {
+	case <-l.stopc:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (p *errorPause) reset(log *zap.Logger, l *listener) {
+	if p.delay != 0 {
+		log.Info("listener recovered", zap.String("listen", l.addr))
+		p.delay = 0
+	}
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+func TestQueryLog_oneLinePerQueryWithFields(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	r := resolverFunc(func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		if q.Question[0].Name == "late.example." {
+			return nil, "", &upstream.QueryError{Kind: upstream.KindBudgetExhausted, Budget: 5 * time.Second}
+		}
+		return answerA("192.0.2.1")(ctx, q)
+	})
+	st := state(r)
+	st.QueryLog = true
+	st.Names = namesFunc(func(a netip.Addr) string {
+		if a == netip.MustParseAddr("127.0.0.1") {
+			return "laptop"
+		}
+		return ""
+	})
+	s := New(Options{Logger: zap.New(core)}, st)
+	if err := s.Listen([]string{"127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	exchange(t, "udp", udpAddr(s), newQuery("ok.example.", dns.TypeAAAA))
+	late := newQuery("late.example.", dns.TypeA)
+	late.SetEdns0(1232, false)
+	exchange(t, "tcp", tcpAddr(s), late)
+
+	entries := logs.FilterMessage("query").AllUntimed()
+	if len(entries) != 2 {
+		t.Fatalf("%d query lines, want 2", len(entries))
+	}
+	for _, e := range entries {
+		if e.LoggerName != "server.query" || e.Level != zapcore.InfoLevel {
+			t.Errorf("line on %q at %v, want server.query at info", e.LoggerName, e.Level)
+		}
+	}
+	ok, fail := entries[0].ContextMap(), entries[1].ContextMap()
+	for k, want := range map[string]any{
+		"client": "127.0.0.1", "client_name": "laptop", "name": "ok.example.", "type": "AAAA",
+		"rcode": "NOERROR", "source": "pool", "upstream": testUpstream, "proto": "udp",
+	} {
+		if ok[k] != want {
+			t.Errorf("answered line %s = %v, want %v", k, ok[k], want)
+		}
+	}
+	if _, has := ok["duration_ms"].(float64); !has {
+		t.Errorf("answered line duration_ms = %#v, want a float", ok["duration_ms"])
+	}
+	if _, has := ok["ede"]; has {
+		t.Error("answered line has an ede field; none was sent")
+	}
+	for k, want := range map[string]any{"rcode": "SERVFAIL", "ede": uint16(dns.ExtendedErrorCodeNoReachableAuthority), "proto": "tcp"} {
+		if fail[k] != want {
+			t.Errorf("budget line %s = %v (%T), want %v", k, fail[k], fail[k], want)
+		}
+	}
+	if up, has := fail["upstream"]; has {
+		t.Errorf("budget line names upstream %v; none was attributed (never a fake identity)", up)
+	}
+}
+
+func TestQueryLog_offAndUnnamed(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	st := state(answerA("192.0.2.1"))
+	st.Names = namesFunc(func(netip.Addr) string { return "" })
+	s := New(Options{Logger: zap.New(core)}, st)
+	wire := mustPack(t, newQuery("a.example.", dns.TypeA))
+	client := netip.MustParseAddr("127.0.0.1")
+
+	s.handle(context.Background(), wire, client, false)
+	if n := logs.FilterMessage("query").Len(); n != 0 {
+		t.Errorf("%d query lines with the query log off", n)
+	}
+	st2 := *st
+	st2.QueryLog = true
+	s.Swap(&st2)
+	s.handle(context.Background(), wire, client, false)
+	lines := logs.FilterMessage("query").AllUntimed()
+	if len(lines) != 1 {
+		t.Fatalf("%d query lines, want 1", len(lines))
+	}
+	if _, has := lines[0].ContextMap()["client_name"]; has {
+		t.Error("client_name logged for a client with no name")
+	}
+}

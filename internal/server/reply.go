@@ -1,0 +1,208 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+// base is the skeleton of every answer to a parsed query: the client's ID,
+// opcode, RD and CD echoed, and its question as it sent it (the resolver's
+// answer may differ in case, and 0x20 clients compare it). RA is set: nxdns
+// offers recursion.
+func (q *query) base() *dns.Msg {
+	req := q.req
+	m := &dns.Msg{MsgHdr: dns.MsgHdr{
+		Id:                 req.Id,
+		Response:           true,
+		Opcode:             req.Opcode,
+		RecursionDesired:   req.RecursionDesired,
+		CheckingDisabled:   req.CheckingDisabled,
+		RecursionAvailable: true,
+	}}
+	if len(req.Question) == 1 {
+		m.Question = req.Question
+	}
+	return m
+}
+
+// reply is an answer the server gives itself, with an rcode and no records.
+func (q *query) reply(rcode int) *dns.Msg {
+	m := q.base()
+	m.Rcode = rcode
+	q.attachOPT(m)
+	return m
+}
+
+// attachOPT gives the answer nxdns's OPT record, carrying edes, when the
+// client sent one, and nothing otherwise: RFC 6891 §7 forbids an OPT in the
+// answer to a query without one, and an Extended DNS Error lives only in an
+// OPT (RFC 8914 §2). So a client without EDNS gets a bare SERVFAIL; the
+// query log and the counters still record why.
+func (q *query) attachOPT(m *dns.Msg, edes ...*dns.EDNS0_EDE) {
+	if q.opt == nil {
+		return
+	}
+	o := newOPT(q.opt.Do())
+	for _, e := range edes {
+		o.Option = append(o.Option, e)
+	}
+	if len(edes) > 0 {
+		q.ede = edes[0]
+	}
+	m.Extra = append(m.Extra, o)
+}
+
+// relay turns a resolver's answer into the client's. It copies record slices
+// but never modifies resp, which a cache may share between queries: the
+// additional section is rebuilt, the upstream's OPT replaced by nxdns's own
+// (keeping only its Extended DNS Errors, which SPEC §4.6 relays, for
+// example a DNSSEC failure or a blocked name).
+func (q *query) relay(resp *dns.Msg) *dns.Msg {
+	m := q.base()
+	m.Rcode = resp.Rcode
+	if m.Rcode > 0xF {
+		// An extended rcode (BADVERS, BADCOOKIE) answers nxdns's own EDNS
+		// exchange with the upstream; it means nothing to the client.
+		m.Rcode = dns.RcodeServerFailure
+	}
+	m.Authoritative = resp.Authoritative
+	m.RecursionAvailable = resp.RecursionAvailable
+	m.Truncated = resp.Truncated
+	// RFC 6840 §5.8: AD only to a client that showed it understands it.
+	m.AuthenticatedData = resp.AuthenticatedData && (q.req.AuthenticatedData || q.opt != nil && q.opt.Do())
+	m.Answer, m.Ns = resp.Answer, resp.Ns
+	m.Extra = make([]dns.RR, 0, len(resp.Extra)+1)
+	var edes []*dns.EDNS0_EDE
+	for _, rr := range resp.Extra {
+		o, isOPT := rr.(*dns.OPT)
+		if !isOPT {
+			m.Extra = append(m.Extra, rr)
+			continue
+		}
+		for _, opt := range o.Option {
+			if e, isEDE := opt.(*dns.EDNS0_EDE); isEDE {
+				edes = append(edes, &dns.EDNS0_EDE{InfoCode: e.InfoCode, ExtraText: e.ExtraText})
+			}
+		}
+	}
+	q.attachOPT(m, edes...)
+	return m
+}
+
+// failure is the answer to a query the resolver could not answer (SPEC §4.6):
+// SERVFAIL with an Extended DNS Error naming the reason, or nothing at all
+// when the query was cancelled. It logs nothing: the query-log line and the
+// counters are the record (no per-query warning for budget exhaustion).
+func (q *query) failure(ctx context.Context, err error) *dns.Msg {
+	if ctx.Err() != nil {
+		// Shutdown (or the client's connection) ended the query: whatever
+		// error the resolver made of that, nobody is waiting for an answer.
+		return nil
+	}
+	kind := upstream.Classify(err) // no Kind (or no error with no answer) is LocalResource
+	qe, _ := errors.AsType[*upstream.QueryError](err)
+	if q.upstream == "" && qe != nil {
+		q.upstream = qe.Attributed
+	}
+	var ede *dns.EDNS0_EDE
+	switch kind.Group() {
+	case upstream.Cancellation:
+		return nil
+	case upstream.BudgetExhausted:
+		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNoReachableAuthority, ExtraText: budgetText(qe)}
+	case upstream.PeerFault:
+		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNetworkError, ExtraText: peerText(kind, qe, q.upstream)}
+	case upstream.LocalResource:
+		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: kind.Error()}
+	}
+	m := q.base()
+	m.Rcode = dns.RcodeServerFailure
+	q.attachOPT(m, ede)
+	return m
+}
+
+// budgetText is EDE 22's text: "budget exhausted after 5000 ms".
+func budgetText(qe *upstream.QueryError) string {
+	if qe == nil || qe.Budget <= 0 {
+		return upstream.KindBudgetExhausted.Error()
+	}
+	return fmt.Sprintf("%v after %d ms", upstream.KindBudgetExhausted, qe.Budget.Milliseconds())
+}
+
+// maxEDENames bounds the upstreams EDE 23's text lists, so that with many
+// upstreams the SERVFAIL still fits a 512-byte UDP answer.
+const maxEDENames = 4
+
+// peerText is EDE 23's text: the (redacted) upstreams tried and the last
+// failure, e.g. "tried tls://9.9.9.9:853, tls://1.1.1.1:853: upstream timeout".
+func peerText(kind upstream.Kind, qe *upstream.QueryError, attributed string) string {
+	var tried []string
+	if qe != nil {
+		tried = qe.Tried
+	}
+	if len(tried) == 0 && attributed != "" {
+		tried = []string{attributed}
+	}
+	if len(tried) == 0 {
+		return kind.Error()
+	}
+	var b strings.Builder
+	b.WriteString("tried ")
+	b.WriteString(strings.Join(tried[:min(len(tried), maxEDENames)], ", "))
+	if n := len(tried) - maxEDENames; n > 0 {
+		fmt.Fprintf(&b, " and %d more", n)
+	}
+	b.WriteString(": ")
+	b.WriteString(kind.Error())
+	return b.String()
+}
+
+// Size bounds of a UDP answer. Without EDNS a client takes 512 bytes (RFC
+// 1035 §4.2.1); with it, what it advertises, but at least 512 (RFC 6891
+// §6.2.5) and at most upstreamUDPSize: nxdns does not send fragmented
+// datagrams (DNS Flag Day 2020); a larger answer gets TC and the client
+// retries over TCP.
+const (
+	minUDPAnswer = dns.MinMsgSize
+	maxUDPAnswer = upstreamUDPSize
+)
+
+func (q *query) sizeLimit() int {
+	switch {
+	case q.tcp:
+		return dns.MaxMsgSize // the 16-bit length prefix
+	case q.opt == nil:
+		return minUDPAnswer
+	default:
+		return min(max(int(q.opt.UDPSize()), minUDPAnswer), maxUDPAnswer)
+	}
+}
+
+// pack sizes the answer to the client (Msg.Truncate drops what does not fit
+// and sets TC) and encodes it, recording the rcode sent.
+func (s *Server) pack(q *query, m *dns.Msg) []byte {
+	m.Truncate(q.sizeLimit())
+	wire, err := m.Pack()
+	if err != nil && q.req != nil && len(q.req.Question) == 1 {
+		// A record the resolver built that does not encode is a bug on our
+		// side of the wire, not the client's: SERVFAIL, EDE Other.
+		s.log.Warn("answer does not encode", zap.String("name", q.req.Question[0].Name), zap.Error(err))
+		m = q.base()
+		m.Rcode = dns.RcodeServerFailure
+		q.ede = nil
+		q.attachOPT(m, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "answer does not encode"})
+		wire, err = m.Pack()
+	}
+	if err != nil {
+		return nil
+	}
+	q.rcode = m.Rcode
+	return wire
+}

@@ -1,0 +1,267 @@
+// Package server answers the LAN's plain DNS (SPEC §2, §9): a UDP and a TCP
+// listener for every configured address, the query handler (parse, access
+// control, route, resolve, size the answer to the client), SERVFAIL answers
+// with Extended DNS Errors (SPEC §4.6), one query-log line per query, and the
+// counters the metrics collector reads at scrape time.
+//
+// The handler knows the upstream pool and the forward zones only through the
+// Router and Resolver seams, so a reload swaps them (Swap) without touching a
+// socket, and changes the listen addresses (Listen) without dropping the ones
+// that stay.
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Router picks the resolver for a query name: the forward zone with the
+// longest matching suffix, or the pool. source names the choice for the
+// query log and metrics ("pool", "zone:lan"). Route must return at once,
+// compare names case-insensitively (clients may use 0x20 mixed case) and
+// never return a nil Resolver.
+type Router interface {
+	Route(qname string) (r Resolver, source string)
+}
+
+// State is everything a reload can change about answering a query. A State
+// is read-only once handed to New or Swap.
+type State struct {
+	Router   Router
+	Allow    []netip.Prefix // clients outside get REFUSED; empty refuses everyone (never an open resolver)
+	Names    Names          // client display names for the query log; nil for none
+	QueryLog bool           // one Info line per query on the "server.query" logger
+}
+
+// Options are what New needs besides the State.
+type Options struct {
+	Logger *zap.Logger // named "server" here; query lines go to its child "query". nil discards.
+}
+
+// Listener bounds. Compiled, not configured: they protect a small appliance
+// (a Raspberry Pi) from one client, and SPEC §9 fixes the first two.
+const (
+	// maxUDPInFlight is how many UDP queries of one address family are
+	// answered at once. A household's burst (a page load: ~30 names) fits
+	// with room to spare; beyond it a datagram is dropped and counted, and
+	// the client's own retry timer recovers, which beats queueing work whose
+	// client may already have given up.
+	maxUDPInFlight = 64
+	// maxTCPConns is how many TCP connections of one address family are open
+	// at once. Beyond it a connection is refused (closed at once) and counted.
+	maxTCPConns = 64
+	// maxConnQueries is how many queries of one TCP connection run at once
+	// (RFC 7766 §6.2.1.1 pipelining). At the cap the reader stops reading,
+	// and TCP flow control pushes back on the client instead of us buffering.
+	maxConnQueries = 16
+	// tcpIdleTimeout closes a connection on which no query has arrived for
+	// this long (RFC 7766 §6.2.3: servers should close idle connections; a
+	// few seconds is suggested, and clients reconnect cheaply on a LAN).
+	tcpIdleTimeout = 10 * time.Second
+	// tcpReadTimeout bounds the rest of a message once its length prefix has
+	// arrived, so a client trickling bytes (slow or half-open) cannot hold a
+	// connection slot indefinitely.
+	tcpReadTimeout = 2 * time.Second
+	// tcpWriteTimeout bounds writing one answer: a client that stops reading
+	// (its window full, or gone without a FIN) is disconnected.
+	tcpWriteTimeout = 5 * time.Second
+	// maxTCPQuerySize is the largest query message read over TCP. A query is
+	// one question plus an OPT record, well under 1 KiB even with cookies and
+	// padding; the bound caps the memory one connection can pin
+	// (maxConnQueries of them).
+	maxTCPQuerySize = 4096
+	// maxUDPQuerySize is the read buffer of a UDP socket: the largest
+	// datagram, so no query is silently cut short.
+	maxUDPQuerySize = 65535
+)
+
+// Server is the DNS front end. Create it with New, bind with Listen, replace
+// the State with Swap, stop with Shutdown.
+type Server struct {
+	log  *zap.Logger // "server"
+	qlog *zap.Logger // "server.query"
+
+	// ctx ends when Shutdown gives up waiting: every Resolve runs under it,
+	// so cancelling it ends the queries still running (and they answer
+	// nothing).
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	genMu sync.RWMutex // guards gen; Swap takes it for writing
+	gen   *generation
+
+	mu        sync.Mutex             // guards the fields below
+	listeners []*listener            // the current ones, in Listen order
+	live      map[*listener]struct{} // every listener not yet closed, retiring ones included
+	closed    bool                   // Shutdown began: Listen fails
+
+	retiring sync.WaitGroup // goroutines closing removed listeners; Add only under mu, before closed
+
+	udpCap [numFamilies]capacity
+	tcpCap [numFamilies]capacity
+	stats  counters
+
+	// TCP bounds, fields so tests can shorten them (set before Listen).
+	tcpIdle, tcpRead, tcpWrite time.Duration
+}
+
+// New returns a Server answering with st (not nil). It binds nothing until
+// Listen.
+func New(opts Options, st *State) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.Named("server")
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		log:      log,
+		qlog:     log.Named("query"),
+		ctx:      ctx,
+		cancel:   cancel,
+		gen:      newGeneration(st),
+		live:     make(map[*listener]struct{}),
+		tcpIdle:  tcpIdleTimeout,
+		tcpRead:  tcpReadTimeout,
+		tcpWrite: tcpWriteTimeout,
+	}
+	for f := range numFamilies {
+		s.udpCap[f].max = maxUDPInFlight
+		s.tcpCap[f].max = maxTCPConns
+	}
+	s.stats.init()
+	return s
+}
+
+// Listen makes the listeners match addrs (host:port each, a UDP and a TCP
+// socket per address): addresses already bound are kept untouched, new ones
+// are bound, and ones no longer listed stop reading at once and close once
+// their in-flight queries have answered.
+//
+// All new addresses are bound before anything is removed: if one fails, the
+// error names it, whatever was bound by this call is closed, and the running
+// set is unchanged (a bad reload keeps serving). One consequence: replacing
+// a wildcard address by a specific one on the same port ("0.0.0.0:53" →
+// "192.168.1.2:53") fails while the wildcard is still bound; restart for that.
+func (s *Server) Listen(addrs []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("server: listen after shutdown")
+	}
+	current := make(map[string]*listener, len(s.listeners))
+	for _, l := range s.listeners {
+		current[l.addr] = l
+	}
+	var next, fresh []*listener
+	for _, a := range addrs {
+		if l, ok := current[a]; ok {
+			next = append(next, l)
+			delete(current, a)
+			continue
+		}
+		if seen(next, a) {
+			continue // a duplicate; config validation reports it
+		}
+		l, err := bind(a)
+		if err != nil {
+			for _, f := range fresh {
+				f.closeSockets()
+			}
+			return err
+		}
+		fresh = append(fresh, l)
+		next = append(next, l)
+	}
+	for _, l := range current { // what is left was not listed
+		s.retire(l)
+	}
+	for _, l := range fresh {
+		s.start(l)
+	}
+	s.listeners = next
+	return nil
+}
+
+func seen(ls []*listener, addr string) bool {
+	for _, l := range ls {
+		if l.addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// retire stops a listener that is no longer configured and closes it in the
+// background once its queries have answered. Called with s.mu held.
+func (s *Server) retire(l *listener) {
+	l.stop()
+	s.retiring.Go(func() {
+		l.wg.Wait()
+		l.closeSockets()
+		s.mu.Lock()
+		delete(s.live, l)
+		s.mu.Unlock()
+	})
+}
+
+// Shutdown stops accepting queries on every listener, lets the queries in
+// flight answer until ctx ends, then cancels the rest (a cancelled query
+// answers nothing) and waits for them to return. It closes every socket and
+// returns ctx.Err() if it had to cancel. Listen fails afterwards.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.listeners = nil
+	ls := make([]*listener, 0, len(s.live))
+	for l := range s.live {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+
+	for _, l := range ls {
+		l.stop()
+	}
+	done := make(chan struct{})
+	go func() { // owned here: Shutdown always waits for done below
+		for _, l := range ls {
+			l.wg.Wait()
+		}
+		s.retiring.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.cancel()
+		for _, l := range ls {
+			l.abort() // a write stalled on a dead client must not outlast ctx
+		}
+		<-done
+	}
+	s.cancel()
+	for _, l := range ls {
+		l.closeSockets()
+	}
+	return err
+}
+
+// Addrs returns the bound addresses of the current listeners, in Listen
+// order (with port 0, the ports the kernel chose; UDP and TCP may differ).
+func (s *Server) Addrs() (udp, tcp []net.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.listeners {
+		udp = append(udp, l.udp.LocalAddr())
+		tcp = append(tcp, l.tcp.Addr())
+	}
+	return udp, tcp
+}

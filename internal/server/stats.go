@@ -1,0 +1,150 @@
+package server
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/stats"
+)
+
+// Rcode slots of the per-source counters: the rcodes 0–23 (every one the
+// server can send, BADVERS included), then one for "no answer sent".
+const (
+	rcodeNone  = -1
+	noneSlot   = 24
+	rcodeSlots = noneSlot + 1
+)
+
+// rcodeCounts counts one source's queries by the rcode answered.
+type rcodeCounts [rcodeSlots]atomic.Uint64
+
+func rcodeSlot(rcode int) int {
+	if rcode < 0 || rcode >= noneSlot {
+		return noneSlot
+	}
+	return rcode
+}
+
+func rcodeLabel(slot int) string {
+	if slot == noneSlot {
+		return "none"
+	}
+	if s, ok := dns.RcodeToString[slot]; ok {
+		return s
+	}
+	return "RCODE" + strconv.Itoa(slot)
+}
+
+// counters are the server's numbers, kept once: the metrics collector reads
+// them through Snapshot at scrape time.
+type counters struct {
+	mu       sync.RWMutex            // guards the map; the counts are atomic
+	bySource map[string]*rcodeCounts // sources are few: the pool, each zone, refused, server
+
+	latency stats.Histogram // routed queries, from the first byte handled to the answer packed
+
+	udpDropped atomic.Uint64 // UDP queries dropped over maxUDPInFlight
+	malformed  atomic.Uint64 // messages dropped unanswered: no header, a response, a TCP message over the size limit
+	tcpRefused atomic.Uint64 // TCP connections refused over maxTCPConns
+	tcpIdle    atomic.Uint64 // TCP connections closed after the idle bound
+	tcpSlow    atomic.Uint64 // TCP connections closed for a slow read or write
+}
+
+func (c *counters) init() { c.bySource = make(map[string]*rcodeCounts) }
+
+// count adds one query. The common case takes only the read lock.
+func (c *counters) count(source string, rcode int) {
+	c.mu.RLock()
+	rc := c.bySource[source]
+	c.mu.RUnlock()
+	if rc == nil {
+		c.mu.Lock()
+		if rc = c.bySource[source]; rc == nil {
+			rc = new(rcodeCounts)
+			c.bySource[source] = rc
+		}
+		c.mu.Unlock()
+	}
+	rc[rcodeSlot(rcode)].Add(1)
+}
+
+// Snapshot is a point-in-time copy of the server's counters and gauges.
+type Snapshot struct {
+	// Queries counts answered (and cancelled) queries by source and rcode;
+	// only non-zero pairs, sorted. Rcode "none" is a query that got no
+	// answer (cancelled). Source "refused" are clients outside dns.allow,
+	// "server" queries the server rejected itself (FORMERR, NOTIMP, BADVERS).
+	Queries []QueryCount
+	Latency stats.HistogramSnapshot // routed queries only
+
+	UDPInFlight int64 // UDP queries being answered now, both families
+	TCPConns    int64 // TCP connections open now, both families
+
+	UDPDropped    uint64 // UDP queries dropped over the in-flight cap
+	Malformed     uint64 // messages dropped unanswered (unparsable header, QR set, oversized TCP query)
+	TCPRefused    uint64 // TCP connections refused over the cap
+	Refused       uint64 // queries REFUSED by the access list (the "refused" source, summed)
+	TCPIdleClosed uint64 // TCP connections closed after the idle bound
+	TCPSlowClosed uint64 // TCP connections closed for a slow read or write
+}
+
+// QueryCount is one (source, rcode) counter.
+type QueryCount struct {
+	Source string
+	Rcode  string // "NOERROR", "SERVFAIL", …, or "none"
+	Count  uint64
+}
+
+// Snapshot reads every counter. Counts keep running while it reads, so two
+// fields may differ by the queries finishing meanwhile; Prometheus tolerates
+// that.
+func (s *Server) Snapshot() Snapshot {
+	c := &s.stats
+	snap := Snapshot{
+		Latency:       c.latency.Snapshot(),
+		UDPDropped:    c.udpDropped.Load(),
+		Malformed:     c.malformed.Load(),
+		TCPRefused:    c.tcpRefused.Load(),
+		TCPIdleClosed: c.tcpIdle.Load(),
+		TCPSlowClosed: c.tcpSlow.Load(),
+	}
+	for f := range numFamilies {
+		snap.UDPInFlight += s.udpCap[f].inUse()
+		snap.TCPConns += s.tcpCap[f].inUse()
+	}
+	c.mu.RLock()
+	for source, rc := range c.bySource {
+		for slot := range rc {
+			n := rc[slot].Load()
+			if n == 0 {
+				continue
+			}
+			snap.Queries = append(snap.Queries, QueryCount{Source: source, Rcode: rcodeLabel(slot), Count: n})
+			if source == sourceRefused {
+				snap.Refused += n
+			}
+		}
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(snap.Queries, func(a, b QueryCount) int {
+		return cmp.Or(cmp.Compare(a.Source, b.Source), cmp.Compare(a.Rcode, b.Rcode))
+	})
+	return snap
+}
+
+// record counts the query and logs its line.
+func (s *Server) record(q *query, d time.Duration) {
+	s.stats.count(q.source, q.rcode)
+	if q.routed {
+		s.stats.latency.Observe(d)
+	}
+	if q.st.QueryLog {
+		s.logQuery(q, d)
+	}
+}
