@@ -43,7 +43,7 @@
         {
           url = "tls://resolver.home.arpa:8853";
           address = "192.168.1.10";
-          ca_file = "/etc/nxdns/home-ca.pem";
+          ca_file = "${pkgs.cacert}/etc/ssl/certs/ca-bundle.crt";
           enabled = false;
         }
       ];
