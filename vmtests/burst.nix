@@ -45,11 +45,14 @@ in
       with subtest("30 concurrent unique names resolve in about one round trip"):
           r = burst("-n 30 -timeout 5s -baseline 5 -suffix burst.test.")
           assert_clean(r)
-          assert r["queries"] == 30, r
+          assert r["queries"] >= 30, r
           # The staircase was ~30x one query's latency (~92 ms per query
           # behind one another); pipelining makes it ~1x. 3x leaves room for
           # a loaded VM host and still fails any serial behaviour.
           assert r["staircase_ratio"] < 3.0, f"staircase: {r}"
+          # The same in absolute terms: 30 queries of 100 ms in series take
+          # 3000 ms; together, one round trip plus overhead.
+          assert r["wall_ms"] < 1500, f"burst wall clock: {r}"
           # Nobody came near the attempt timeout (2500 ms), let alone the budget.
           assert r["max_ms"] < 2500, f"slowest query: {r}"
 
