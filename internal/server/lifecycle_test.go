@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -229,5 +230,27 @@ func TestShutdown_cancelsAfterDeadlineAndAnswersNothing(t *testing.T) {
 	}
 	if err := s.Listen([]string{"127.0.0.1:0"}); err == nil {
 		t.Error("Listen after Shutdown succeeded")
+	}
+}
+
+// The NixOS module's default is ["0.0.0.0:53", "[::]:53"]: both wildcards on
+// one port. A dual-stack IPv6 socket would collide with the IPv4 one, so each
+// family is bound on its own. Only loopback traffic is sent.
+func TestListen_wildcardsOfBothFamiliesOnOnePort(t *testing.T) {
+	hasIPv6Loopback(t)
+	probe, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := probe.LocalAddr().(*net.UDPAddr).Port
+	probe.Close()
+	s := New(Options{}, state(answerA("192.0.2.1")))
+	defer s.Shutdown(context.Background())
+	if err := s.Listen([]string{fmt.Sprintf("0.0.0.0:%d", port), fmt.Sprintf("[::]:%d", port)}); err != nil {
+		t.Fatalf("binding both wildcards on port %d: %v", port, err)
+	}
+	for _, addr := range []string{fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("[::1]:%d", port)} {
+		exchange(t, "udp", addr, newQuery("both.example.", dns.TypeA))
+		exchange(t, "tcp", addr, newQuery("both.example.", dns.TypeA))
 	}
 }

@@ -44,12 +44,19 @@ type listener struct {
 func bind(addr string) (*listener, error) {
 	var lc net.ListenConfig
 	ctx := context.Background()
-	pc, err := lc.ListenPacket(ctx, "udp", addr)
+	// Bind each family on its own: "[::]:53" as plain "udp" would be a
+	// dual-stack socket that collides with "0.0.0.0:53" in the same list
+	// (the NixOS module's default). "udp6" sets IPV6_V6ONLY.
+	udpNet, tcpNet := "udp4", "tcp4"
+	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().Is6() && !ap.Addr().Is4In6() {
+		udpNet, tcpNet = "udp6", "tcp6"
+	}
+	pc, err := lc.ListenPacket(ctx, udpNet, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	udp := pc.(*net.UDPConn)
-	tl, err := lc.Listen(ctx, "tcp", addr)
+	tl, err := lc.Listen(ctx, tcpNet, addr)
 	if err != nil {
 		udp.Close()
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
