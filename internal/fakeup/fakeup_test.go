@@ -492,3 +492,44 @@ func TestClose_endsPendingAnswers(t *testing.T) {
 		t.Errorf("counts = %+v, want 2 queries seen and none answered", got.Counts)
 	}
 }
+
+// DoH's idle_close is net/http's IdleTimeout: an idle HTTP/2 connection gets
+// a GOAWAY and is closed. The client speaks just enough HTTP/2 by hand
+// (RFC 9113 §3.4 preface, §4.1 frame headers) to stay idle.
+func TestIdleClose_closesAnIdleDoHConnection(t *testing.T) {
+	const (
+		idle       = 200 * time.Millisecond
+		preface    = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+		typeGoAway = 0x7
+	)
+	s := start(t, Config{}, "doh://127.0.0.1:0?idle_close="+idle.String())
+	c, err := tls.Dial("tcp", s.addr(0), &tls.Config{RootCAs: s.ca.Pool(), ServerName: "localhost", NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	emptySettings := []byte{0, 0, 0, 0x4, 0, 0, 0, 0, 0}
+	if _, err := c.Write(append([]byte(preface), emptySettings...)); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	c.SetReadDeadline(begin.Add(ioBound))
+	var sawGoAway bool
+	for {
+		var hdr [9]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("read = %v, want EOF once idle", err)
+			}
+			break
+		}
+		sawGoAway = sawGoAway || hdr[3] == typeGoAway
+		length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+		if _, err := io.CopyN(io.Discard, c, int64(length)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if waited := time.Since(begin); !sawGoAway || waited < idle/2 {
+		t.Errorf("closed after %v, GOAWAY %v; want a GOAWAY after about %v", waited, sawGoAway, idle)
+	}
+}

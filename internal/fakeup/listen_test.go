@@ -59,3 +59,18 @@ func TestListenKey_dropsTheQuery(t *testing.T) {
 		t.Errorf("key = %q, want %q", got, want)
 	}
 }
+
+func TestDelay_latencyPlusUniformJitter(t *testing.T) {
+	l := &listener{s: &Server{}, Listen: Listen{Behaviour: Behaviour{Latency: 10 * time.Millisecond, Jitter: 5 * time.Millisecond}}}
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		d := l.delay(nil)
+		if d < 10*time.Millisecond || d > 15*time.Millisecond {
+			t.Fatalf("delay %v outside [10ms, 15ms]", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 100 {
+		t.Errorf("%d distinct delays in 1000 draws, want jitter to spread them", len(seen))
+	}
+}
