@@ -44,12 +44,13 @@ func (l *listFlag) String() string     { return strings.Join(*l, " ") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 type options struct {
-	listen         listFlag
-	caCert, caKey  string
-	certNames      string
-	ttl            uint64
-	httpAddr       string
-	needsCA, usage bool
+	listen        listFlag
+	caCert, caKey string
+	certNames     string
+	ttl           uint64
+	httpAddr      string
+	needsCA       bool // a dot or doh listener is configured
+	usage         bool // config failed on a flag: exit 2, not 1
 }
 
 const usageText = `usage: nxdns-fakeup -listen URL [-listen URL ...] [flags]

@@ -38,7 +38,7 @@ type listener struct {
 	pc       net.PacketConn // udp
 	tlsConf  *tls.Config    // dot, doh
 	doh      *http.Server   // doh
-	handoff  *connQueue     // doh: handshaken connections for doh
+	handoff  *connQueue     // doh: connections past their handshake, for net/http
 }
 
 func newListener(s *Server, spec Listen, leaf *tls.Certificate) (*listener, error) {
