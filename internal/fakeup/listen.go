@@ -1,0 +1,192 @@
+package fakeup
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Transport is one kind of listener.
+type Transport string
+
+const (
+	UDP Transport = "udp" // plain DNS over UDP
+	TCP Transport = "tcp" // plain DNS over TCP, RFC 7766 pipelining
+	DoT Transport = "dot" // DNS over TLS, RFC 7858
+	DoH Transport = "doh" // DNS over HTTPS, RFC 8484, HTTP/2
+)
+
+// defaultDoHPath is the path RFC 8484 §3 uses in its examples and every public
+// resolver serves.
+const defaultDoHPath = "/dns-query"
+
+// maxShaping bounds every shaping duration a listen URL can ask for, so a typo
+// ("latency=30m" for "30ms") fails loudly instead of hanging a test run.
+const maxShaping = 10 * time.Minute
+
+// Behaviour is how one listener misbehaves. The zero value answers at once.
+type Behaviour struct {
+	Latency        time.Duration // added before every answer
+	Jitter         time.Duration // a uniform 0..Jitter added on top of Latency
+	Stall          bool          // read queries, count them, never answer
+	HandshakeDelay time.Duration // DoT/DoH: wait this long before the TLS handshake
+	IdleClose      time.Duration // close a connection with nothing to do for this long; 0 never
+	TC             bool          // UDP: answer TC=1 with no records, so clients retry over TCP
+	Refuse         bool          // answer REFUSED
+}
+
+// String lists the non-default settings as the start-up log shows them
+// ("latency=30ms stall=1"), in a fixed order.
+func (b Behaviour) String() string {
+	var parts []string
+	dur := func(k string, d time.Duration) {
+		if d > 0 {
+			parts = append(parts, k+"="+d.String())
+		}
+	}
+	flag := func(k string, on bool) {
+		if on {
+			parts = append(parts, k+"=1")
+		}
+	}
+	dur("latency", b.Latency)
+	dur("jitter", b.Jitter)
+	flag("stall", b.Stall)
+	dur("handshake_delay", b.HandshakeDelay)
+	dur("idle_close", b.IdleClose)
+	flag("tc", b.TC)
+	flag("refuse", b.Refuse)
+	return strings.Join(parts, " ")
+}
+
+// Listen is one parsed -listen URL.
+type Listen struct {
+	Transport Transport
+	Addr      string // host:port to bind
+	Path      string // DoH only: the URL path served
+	Behaviour Behaviour
+	raw       *url.URL // the URL without its query, for the counters key
+}
+
+// ParseListen parses a listen URL such as "dot://127.0.0.1:8853?latency=30ms".
+// Every problem is an error naming the URL; unknown query parameters and
+// settings that do not apply to the transport are errors, not ignored.
+func ParseListen(s string) (Listen, error) {
+	l, err := parseListen(s)
+	if err != nil {
+		return Listen{}, fmt.Errorf("listen %q: %w", s, err)
+	}
+	return l, nil
+}
+
+func parseListen(s string) (Listen, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return Listen{}, err
+	}
+	l := Listen{Transport: Transport(u.Scheme), Addr: u.Host}
+	switch l.Transport {
+	case UDP, TCP, DoT, DoH:
+	default:
+		return Listen{}, fmt.Errorf("scheme %q: want udp, tcp, dot or doh", u.Scheme)
+	}
+	if u.User != nil || u.Fragment != "" || u.Opaque != "" {
+		return Listen{}, errors.New("want scheme://host:port[/path][?settings] with no userinfo or fragment")
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err != nil || port == "" {
+		return Listen{}, fmt.Errorf("address %q: want host:port", u.Host)
+	}
+	switch {
+	case l.Transport == DoH && (u.Path == "" || u.Path == "/"):
+		l.Path = defaultDoHPath
+	case l.Transport == DoH:
+		l.Path = u.Path
+	case u.Path != "" && u.Path != "/":
+		return Listen{}, fmt.Errorf("path %q: only doh listeners have a path", u.Path)
+	}
+	if l.Behaviour, err = parseBehaviour(u.Query(), l.Transport); err != nil {
+		return Listen{}, err
+	}
+	bare := *u
+	bare.RawQuery, bare.ForceQuery = "", false
+	l.raw = &bare
+	return l, nil
+}
+
+// parseBehaviour reads the settings of one listener. Each key appears at most
+// once; a setting meaningless for the transport is rejected so a test that
+// asks for it learns at once that it would not happen.
+func parseBehaviour(q url.Values, t Transport) (Behaviour, error) {
+	var b Behaviour
+	for key, vals := range q {
+		if len(vals) != 1 {
+			return b, fmt.Errorf("%s given %d times", key, len(vals))
+		}
+		v := vals[0]
+		var err error
+		switch key {
+		case "latency":
+			b.Latency, err = parseDuration(v)
+		case "jitter":
+			b.Jitter, err = parseDuration(v)
+		case "stall":
+			b.Stall, err = strconv.ParseBool(v)
+		case "handshake_delay":
+			if t != DoT && t != DoH {
+				return b, errors.New("handshake_delay applies to dot and doh only")
+			}
+			b.HandshakeDelay, err = parseDuration(v)
+		case "idle_close":
+			if t == UDP {
+				return b, errors.New("idle_close applies to connections, not udp")
+			}
+			b.IdleClose, err = parseDuration(v)
+		case "tc":
+			if t != UDP {
+				return b, errors.New("tc applies to udp only")
+			}
+			b.TC, err = strconv.ParseBool(v)
+		case "refuse":
+			b.Refuse, err = strconv.ParseBool(v)
+		default:
+			return b, fmt.Errorf("unknown setting %q (want latency, jitter, stall, handshake_delay, idle_close, tc, refuse)", key)
+		}
+		if err != nil {
+			return b, fmt.Errorf("%s=%s: %w", key, v, err)
+		}
+	}
+	if b.Latency+b.Jitter > maxShaping {
+		return b, fmt.Errorf("latency+jitter %v exceeds %v", b.Latency+b.Jitter, maxShaping)
+	}
+	return b, nil
+}
+
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, err
+	case d < 0:
+		return 0, errors.New("negative duration")
+	case d > maxShaping:
+		return 0, fmt.Errorf("above the %v bound", maxShaping)
+	}
+	return d, nil
+}
+
+// key is the counters key: the listen URL without its query, with a port 0
+// replaced by the port actually bound so two ephemeral listeners stay apart.
+func (l Listen) key(bound net.Addr) string {
+	u := *l.raw
+	host, port, _ := net.SplitHostPort(u.Host)
+	if port == "0" && bound != nil {
+		if _, p, err := net.SplitHostPort(bound.String()); err == nil {
+			u.Host = net.JoinHostPort(host, p)
+		}
+	}
+	return u.String()
+}

@@ -1,0 +1,77 @@
+package fakeup
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// udpMaxInFlight bounds the delayed UDP answers one listener holds. Past it
+// the reader stops reading and the kernel's socket buffer drops the excess,
+// which is what a saturated real resolver looks like from outside.
+const udpMaxInFlight = 8192
+
+// serveUDP reads datagrams until the socket closes. An answer with no delay
+// is written inline (the fast path the throughput benchmark measures); a
+// delayed one waits on its own goroutine. Every answer here fits in 512
+// bytes (one question, at most one short record, an OPT), so no reply needs
+// truncating for the client's buffer size.
+func (l *listener) serveUDP() {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, udpMaxInFlight)
+	buf := make([]byte, dns.MaxMsgSize)
+	backoff := time.Duration(0)
+	for {
+		n, peer, err := l.pc.ReadFrom(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || l.s.ctx.Err() != nil {
+				return
+			}
+			backoff = nextBackoff(backoff)
+			if !sleep(l.s.ctx, backoff) {
+				return
+			}
+			continue
+		}
+		backoff = 0
+		l.counters.queries.Add(1)
+		q, reply := decode(buf[:n], l.Behaviour, l.s.cfg.TTL, true)
+		switch {
+		case reply == nil:
+			continue
+		case l.Behaviour.Stall:
+			l.counters.stalled.Add(1)
+			continue
+		}
+		d := l.delay(q)
+		if d <= 0 {
+			l.writeUDP(reply, peer)
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-l.s.ctx.Done():
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if sleep(l.s.ctx, d) {
+				l.writeUDP(reply, peer)
+			}
+		})
+	}
+}
+
+func (l *listener) writeUDP(m *dns.Msg, peer net.Addr) {
+	out, err := m.Pack()
+	if err != nil {
+		return // our own message: cannot happen for what respond builds
+	}
+	if _, err := l.pc.WriteTo(out, peer); err == nil {
+		l.counters.answered.Add(1)
+	}
+}
