@@ -5,11 +5,24 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/config"
 )
 
-// probeUpstreams is filled in when the transports land.
+// probeUpstreams prints one line per enabled upstream and exits 1 if any
+// failed, so `nxdns check --probe` can gate a deployment.
 func probeUpstreams(ctx context.Context, cfg config.Config, stdout io.Writer) int {
-	fmt.Fprintln(stdout, "probe: not available in this build")
-	return exitProblems
+	failed := 0
+	for _, r := range app.Probe(ctx, cfg) {
+		status := "ok"
+		if r.Err != nil {
+			status = "FAILED: " + r.Err.Error()
+			failed++
+		}
+		fmt.Fprintf(stdout, "probe %s: %s (%.1f ms)\n", r.URL, status, float64(r.Latency.Microseconds())/1000)
+	}
+	if failed > 0 {
+		return exitProblems
+	}
+	return exitOK
 }

@@ -5,14 +5,24 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/buildinfo"
 	"github.com/nxdns/nxdns/internal/logging"
 )
 
-// cmdRun serves until ctx ends (SIGTERM or SIGINT).
+// drainTimeout bounds SIGTERM's drain: one default query budget plus a
+// margin, so every query already accepted gets its answer, and well under
+// systemd's default stop timeout (90 s).
+const drainTimeout = 6 * time.Second
+
+// cmdRun serves until ctx ends (SIGTERM or SIGINT); SIGHUP reloads.
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default: the built-in loopback configuration)")
@@ -29,12 +39,51 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nxdns: %v\n", err)
 		return exitProblems
 	}
-	opts := logging.FromEnv(zap.NewAtomicLevelAt(lvl))
+	level := zap.NewAtomicLevelAt(lvl)
+	opts := logging.FromEnv(level)
 	opts.Out = stderr
 	log := logging.New(opts)
 	defer log.Sync() //nolint:errcheck // stderr: nothing to do about a failed flush
+
+	// Subscribe before starting, so a SIGHUP sent right after READY is never
+	// lost to the default action (which would kill the process).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	a, err := app.Start(cfg, app.Options{Logger: log, Level: level})
+	if err != nil {
+		log.Error("start failed", zap.Error(err))
+		return exitProblems
+	}
+	sd := app.NewSystemd(log)
+	sd.Ready()
 	log.Info("serving", zap.String("version", buildinfo.Get().String()), zap.String("config", name))
-	<-ctx.Done()
-	log.Info("stopped")
-	return exitOK
+
+	for {
+		select {
+		case <-hup:
+			if *path == "" {
+				log.Warn("SIGHUP ignored: running the built-in configuration, there is no file to reload")
+				continue
+			}
+			sd.Reloading()
+			a.ReloadFile(*path) // logs its own outcome; a bad file keeps the running configuration
+			sd.Ready()
+		case <-sd.Watchdog():
+			sd.Alive()
+		case <-ctx.Done():
+			sd.Stopping()
+			log.Info("stopping: draining queries in flight", zap.Duration("bound", drainTimeout))
+			dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			err := a.Shutdown(dctx)
+			cancel()
+			if err != nil {
+				log.Warn("stopped with queries cut off at the drain bound", zap.Error(err))
+			} else {
+				log.Info("stopped")
+			}
+			return exitOK
+		}
+	}
 }

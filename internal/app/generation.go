@@ -1,0 +1,110 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+// generation is everything one configuration builds for answering queries:
+// the pool with its upstream connections, the forward zones and the client
+// names. A reload builds a new generation beside the running one and retires
+// the old one once no query uses it.
+type generation struct {
+	cfg   config.Config
+	pool  *upstream.Pool
+	zones *forward.Table
+	names *forward.Names
+}
+
+// build makes a generation from a validated configuration. Nothing is
+// started: the pool's probes start with start, so a generation that fails
+// half-way is closed without having sent anything.
+func build(cfg config.Config, log *zap.Logger) (*generation, error) {
+	g := &generation{cfg: cfg}
+	pool, err := buildPool(cfg, log, 0)
+	if err != nil {
+		return nil, err
+	}
+	g.pool = pool
+	g.zones, err = forward.NewTable(cfg.ForwardZones, cfg.Upstream.Read())
+	if err != nil {
+		g.close()
+		return nil, err
+	}
+	g.names = forward.NewNames(cfg.ClientNames(), g.zones, forward.NamesOptions{Logger: log.Named("names")})
+	return g, nil
+}
+
+// buildPool makes the upstream pool of cfg's enabled upstreams, each with its
+// own transport client. slots 0 means the compiled default.
+func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, error) {
+	var members []upstream.Member
+	closeAll := func() {
+		for _, m := range members {
+			m.Client.Close()
+		}
+	}
+	for i, u := range cfg.EnabledUpstreams() {
+		ep, err := upstream.ParseEndpoint(u.URL, u.Address, u.TLSName)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("upstream %d (%s): %w", i, upstream.RedactString(u.URL), err)
+		}
+		c, err := upstream.NewClient(ep, u.CAFile, log.Named("transport"))
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("upstream %s: %w", ep.Redacted(), err)
+		}
+		members = append(members, upstream.Member{Endpoint: ep, Client: c, Priority: u.Priority})
+	}
+	pool, err := upstream.New(upstream.Options{
+		Attempt: cfg.Upstream.Attempt(),
+		Total:   cfg.Upstream.Total(),
+		Logger:  log.Named("pool"),
+		Slots:   slots,
+	}, members)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// state is the server's view of this generation.
+func (g *generation) state() *server.State {
+	return &server.State{
+		Router:   g,
+		Allow:    g.cfg.DNS.Allowed(),
+		Names:    g.names,
+		QueryLog: g.cfg.Log.QueryLog(),
+	}
+}
+
+// Route sends a name to the forward zone with the longest matching suffix,
+// otherwise to the pool (SPEC §2).
+func (g *generation) Route(qname string) (server.Resolver, string) {
+	if z, ok := g.zones.Match(qname); ok {
+		return z, "zone:" + strings.TrimSuffix(z.Name(), ".")
+	}
+	return g.pool, "pool"
+}
+
+// start begins the background work: the pool's start-up probes.
+func (g *generation) start() { g.pool.Start() }
+
+// close releases everything: probes, upstream connections, name lookups.
+func (g *generation) close() {
+	if g.names != nil {
+		g.names.Close()
+	}
+	if g.pool != nil {
+		g.pool.Close()
+	}
+}

@@ -1,0 +1,56 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+// ProbeResult is one upstream's answer to `nxdns check --probe`.
+type ProbeResult struct {
+	URL     string // redacted
+	Latency time.Duration
+	Err     error
+}
+
+// Probe sends one query (". NS") to each enabled upstream, each through a
+// single-slot pool of its own, never through a serving pool: an operator's
+// check must not take a slot from live queries or touch their health. The
+// probes run one after another so each latency is the upstream's own.
+func Probe(ctx context.Context, cfg config.Config) []ProbeResult {
+	var results []ProbeResult
+	for _, u := range cfg.EnabledUpstreams() {
+		one := cfg
+		one.Upstreams = []config.UpstreamURL{u}
+		r := ProbeResult{URL: upstream.RedactString(u.URL)}
+		pool, err := buildPool(one, zap.NewNop(), 1)
+		if err != nil {
+			r.Err = err
+			results = append(results, r)
+			continue
+		}
+		q := new(dns.Msg)
+		q.SetQuestion(".", dns.TypeNS)
+		start := time.Now()
+		resp, _, err := pool.Resolve(ctx, q)
+		r.Latency = time.Since(start)
+		switch {
+		case err != nil:
+			r.Err = err
+		case resp.Rcode != dns.RcodeSuccess:
+			r.Err = rcodeError(resp.Rcode)
+		}
+		pool.Close()
+		results = append(results, r)
+	}
+	return results
+}
+
+type rcodeError int
+
+func (r rcodeError) Error() string { return "answered " + dns.RcodeToString[int(r)] }

@@ -1,0 +1,324 @@
+package vmtests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/nxdns/nxdns/internal/burst"
+	"github.com/nxdns/nxdns/internal/certs"
+	"github.com/nxdns/nxdns/internal/fakeup"
+)
+
+// nxdnsBinary is the real binary, built once in TestMain.
+var nxdnsBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nxdns-vmtests")
+	if err != nil {
+		panic(err)
+	}
+	nxdnsBinary = filepath.Join(dir, "nxdns")
+	if out, err := exec.Command("go", "build", "-o", nxdnsBinary, "../cmd/nxdns").CombinedOutput(); err != nil {
+		panic("go build: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testCA is one CA per test, its PEM written where nxdns's ca_file reads it.
+type testCA struct {
+	*certs.CA
+	file string
+}
+
+func newTestCA(t *testing.T) testCA {
+	t.Helper()
+	ca, err := certs.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(file, ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return testCA{ca, file}
+}
+
+// upstreamNode is a fake upstream with one listener.
+type upstreamNode struct {
+	srv *fakeup.Server
+	url string // what nxdns's configuration names, e.g. tls://127.0.0.1:41234
+	key string // the counters key of its listener
+}
+
+// startUpstream starts a fake upstream from a listen URL with port 0, e.g.
+// "dot://127.0.0.1:0?latency=30ms" or "doh://127.0.0.1:0/dns-query?stall=1".
+func startUpstream(t *testing.T, ca testCA, listen string) *upstreamNode {
+	t.Helper()
+	l, err := fakeup.ParseListen(listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fakeup.Start(fakeup.Config{Listen: []fakeup.Listen{l}, CA: ca.CA, CertNames: []string{"upstream.test", "127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	b := srv.Listeners()[0]
+	n := &upstreamNode{srv: srv, key: b.Key}
+	switch b.Transport {
+	case fakeup.DoT:
+		n.url = "tls://" + b.Addr.String()
+	case fakeup.DoH:
+		n.url = "https://" + b.Addr.String() + l.Path
+	default:
+		t.Fatalf("upstream transport %s is not encrypted", b.Transport)
+	}
+	return n
+}
+
+func (n *upstreamNode) counts() fakeup.Counts { return n.srv.Counters().PerListener[n.key] }
+
+// nxdnsProc is a running nxdns binary.
+type nxdnsProc struct {
+	cmd  *exec.Cmd
+	dns  string // host:port of its DNS listener
+	web  string // host:port of /metrics
+	logs *logLines
+	done chan error
+}
+
+// settings shapes the generated configuration.
+type settings struct {
+	attemptMS, totalMS int // 0 means the shipped defaults (2500, 5000)
+	queryLog           bool
+}
+
+// startNxdns writes a configuration for the given upstreams (in priority
+// order) and starts the binary, returning once it has told a fake systemd
+// READY=1 — the same signal the NixOS unit waits for.
+func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdnsProc {
+	t.Helper()
+	dir := t.TempDir()
+	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", freePort(t)), web: fmt.Sprintf("127.0.0.1:%d", freePort(t)), logs: &logLines{}, done: make(chan error, 1)}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, p.web, s.queryLog)
+	if s.attemptMS > 0 {
+		fmt.Fprintf(&b, "[upstream]\nattempt_timeout_ms = %d\ntotal_timeout_ms = %d\n", s.attemptMS, s.totalMS)
+	}
+	for i, u := range ups {
+		fmt.Fprintf(&b, "[[upstreams]]\nurl = %q\ntls_name = \"upstream.test\"\nca_file = %q\npriority = %d\n", u.url, ca.file, i)
+	}
+	cfg := filepath.Join(dir, "nxdns.toml")
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notify := listenNotify(t, dir)
+	p.cmd = exec.Command(nxdnsBinary, "run", "--config", cfg)
+	p.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify.path)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.logs.drain(stderr)
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.stop(t) })
+	if err := notify.await("READY=1", 15*time.Second); err != nil {
+		t.Fatalf("nxdns never said READY=1: %v\nlog:\n%s", err, p.logs.String())
+	}
+	return p
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (p *nxdnsProc) stop(t *testing.T) {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("nxdns exited with %v after SIGTERM\nlog:\n%s", err, p.logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		t.Errorf("nxdns did not exit within 15 s of SIGTERM")
+	}
+}
+
+// burst runs the burst client against nxdns.
+func (p *nxdnsProc) burst(t *testing.T, mutate func(*burst.Config)) *burst.Report {
+	t.Helper()
+	cfg := burst.DefaultConfig()
+	cfg.Target = p.dns
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := burst.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("burst: %v", err)
+	}
+	return r
+}
+
+// metrics scrapes /metrics and parses the exposition format.
+func (p *nxdnsProc) metrics(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + p.web + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	fams, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// metric sums a family's samples whose labels include every pair in match.
+func metric(fams map[string]*dto.MetricFamily, name string, match ...string) float64 {
+	f, ok := fams[name]
+	if !ok {
+		return -1
+	}
+	var sum float64
+	for _, m := range f.GetMetric() {
+		if !hasLabels(m, match) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Untyped != nil:
+			sum += m.Untyped.GetValue()
+		}
+	}
+	return sum
+}
+
+func hasLabels(m *dto.Metric, match []string) bool {
+	for i := 0; i+1 < len(match); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == match[i] && l.GetValue() == match[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// logLines collects the process's stderr.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) drain(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		l.mu.Lock()
+		l.lines = append(l.lines, sc.Text())
+		l.mu.Unlock()
+	}
+}
+
+// count is how many lines contain s.
+func (l *logLines) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// notifySocket is a fake systemd: the datagram socket NOTIFY_SOCKET names.
+type notifySocket struct {
+	path string
+	conn *net.UnixConn
+}
+
+func listenNotify(t *testing.T, dir string) *notifySocket {
+	t.Helper()
+	path := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &notifySocket{path: path, conn: conn}
+}
+
+// await reads notifications until one contains want.
+func (n *notifySocket) await(want string, bound time.Duration) error {
+	n.conn.SetReadDeadline(time.Now().Add(bound))
+	buf := make([]byte, 4096)
+	for {
+		k, err := n.conn.Read(buf)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(buf[:k]), want) {
+			return nil
+		}
+	}
+}
+
+// freePort returns a loopback port free for both UDP and TCP a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free loopback port")
+	return 0
+}

@@ -1,0 +1,194 @@
+package vmtests
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nxdns/nxdns/internal/burst"
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+// transports runs a scenario over DoT and over DoH.
+var transports = []struct {
+	name   string
+	listen string // listen URL prefix of the fake upstream, port 0
+}{
+	{"DoT", "dot://127.0.0.1:0"},
+	{"DoH", "doh://127.0.0.1:0/dns-query"},
+}
+
+func skipShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("scenario suite: builds and runs the real binary for seconds per case; not in -short (the Nix build)")
+	}
+}
+
+// Scenario 1 (SPEC §1 "the burst staircase"): 30 unique names at once to one
+// upstream with 30 ms latency resolve in about one round trip, not 30.
+func TestScenarioBurst(t *testing.T) {
+	skipShort(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ca := newTestCA(t)
+			up := startUpstream(t, ca, tr.listen+"?latency=30ms")
+			p := startNxdns(t, ca, settings{}, up)
+
+			cold := p.burst(t, nil)
+			warm := p.burst(t, nil)
+			for name, r := range map[string]*burst.Report{"cold": cold, "warm": warm} {
+				t.Logf("%s %s burst: wall %.1f ms, p50 %.1f ms, p99 %.1f ms, baseline %.1f ms, staircase ratio %.2f",
+					tr.name, name, r.WallMS, r.P50MS, r.P99MS, r.BaselineP50MS, r.StaircaseRatio)
+				if r.Rcodes["NOERROR"] != 30 || r.Timeouts != 0 || r.Errors != 0 {
+					t.Errorf("%s burst: rcodes %v, %d timeouts, %d errors; want 30 NOERROR", name, r.Rcodes, r.Timeouts, r.Errors)
+				}
+				// Serial would be ≈30; one round trip is ≈1. Shaped, not exact:
+				// two shared cores add scheduling noise.
+				if r.StaircaseRatio <= 0 || r.StaircaseRatio > 5 {
+					t.Errorf("%s burst: staircase ratio %.2f, want ≤ 5 (30 would be serial)", name, r.StaircaseRatio)
+				}
+			}
+		})
+	}
+}
+
+// Scenario 2 (SPEC §1 "the saturated primary"): every slot of the primary is
+// held by stalled exchanges; queries arriving meanwhile go to the free standby
+// at once, and the stalled ones fail over within their budget.
+func TestScenarioSaturatedPrimary(t *testing.T) {
+	skipShort(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) {
+			ca := newTestCA(t)
+			primary := startUpstream(t, ca, tr.listen+"?stall=1")
+			standby := startUpstream(t, ca, tr.listen+"?latency=5ms")
+			p := startNxdns(t, ca, settings{}, primary, standby)
+
+			// Burst A: more queries than the primary has slots.
+			n := upstream.DefaultSlots + 10
+			first := make(chan *burst.Report, 1)
+			go func() {
+				first <- p.burst(t, func(c *burst.Config) { c.N = n; c.Baseline = 0 })
+			}()
+			waitUntil(t, "the primary's slots to fill with stalled queries", 10*time.Second, func() bool {
+				return primary.counts().Stalled >= uint64(upstream.DefaultSlots)
+			})
+			// Burst B while the primary is saturated: the standby answers.
+			during := p.burst(t, func(c *burst.Config) { c.Baseline = 0 })
+			a := <-first
+			after := p.burst(t, func(c *burst.Config) { c.Baseline = 0 })
+
+			t.Logf("%s saturated primary: burst A (%d) p50 %.1f ms max %.1f ms; during saturation p50 %.1f p99 %.1f max %.1f ms; after p50 %.1f p99 %.1f ms",
+				tr.name, n, a.P50MS, a.MaxMS, during.P50MS, during.P99MS, during.MaxMS, after.P50MS, after.P99MS)
+			for name, r := range map[string]*burst.Report{"A": a, "during": during, "after": after} {
+				if r.Rcodes["SERVFAIL"] != 0 || r.Timeouts != 0 || r.Errors != 0 || r.Rcodes["NOERROR"] != r.Queries {
+					t.Errorf("burst %s: rcodes %v, %d timeouts, %d errors; want every query NOERROR", name, r.Rcodes, r.Timeouts, r.Errors)
+				}
+			}
+			// "Fast" is shaped: the standby's 5 ms plus loopback and TLS, far
+			// from the 2500 ms attempt budget a queued query would spend.
+			if during.P99MS > 500 {
+				t.Errorf("queries during saturation: p99 %.1f ms, want well under the 2500 ms attempt budget", during.P99MS)
+			}
+			// Burst A's stalled queries fail over after one attempt budget,
+			// inside their 5000 ms total.
+			if a.MaxMS > 5000 {
+				t.Errorf("burst A max %.1f ms: a query outlived its budget", a.MaxMS)
+			}
+
+			m := p.metrics(t)
+			if got := metric(m, "nxdns_upstream_budget_exhausted_total"); got != 0 {
+				t.Errorf("budget_exhausted_total = %v, want 0", got)
+			}
+			if got := metric(m, "nxdns_upstream_requests_total", "index", "0", "outcome", "failure"); got < float64(upstream.DefaultSlots) {
+				t.Errorf("primary failures = %v, want ≥ %d (every stalled attempt expired)", got, upstream.DefaultSlots)
+			}
+			// The standby always had a free slot, so no query had to queue.
+			if got := metric(m, "nxdns_upstream_queued_total"); got != 0 {
+				t.Errorf("queued_total = %v, want 0: the standby had free slots throughout", got)
+			}
+			wantAnswered := float64(n + 2*30)
+			if got := metric(m, "nxdns_upstream_requests_total", "index", "1", "outcome", "success"); got < wantAnswered {
+				t.Errorf("standby successes = %v, want ≥ %v (every query ended there)", got, wantAnswered)
+			}
+		})
+	}
+}
+
+// Scenario 3: at the shipped defaults (attempt 2500 ms, total 5000 ms) a
+// primary that stalls every attempt costs one attempt budget only until its
+// start-up probe puts it in backoff; the standby answers every query, and
+// the journal shows one backoff episode, not a line per query.
+func TestScenarioFastStandby(t *testing.T) {
+	skipShort(t)
+	ca := newTestCA(t)
+	primary := startUpstream(t, ca, "dot://127.0.0.1:0?stall=1")
+	standby := startUpstream(t, ca, "dot://127.0.0.1:0")
+	p := startNxdns(t, ca, settings{queryLog: true}, primary, standby)
+
+	early := p.burst(t, func(c *burst.Config) { c.N = 10; c.Baseline = 0 })
+	waitUntil(t, "the primary to enter backoff", 10*time.Second, func() bool {
+		return metric(p.metrics(t), "nxdns_upstream_backoff", "index", "0") == 1
+	})
+	late := p.burst(t, func(c *burst.Config) { c.Baseline = 0 })
+	t.Logf("fast standby: before backoff p50 %.1f max %.1f ms; in backoff p50 %.1f p99 %.1f max %.1f ms",
+		early.P50MS, early.MaxMS, late.P50MS, late.P99MS, late.MaxMS)
+
+	for name, r := range map[string]*burst.Report{"early": early, "late": late} {
+		if r.Rcodes["NOERROR"] != r.Queries || r.Timeouts != 0 {
+			t.Errorf("%s: rcodes %v, %d timeouts; want every query answered", name, r.Rcodes, r.Timeouts)
+		}
+	}
+	if late.P99MS > 100 {
+		t.Errorf("in backoff: p99 %.1f ms, want ≤ 100 ms (the primary is skipped)", late.P99MS)
+	}
+	if got := p.logs.count(`"upstream": "` + standby.url + `"`); got < early.Queries+late.Queries {
+		t.Errorf("query log names the standby on %d lines, want every one of %d answers", got, early.Queries+late.Queries)
+	}
+	if got := p.logs.count(`"upstream": "` + primary.url + `"`); got != 0 {
+		t.Errorf("query log names the stalled primary on %d lines; it answered nothing", got)
+	}
+	if got := p.logs.count("upstream entered backoff"); got != 1 {
+		t.Errorf("backoff episodes logged: %d, want exactly 1\n%s", got, p.logs.String())
+	}
+}
+
+// Scenario 4: every upstream stalls. Each query gets SERVFAIL with EDE 22
+// (No Reachable Authority) within its budget plus a margin, never a client
+// timeout, and the pool-wide budget counter counts each query once. The
+// budget is 2000 ms here so the server's answer lands well before the
+// client's 5 s timeout.
+func TestScenarioEverythingStalls(t *testing.T) {
+	skipShort(t)
+	ca := newTestCA(t)
+	a := startUpstream(t, ca, "dot://127.0.0.1:0?stall=1")
+	b := startUpstream(t, ca, "dot://127.0.0.1:0?stall=1")
+	p := startNxdns(t, ca, settings{attemptMS: 1000, totalMS: 2000}, a, b)
+
+	r := p.burst(t, func(c *burst.Config) { c.N = 10; c.Baseline = 0 })
+	t.Logf("everything stalls: p50 %.1f ms, max %.1f ms, rcodes %v, ede %v", r.P50MS, r.MaxMS, r.Rcodes, r.EDE)
+	if r.Rcodes["SERVFAIL"] != 10 || r.Timeouts != 0 {
+		t.Fatalf("rcodes %v, %d timeouts; want 10 SERVFAIL and no client timeout", r.Rcodes, r.Timeouts)
+	}
+	if r.EDE["22"] != 10 {
+		t.Errorf("EDE %v, want info code 22 on all 10", r.EDE)
+	}
+	if r.MaxMS > 2000+500 {
+		t.Errorf("slowest SERVFAIL after %.1f ms, want within the 2000 ms budget plus a margin", r.MaxMS)
+	}
+	if got := metric(p.metrics(t), "nxdns_upstream_budget_exhausted_total"); got != 10 {
+		t.Errorf("budget_exhausted_total = %v, want 10 (one per query)", got)
+	}
+}
+
+// waitUntil polls cond until it holds or bound passes: the thing waited for
+// is state in another process, with nothing to block on.
+func waitUntil(t *testing.T, what string, bound time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", bound, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
