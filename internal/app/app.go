@@ -137,7 +137,7 @@ func (a *App) Server() *server.Server { return a.srv }
 // logEffective prints the configuration summary SPEC §9 asks for at start-up.
 func (a *App) logEffective(cfg config.Config) {
 	ups := make([]string, 0, len(cfg.Upstreams))
-	for _, e := range a.gen.pool.Snapshot().Entries {
+	for _, e := range a.gen.pool.Snapshot().Upstreams {
 		ups = append(ups, fmt.Sprintf("%d:%s", e.Index, e.URL))
 	}
 	zones := make([]string, 0, len(cfg.ForwardZones))
