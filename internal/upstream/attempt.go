@@ -1,0 +1,93 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// attempt runs one exchange against e, whose slot the caller holds; the slot
+// is released before it returns. The attempt races the query's deadline
+// (SPEC §4.2): it runs until min(now+attempt_timeout, deadline), and the
+// context's cause says which timer ended it.
+//
+// The error, if any, names the upstream only when an exchange started: a
+// deadline already passed returns KindBudgetExhausted without calling the
+// client, so an instant exchange cannot manufacture evidence after the
+// budget is gone.
+func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns.Msg) (*dns.Msg, *AttemptError) {
+	defer p.release(e)
+	now := time.Now()
+	if !now.Before(deadline) { // ctx.Done lags the clock by a timer tick
+		return nil, &AttemptError{Kind: KindBudgetExhausted, Err: context.DeadlineExceeded}
+	}
+	expiry := now.Add(p.attemptTimeout)
+	// Truncated means the upstream gets less than its configured interval;
+	// an attempt ending exactly at the deadline got all of it.
+	truncated := expiry.After(deadline)
+	var cancel context.CancelFunc
+	if expiry.Before(deadline) {
+		ctx, cancel = context.WithDeadlineCause(ctx, expiry, KindAttemptExpired)
+	} else {
+		// No second timer at the budget's instant: the budget's own timer ends
+		// this attempt, and its cause (KindBudgetExhausted) says so.
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel() // sets no cause: classify before it runs
+
+	e.inFlight.Add(1)
+	resp, err := e.client.Exchange(ctx, q.Copy()) // a copy per attempt: the client may keep it
+	e.inFlight.Add(-1)
+	e.latency.Observe(time.Since(now))
+	if err != nil {
+		k := kindOf(ctx, err)
+		if k == KindBudgetExhausted && !truncated {
+			// The budget's timer fired at the instant the attempt's own would
+			// have: the upstream had its full interval, so this is the full
+			// expiry row of SPEC §4.4, evidence about the peer.
+			k = KindAttemptExpired
+		}
+		return nil, &AttemptError{Upstream: e.url, Kind: k, Err: err}
+	}
+	return resp, nil
+}
+
+// kindOf reads the context first: if our timer or our caller ended the
+// attempt, the I/O error is a symptom (net's "i/o timeout" Is
+// DeadlineExceeded too, so the error alone cannot tell a slow upstream from
+// a spent budget).
+func kindOf(ctx context.Context, err error) Kind {
+	if cause := context.Cause(ctx); cause != nil {
+		if k, ok := errors.AsType[Kind](cause); ok {
+			return k // KindAttemptExpired, KindBudgetExhausted, KindCanceled
+		}
+		return KindCanceled // a parent we do not own was cancelled
+	}
+	if k, ok := errors.AsType[Kind](err); ok {
+		return k // the transport already knew, e.g. KindBadResponse
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE),
+		errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
+		return KindNoResources
+	case errors.As(err, &ne) && ne.Timeout():
+		return KindPeerTimeout // our contexts are live: the transport's own timer
+	default:
+		return KindNetwork
+	}
+}
+
+// causeKind is the Kind of an ended context's cause, as kindOf reads it. A
+// cause that is not one of ours (context.Canceled, or a deadline of a parent
+// we do not own) means the client or the server went away.
+func causeKind(ctx context.Context) Kind {
+	if k, ok := errors.AsType[Kind](context.Cause(ctx)); ok {
+		return k
+	}
+	return KindCanceled
+}

@@ -1,0 +1,130 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+)
+
+var sentinels = map[Group]error{
+	PeerFault:       ErrPeerFault,
+	LocalResource:   ErrLocalResource,
+	Cancellation:    ErrCancellation,
+	BudgetExhausted: ErrBudgetExhausted,
+}
+
+// TestKindGroup walks every Kind below kindEnd: each has a text and exactly one
+// group, the groups are disjoint, and together they cover every Kind. A Kind
+// added without a decision in Group panics here.
+func TestKindGroup(t *testing.T) {
+	members := map[Group][]Kind{}
+	for k := Kind(1); k < kindEnd; k++ {
+		g := k.Group()
+		members[g] = append(members[g], k)
+		if k.Error() == fmt.Sprintf("kind(%d)", k) {
+			t.Errorf("kind %d has no text", k)
+		}
+		matched := 0
+		for sg, s := range sentinels {
+			if errors.Is(k, s) {
+				matched++
+				if sg != g {
+					t.Errorf("%v Is %v, but its group is %v", k, sg, g)
+				}
+			}
+		}
+		if matched != 1 {
+			t.Errorf("%v matches %d group sentinels, want exactly 1", k, matched)
+		}
+	}
+	total := 0
+	for g := range sentinels {
+		if len(members[g]) == 0 {
+			t.Errorf("group %v has no kind", g)
+		}
+		total += len(members[g])
+	}
+	if want := int(kindEnd) - 1; total != want {
+		t.Errorf("groups cover %d kinds, want %d", total, want)
+	}
+	// The decisions SPEC §4.4 names explicitly.
+	for k, want := range map[Kind]Group{
+		KindNetwork:         PeerFault,
+		KindPeerTimeout:     PeerFault,
+		KindAttemptExpired:  PeerFault,
+		KindRcode:           PeerFault,
+		KindBadResponse:     PeerFault,
+		KindNoResources:     LocalResource,
+		KindCanceled:        Cancellation,
+		KindBudgetExhausted: BudgetExhausted,
+	} {
+		if got := k.Group(); got != want {
+			t.Errorf("%v.Group() = %v, want %v", k, got, want)
+		}
+	}
+}
+
+func TestKindGroup_unknownKindPanics(t *testing.T) {
+	for _, k := range []Kind{0, kindEnd} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Kind(%d).Group() did not panic", k)
+				}
+			}()
+			_ = k.Group()
+		}()
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want Kind
+	}{
+		{"bare kind", KindRcode, KindRcode},
+		{"attempt error", &AttemptError{Upstream: "tls://192.0.2.1:853", Kind: KindPeerTimeout, Err: io.EOF}, KindPeerTimeout},
+		{"wrapped attempt error", fmt.Errorf("exchange: %w", &AttemptError{Kind: KindBadResponse, Err: io.ErrUnexpectedEOF}), KindBadResponse},
+		{"query error", &QueryError{Kind: KindBudgetExhausted, Err: &AttemptError{Kind: KindNetwork}}, KindBudgetExhausted},
+		{"wrapped query error", fmt.Errorf("resolve: %w", &QueryError{Kind: KindCanceled}), KindCanceled},
+		// An error with no Kind is our bug: it must blame no upstream.
+		{"unknown error", errors.New("something odd"), KindNoResources},
+		{"context error without kind", context.DeadlineExceeded, KindNoResources},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Classify(tt.err)
+			if got != tt.want {
+				t.Fatalf("Classify = %v, want %v", got, tt.want)
+			}
+			if !errors.Is(tt.err, sentinels[tt.want.Group()]) && tt.want != KindNoResources {
+				t.Errorf("errors.Is(err, %v) = false", tt.want.Group())
+			}
+		})
+	}
+	if g := Classify(errors.New("x")).Group(); g != LocalResource {
+		t.Errorf("unknown error lands in %v, want local resource", g)
+	}
+}
+
+// TestAttemptError_unwrapsOnlyToItsKind: one error, one kind, one group. The
+// underlying cause is for the log; it must not make the error match a second
+// group (a net timeout Is context.DeadlineExceeded, for example).
+func TestAttemptError_unwrapsOnlyToItsKind(t *testing.T) {
+	err := error(&AttemptError{Upstream: "tls://192.0.2.1:853", Kind: KindNetwork, Err: context.DeadlineExceeded})
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Error("AttemptError exposes its underlying cause to errors.Is")
+	}
+	for g, s := range sentinels {
+		if got, want := errors.Is(err, s), g == PeerFault; got != want {
+			t.Errorf("errors.Is(err, %v) = %v, want %v", g, got, want)
+		}
+	}
+	q := error(&QueryError{Kind: KindBudgetExhausted, Err: err})
+	if errors.Is(q, ErrPeerFault) || !errors.Is(q, ErrBudgetExhausted) {
+		t.Error("QueryError must match only its decisive kind's group")
+	}
+}

@@ -1,0 +1,137 @@
+package upstream
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Health and backoff (SPEC §4.5). An entry counts consecutive recorded
+// failures; at backoffThreshold it enters backoff, and the prober (probe.go)
+// brings it back. Entering and leaving backoff are episodes with one log line
+// each; nothing here logs per query.
+const (
+	// backoffThreshold is small so a dead upstream leaves service after a few
+	// failed queries, and above one so a single reset connection does not
+	// take a healthy upstream out.
+	backoffThreshold = 3
+
+	// backoffFirst is the first probe interval of an episode: long enough that
+	// a flapping upstream is not hammered, short enough that a restart of the
+	// upstream is noticed within seconds.
+	backoffFirst = 2 * time.Second
+
+	// backoffMax caps the doubling, so an upstream that was down for an hour
+	// is back in service about a minute after it recovers.
+	backoffMax = time.Minute
+)
+
+// backoffInterval is the wait before probe number step (from 0) of a backoff
+// episode: backoffFirst doubled per step, capped at backoffMax, then drawn
+// uniformly from its upper half ("equal jitter") with r in [0, 1). The jitter
+// keeps entries that failed together, and households behind one resolver,
+// from probing in lockstep; the lower bound keeps the growth.
+func backoffInterval(step int, r float64) time.Duration {
+	d := backoffMax
+	if step < 16 { // beyond that the shift only matters for overflow
+		if s := backoffFirst << step; s < backoffMax {
+			d = s
+		}
+	}
+	return d/2 + time.Duration(r*float64(d/2))
+}
+
+// health is one entry's recorded outcomes. The fields admission reads on
+// every query are atomics; the mutex is taken only when the state may change,
+// never by a success on a healthy entry.
+type health struct {
+	backoff atomic.Bool  // in backoff: only the last-resort pass and the prober use the entry
+	fails   atomic.Int32 // consecutive recorded failures; a success resets it
+
+	mu    sync.Mutex // serialises transitions, so each episode logs one line each way
+	since time.Time  // when the current backoff episode began
+
+	kick chan struct{} // capacity 1: tells the prober an episode began
+}
+
+// recordSuccess clears the failures and ends a backoff episode with one info
+// line giving the outage's length and failure count.
+func (p *Pool) recordSuccess(e *entry) {
+	h := &e.health
+	if h.fails.Load() == 0 && !h.backoff.Load() {
+		return // the common case: nothing to clear, no lock
+	}
+	h.mu.Lock()
+	n := h.fails.Swap(0)
+	recovered := h.backoff.Swap(false)
+	since := h.since
+	h.mu.Unlock()
+	if !recovered {
+		return
+	}
+	p.log.Info("upstream recovered",
+		zap.Int("index", e.index), zap.String("upstream", e.url),
+		zap.Duration("outage", time.Since(since)), zap.Int32("failures", n))
+	p.board.notify() // waiters may now use it outside the last-resort pass
+}
+
+// recordFailure counts one failure. The one that reaches backoffThreshold,
+// or any failure when force is set (a failed start-up probe), begins a
+// backoff episode with one warn line naming the cause; failures during the
+// episode only count.
+func (p *Pool) recordFailure(e *entry, cause error, force bool) {
+	h := &e.health
+	h.mu.Lock()
+	n := h.fails.Add(1)
+	if h.backoff.Load() || (n < backoffThreshold && !force) {
+		h.mu.Unlock()
+		return
+	}
+	h.since = time.Now()
+	h.backoff.Store(true)
+	h.mu.Unlock()
+	p.log.Warn("upstream entering backoff",
+		zap.Int("index", e.index), zap.String("upstream", e.url),
+		zap.Int32("failures", n), zap.String("cause", e.redactCause(cause)))
+	select {
+	case h.kick <- struct{}{}:
+	default: // the prober has a kick pending already
+	}
+	p.board.notify() // waiters stop counting on it
+}
+
+// redactCause is the cause's text without the secret parts of the URL. A
+// transport should not put them in its errors, but a wrapped *url.Error
+// prints the request URL, and a token in a journal cannot be taken back.
+func (e *entry) redactCause(err error) string {
+	if err == nil {
+		return ""
+	}
+	if e.redactor == nil {
+		return err.Error()
+	}
+	return e.redactor.Replace(err.Error())
+}
+
+// newRedactor replaces the whole URL by its redacted form and any stray copy
+// of its path and query by a placeholder; nil when the URL has no secret part.
+func newRedactor(ep Endpoint) *strings.Replacer {
+	u := ep.URL
+	if u == nil {
+		return nil
+	}
+	var pairs []string
+	if full, short := u.String(), Redact(u); full != short {
+		pairs = append(pairs, full, short)
+	}
+	if uri := u.RequestURI(); uri != "/" && uri != "" {
+		pairs = append(pairs, uri, "/[redacted]")
+	}
+	if len(pairs) == 0 {
+		return nil
+	}
+	return strings.NewReplacer(pairs...)
+}

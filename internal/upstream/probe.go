@@ -1,0 +1,87 @@
+package upstream
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Probes keep users from paying for a dead upstream twice (SPEC §4.5). Each
+// entry has one prober goroutine, so probes of one entry never overlap. A
+// probe calls the client directly: it never takes a serving slot, so it
+// cannot queue behind live queries nor make them queue behind it.
+
+// probeTimeout bounds one probe. It is shorter than any attempt budget: a
+// probe asks the root NS set, which a serving resolver has cached, so an
+// upstream that needs more than a second for it is not one to send users to.
+const probeTimeout = time.Second
+
+// probeLoop probes e once at start (a failure starts it in backoff), then
+// waits for each backoff episode and probes on the jittered schedule until
+// the entry is back, until ctx ends.
+func (p *Pool) probeLoop(ctx context.Context, e *entry) {
+	switch err := p.probe(ctx, e); {
+	case err == nil:
+		p.recordSuccess(e)
+	case err.Kind.Group() == Cancellation:
+		return
+	default:
+		p.recordFailure(e, err, true)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.health.kick:
+		}
+		if !p.probeUntilBack(ctx, e) {
+			return
+		}
+	}
+}
+
+// probeUntilBack probes e while it is in backoff, waiting backoffInterval
+// before each probe. It reports false when ctx ended.
+func (p *Pool) probeUntilBack(ctx context.Context, e *entry) bool {
+	for step := 0; e.health.backoff.Load(); step++ {
+		t := time.NewTimer(backoffInterval(step, rand.Float64()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		switch err := p.probe(ctx, e); {
+		case err == nil:
+			p.recordSuccess(e)
+		case err.Kind.Group() == Cancellation:
+			return false
+		default:
+			p.recordFailure(e, err, false)
+		}
+	}
+	return true
+}
+
+// probe sends `. IN NS` with RD set through e's client, bounded by
+// probeTimeout. Success is a valid response to it whose rcode is not REFUSED
+// or NOTIMP: any other rcode shows the upstream reachable and serving.
+func (p *Pool) probe(ctx context.Context, e *entry) *AttemptError {
+	ctx, cancel := context.WithTimeoutCause(ctx, probeTimeout, KindAttemptExpired)
+	defer cancel()
+	q := new(dns.Msg)
+	q.SetQuestion(".", dns.TypeNS) // sets RD and a random ID
+	resp, err := e.client.Exchange(ctx, q)
+	if err != nil {
+		return &AttemptError{Upstream: e.url, Kind: kindOf(ctx, err), Err: err}
+	}
+	if err := Validate(q, resp); err != nil {
+		return &AttemptError{Upstream: e.url, Kind: Classify(err), Err: err}
+	}
+	if resp.Rcode == dns.RcodeRefused || resp.Rcode == dns.RcodeNotImplemented {
+		return &AttemptError{Upstream: e.url, Kind: KindRcode, Err: rcodeError(resp.Rcode)}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package upstream
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// TestValidate is SPEC §7's table: a response must be a response to this query.
+func TestValidate(t *testing.T) {
+	q := new(dns.Msg)
+	q.SetQuestion("www.Example.org.", dns.TypeA)
+	q.Id = 4242
+	answer := func(edit func(*dns.Msg)) *dns.Msg {
+		r := new(dns.Msg)
+		r.SetReply(q)
+		if edit != nil {
+			edit(r)
+		}
+		return r
+	}
+	tests := []struct {
+		name string
+		resp *dns.Msg
+		want Kind // 0: valid
+	}{
+		{"reply", answer(nil), 0},
+		{"name case differs", answer(func(r *dns.Msg) { r.Question[0].Name = "WWW.EXAMPLE.ORG." }), 0},
+		{"formerr without question", answer(func(r *dns.Msg) { r.Rcode = dns.RcodeFormatError; r.Question = nil }), 0},
+		{"nil", nil, KindBadResponse},
+		{"qr not set", answer(func(r *dns.Msg) { r.Response = false }), KindBadResponse},
+		{"wrong id", answer(func(r *dns.Msg) { r.Id++ }), KindResponseMismatch},
+		{"other name", answer(func(r *dns.Msg) { r.Question[0].Name = "www.example.net." }), KindResponseMismatch},
+		{"other type", answer(func(r *dns.Msg) { r.Question[0].Qtype = dns.TypeAAAA }), KindResponseMismatch},
+		{"other class", answer(func(r *dns.Msg) { r.Question[0].Qclass = dns.ClassCHAOS }), KindResponseMismatch},
+		{"no question, not formerr", answer(func(r *dns.Msg) { r.Question = nil }), KindResponseMismatch},
+		{"extra question", answer(func(r *dns.Msg) { r.Question = append(r.Question, r.Question[0]) }), KindResponseMismatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Validate(q, tt.resp)
+			if tt.want == 0 {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate = nil, want %v", tt.want)
+			}
+			if got := Classify(err); got != tt.want {
+				t.Errorf("kind = %v, want %v", got, tt.want)
+			}
+			if Classify(err).Group() != PeerFault {
+				t.Errorf("a bad response must be a peer fault")
+			}
+		})
+	}
+}
+
+func TestUnpack(t *testing.T) {
+	q := new(dns.Msg)
+	q.SetQuestion("example.org.", dns.TypeA)
+	r := new(dns.Msg)
+	r.SetReply(q)
+	wire, err := r.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := Unpack(wire); err != nil || m.Id != q.Id {
+		t.Fatalf("Unpack(valid) = %v, %v", m, err)
+	}
+	if _, err := Unpack(wire[:5]); Classify(err) != KindBadResponse {
+		t.Errorf("Unpack(short) kind = %v, want bad response", Classify(err))
+	}
+	big := bytes.Repeat([]byte{0}, MaxResponseSize+1)
+	if _, err := Unpack(big); Classify(err) != KindResponseTooLarge {
+		t.Errorf("Unpack(too large) kind = %v, want response too large", Classify(err))
+	}
+}
