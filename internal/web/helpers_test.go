@@ -211,3 +211,79 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// startLANResolver is a forward zone's resolver on 127.0.0.1, UDP and TCP on
+// one port: over UDP "big." names come back truncated (TC=1), over TCP
+// everything is answered. It returns host:port.
+func startLANResolver(t *testing.T) string {
+	t.Helper()
+	var pc net.PacketConn
+	var ln net.Listener
+	for range 10 { // the TCP port may be taken by someone else; try another
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
+		pc = nil
+	}
+	if pc == nil {
+		t.Fatal("no port free for both UDP and TCP on 127.0.0.1")
+	}
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		r := answer(q)
+		if w.RemoteAddr().Network() == "udp" && strings.HasPrefix(q.Question[0].Name, "big.") {
+			r.Answer, r.Truncated = nil, true
+		}
+		w.WriteMsg(r)
+	})
+	serveDNS(t, &dns.Server{PacketConn: pc, Handler: h})
+	serveDNS(t, &dns.Server{Listener: ln, Handler: h})
+	return pc.LocalAddr().String()
+}
+
+// serveDNS runs srv until cleanup, waiting until it serves.
+func serveDNS(t *testing.T, srv *dns.Server) {
+	t.Helper()
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.ActivateAndServe(); err != nil {
+			t.Errorf("fake resolver: %v", err)
+		}
+	})
+	<-started
+	t.Cleanup(func() {
+		srv.Shutdown()
+		wg.Wait()
+	})
+}
+
+// startHangup is a TCP resolver that accepts and closes at once, on
+// 127.0.0.1: every exchange with it fails on its account.
+func startHangup(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed at cleanup
+			}
+			c.Close()
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
