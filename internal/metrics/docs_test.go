@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -102,4 +103,35 @@ func labelNames(mf *dto.MetricFamily) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// TestDocs_nameOnlyRealSeries: every nxdns series a document mentions (in
+// prose, PromQL or alert rules) is one nxdns exports, so a renamed series
+// cannot leave a dead query in the operator's guide.
+func TestDocs_nameOnlyRealSeries(t *testing.T) {
+	fams := gatherFrom(t, New(sampleSources()))
+	nameRE := regexp.MustCompile(`nxdns_[a-z_]+\*?`)
+	for _, doc := range []string{referenceFile, "../../docs/reference/logs.md", "../../docs/how-to/troubleshoot.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range nameRE.FindAllString(string(b), -1) {
+			if prefix, ok := strings.CutSuffix(name, "*"); ok { // a group: nxdns_upstream_*
+				if !slices.ContainsFunc(slices.Collect(maps.Keys(fams)), func(f string) bool { return strings.HasPrefix(f, prefix) }) {
+					t.Errorf("%s mentions %s, and no series starts so", doc, name)
+				}
+				continue
+			}
+			base := name
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if _, ok := fams[base]; !ok {
+					base = strings.TrimSuffix(base, suffix)
+				}
+			}
+			if _, ok := fams[base]; !ok {
+				t.Errorf("%s mentions %s, which nxdns does not export", doc, name)
+			}
+		}
+	}
 }
