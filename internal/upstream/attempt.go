@@ -18,12 +18,15 @@ import (
 // The error, if any, names the upstream only when an exchange started: a
 // deadline already passed returns KindBudgetExhausted without calling the
 // client, so an instant exchange cannot manufacture evidence after the
-// budget is gone.
+// budget is gone; a client already gone likewise starts nothing.
 func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns.Msg) (*dns.Msg, *AttemptError) {
 	defer p.release(e)
 	now := time.Now()
 	if !now.Before(deadline) { // ctx.Done lags the clock by a timer tick
 		return nil, &AttemptError{Kind: KindBudgetExhausted, Err: context.DeadlineExceeded}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &AttemptError{Kind: causeKind(ctx), Err: err}
 	}
 	expiry := now.Add(p.attemptTimeout)
 	// Truncated means the upstream gets less than its configured interval;

@@ -91,7 +91,7 @@ func poolTestAfter(d time.Duration, then func(context.Context, *dns.Msg) (*dns.M
 
 // poolTestNew builds a pool of fakes with priorities in argument order and
 // endpoints tls://192.0.2.N:853; the pool is closed at cleanup.
-func poolTestNew(t *testing.T, opts Options, fakes ...*fakeClient) *Pool {
+func poolTestNew(t testing.TB, opts Options, fakes ...*fakeClient) *Pool {
 	t.Helper()
 	members := make([]Member, len(fakes))
 	for i, f := range fakes {
@@ -114,7 +114,7 @@ func poolTestURL(i int) string { return fmt.Sprintf("tls://192.0.2.%d:853", i+1)
 // poolTestHold takes n slots of entry pos directly, as stalled exchanges
 // would, and returns a function giving one back (through the pool, so
 // waiters wake).
-func poolTestHold(t *testing.T, p *Pool, pos, n int) (releaseOne func()) {
+func poolTestHold(t testing.TB, p *Pool, pos, n int) (releaseOne func()) {
 	t.Helper()
 	e := p.entries[pos]
 	if !e.sem.TryAcquire(int64(n)) {

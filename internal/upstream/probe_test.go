@@ -113,7 +113,7 @@ func TestProbe_backoffProbesOneAtATimeAndRecovers(t *testing.T) {
 		if len(probes) < 8 {
 			t.Fatalf("%d probes in five minutes, want the backoff schedule's (at least 8)", len(probes))
 		}
-		fractions := map[time.Duration]bool{}
+		fractions := map[int64]bool{} // where each wait fell in its range, in millionths
 		for k := 1; k < len(probes); k++ {
 			// Each probe stalls probeTimeout; then the interval of step k-1.
 			wait := probes[k].Sub(probes[k-1]) - probeTimeout
@@ -121,7 +121,7 @@ func TestProbe_backoffProbesOneAtATimeAndRecovers(t *testing.T) {
 			if wait < d/2 || wait > d {
 				t.Errorf("interval %d = %v, want within [%v, %v]", k-1, wait, d/2, d)
 			}
-			fractions[wait-d/2] = true
+			fractions[int64(wait-d/2)*1e6/int64(d/2)] = true
 		}
 		if len(fractions) < len(probes)/2 {
 			t.Errorf("intervals look unjittered: %d distinct offsets in %d", len(fractions), len(probes)-1)
