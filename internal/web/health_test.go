@@ -23,6 +23,8 @@ func poolOf(backoff ...bool) upstream.Snapshot {
 	return s
 }
 
+func serverSnapshotBusy() server.Snapshot { return server.Snapshot{UDPInFlight: 3, TCPConns: 1} }
+
 // TestHealthFrom: the status rules, each case one rule.
 func TestHealthFrom(t *testing.T) {
 	cases := []struct {

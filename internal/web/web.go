@@ -71,17 +71,24 @@ type Server struct {
 	serving sync.WaitGroup // the Serve goroutine
 }
 
-// New returns a server for addr (host:port) serving reg at /metrics and
-// health() at /api/health. health is called once per request and must
-// return at once. log may be nil. It binds nothing until Start.
+// New returns a server for addr (host:port) serving reg (not nil; usually
+// metrics.New's registry) at /metrics and health() at /api/health. health is
+// called once per request and must return at once; the composition root
+// builds it from HealthFrom. log may be nil. It binds nothing until Start.
 func New(addr string, reg prometheus.Gatherer, health func() Health, log *zap.Logger) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	log = log.Named("web")
+	// What net/http and promhttp report (an accept error such as running out
+	// of descriptors, a series that failed to collect) needs an operator.
+	errLog, err := zap.NewStdLogAt(log, zap.WarnLevel)
+	if err != nil { // only for an invalid level
+		errLog = zap.NewStdLog(log)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog: zap.NewStdLog(log),
+		ErrorLog: errLog,
 		// One series that fails to collect costs that series, not the whole
 		// scrape: the other numbers are what an operator needs right then.
 		ErrorHandling:       promhttp.ContinueOnError,
@@ -96,7 +103,7 @@ func New(addr string, reg prometheus.Gatherer, health func() Health, log *zap.Lo
 		WriteTimeout:   writeTimeout,
 		IdleTimeout:    idleTimeout,
 		MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog:       zap.NewStdLog(log),
+		ErrorLog:       errLog,
 	}
 	return s
 }

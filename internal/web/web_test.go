@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func okHealth() Health { return Health{Status: StatusOK} }
@@ -168,5 +170,31 @@ func TestServer_lifecycle(t *testing.T) {
 	}
 	if New("", nil, okHealth, nil).Start() == nil {
 		t.Error("Start with an empty address succeeded")
+	}
+}
+
+// brokenCollector emits one good sample and one that fails to collect.
+type brokenCollector struct{}
+
+var (
+	goodDesc = prometheus.NewDesc("nxdns_test_good", "A sample that collects.", nil, nil)
+	badDesc  = prometheus.NewDesc("nxdns_test_bad", "A sample that fails.", nil, nil)
+)
+
+func (brokenCollector) Describe(ch chan<- *prometheus.Desc) { ch <- goodDesc; ch <- badDesc }
+func (brokenCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(goodDesc, prometheus.GaugeValue, 1)
+	ch <- prometheus.NewInvalidMetric(badDesc, errors.New("cannot read"))
+}
+
+// TestMetrics_oneFailingSeriesKeepsTheRest: a series that fails to collect
+// costs that series, not the scrape: the others are served with HTTP 200.
+func TestMetrics_oneFailingSeriesKeepsTheRest(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(brokenCollector{})
+	s := startWeb(t, reg, okHealth)
+	code, _, body := get(t, s, "/metrics")
+	if code != http.StatusOK || !strings.Contains(string(body), "nxdns_test_good 1") {
+		t.Errorf("HTTP %d:\n%s\nwant 200 with the good series", code, body)
 	}
 }
