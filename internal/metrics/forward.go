@@ -1,0 +1,41 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nxdns/nxdns/internal/forward"
+)
+
+// Forward-zone series (SPEC §9), labelled zone (the FQDN, "lan.") and
+// resolver ("udp://192.168.1.1:53"). A zone's resolver URL carries no
+// secret: config allows only scheme, IP and port.
+var (
+	zoneLabels = []string{"zone", "resolver"}
+
+	forwardQueries = prometheus.NewDesc("nxdns_forward_queries_total",
+		"Queries sent to this forward zone's resolver, PTR lookups for client names included.",
+		zoneLabels, nil)
+	forwardFailures = prometheus.NewDesc("nxdns_forward_failures_total",
+		"Exchanges with this zone's resolver that failed on its account (no answer within read_timeout_ms, refused, reset, bad response); answered SERVFAIL.",
+		zoneLabels, nil)
+	forwardTCPFallbacks = prometheus.NewDesc("nxdns_forward_tcp_fallbacks_total",
+		"UDP answers from this zone's resolver that came back truncated (TC=1) and were asked again over TCP.",
+		zoneLabels, nil)
+)
+
+// forwardCollector reads the forward zones' Snapshot at scrape time.
+type forwardCollector struct{ snap func() []forward.ZoneSnapshot }
+
+func (forwardCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- forwardQueries
+	ch <- forwardFailures
+	ch <- forwardTCPFallbacks
+}
+
+func (c forwardCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, z := range c.snap() {
+		send(ch, forwardQueries, prometheus.CounterValue, float64(z.Queries), z.Zone, z.Resolver)
+		send(ch, forwardFailures, prometheus.CounterValue, float64(z.Failures), z.Zone, z.Resolver)
+		send(ch, forwardTCPFallbacks, prometheus.CounterValue, float64(z.Truncated), z.Zone, z.Resolver)
+	}
+}

@@ -1,0 +1,126 @@
+package metrics
+
+import (
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/stats"
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+// histogramOf is a histogram snapshot holding ds.
+func histogramOf(ds ...time.Duration) stats.HistogramSnapshot {
+	var h stats.Histogram
+	for _, d := range ds {
+		h.Observe(d)
+	}
+	return h.Snapshot()
+}
+
+// sampleSources are non-empty snapshots of two upstreams and three zones with
+// a distinct value in every field, so a field mapped to the wrong series
+// shows.
+func sampleSources() Sources {
+	pool := upstream.Snapshot{
+		Upstreams: []upstream.UpstreamSnapshot{
+			{
+				Index: 0, URL: "tls://192.0.2.1:853", Slots: 32, InFlight: 5,
+				QueuedTotal: 7, QueuedSeconds: 1.25, Successes: 100, Failures: 3,
+				ReuseRecoveries: 4,
+				AttemptLatency:  histogramOf(3*time.Millisecond, 40*time.Millisecond, 6*time.Second),
+			},
+			{
+				Index: 1, URL: "https://192.0.2.2:8443", Slots: 32, InFlight: 0,
+				QueuedTotal: 1, QueuedSeconds: 0.5, Successes: 9, Failures: 11,
+				InBackoff: true, AttemptLatency: histogramOf(2500 * time.Millisecond),
+			},
+		},
+		BudgetExhausted: 2,
+	}
+	srv := server.Snapshot{
+		Queries: []server.QueryCount{
+			{Source: "pool", Rcode: "NOERROR", Count: 90},
+			{Source: "pool", Rcode: "SERVFAIL", Count: 6},
+			{Source: "refused", Rcode: "REFUSED", Count: 13},
+			{Source: "zone:lan.", Rcode: "NXDOMAIN", Count: 21},
+		},
+		Latency:       histogramOf(time.Millisecond, 20*time.Millisecond),
+		UDPInFlight:   3,
+		TCPConns:      2,
+		UDPDropped:    17,
+		Malformed:     19,
+		TCPRefused:    23,
+		Refused:       13,
+		TCPIdleClosed: 29,
+		TCPSlowClosed: 31,
+	}
+	zones := []forward.ZoneSnapshot{
+		{Zone: "lan.", Resolver: "udp://192.168.1.1:53", Queries: 41, Failures: 1, Truncated: 2},
+		{Zone: "168.192.in-addr.arpa.", Resolver: "udp://192.168.1.1:53", Queries: 43, Failures: 0, Truncated: 0},
+		{Zone: "iot.lan.", Resolver: "tcp://192.168.2.1:53", Queries: 47, Failures: 5, Truncated: 0},
+	}
+	return Sources{
+		Pool:   func() upstream.Snapshot { return pool },
+		Server: func() server.Snapshot { return srv },
+		Zones:  func() []forward.ZoneSnapshot { return zones },
+	}
+}
+
+// gatherNxdns gathers only nxdns's collectors of src through a pedantic
+// registry, which also checks every sample against its Desc.
+func gatherNxdns(t testing.TB, src Sources) map[string]*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(nxdnsCollectors(src)...)
+	return gatherFrom(t, reg)
+}
+
+func gatherFrom(t testing.TB, g prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	out := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+// sample returns the sample of family name whose labels are exactly labels.
+func sample(t testing.TB, fams map[string]*dto.MetricFamily, name string, labels map[string]string) *dto.Metric {
+	t.Helper()
+	mf, ok := fams[name]
+	if !ok {
+		t.Fatalf("no family %s", name)
+	}
+	for _, m := range mf.GetMetric() {
+		got := make(map[string]string, len(m.GetLabel()))
+		for _, lp := range m.GetLabel() {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		if maps.Equal(got, labels) {
+			return m
+		}
+	}
+	t.Fatalf("%s has no sample labelled %v", name, labels)
+	return nil
+}
+
+// value is a counter's or gauge's value.
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	}
+	return -1
+}

@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nxdns/nxdns/internal/server"
+)
+
+// Query and listener series (SPEC §9). Queries refused by the access list
+// are nxdns_queries_total{source="refused"}; there is no second series for
+// them (server.Snapshot.Refused is the same number summed).
+var (
+	queriesTotal = prometheus.NewDesc("nxdns_queries_total",
+		"Queries handled, by source (pool; zone:<zone> for a forward zone; refused: client outside dns.allow; server: rejected as malformed or unsupported) and by the rcode sent (none: no answer was sent because the query was cancelled).",
+		[]string{"source", "rcode"}, nil)
+	queryDuration = prometheus.NewDesc("nxdns_query_duration_seconds",
+		"Seconds from reading a query to its answer being ready, for queries sent to the pool or a forward zone (refused and rejected queries are left out so they do not flatter it).",
+		nil, nil)
+	listenerUDPInFlight = prometheus.NewDesc("nxdns_listener_udp_in_flight",
+		"UDP queries being answered now, all listeners, sampled at scrape time (capped per address family; over the cap a query is dropped).",
+		nil, nil)
+	listenerTCPConns = prometheus.NewDesc("nxdns_listener_tcp_connections",
+		"TCP connections open now, all listeners, sampled at scrape time (capped per address family; over the cap a connection is refused).",
+		nil, nil)
+	listenerDropped = prometheus.NewDesc("nxdns_listener_dropped_total",
+		"Query messages dropped without an answer, by reason: udp_over_capacity (the UDP in-flight cap was reached; the client retries), malformed (shorter than a DNS header, a response rather than a query, or an oversized TCP message).",
+		[]string{"reason"}, nil)
+	listenerTCPRefused = prometheus.NewDesc("nxdns_listener_tcp_refused_total",
+		"TCP connections closed at once because the TCP connection cap was reached.",
+		nil, nil)
+	listenerTCPClosed = prometheus.NewDesc("nxdns_listener_tcp_closed_total",
+		"TCP connections closed by nxdns, by reason: idle (no query within the idle bound; normal, RFC 7766), slow (the client was too slow sending a query or reading an answer).",
+		[]string{"reason"}, nil)
+)
+
+// serverCollector reads the server's Snapshot at scrape time.
+type serverCollector struct{ snap func() server.Snapshot }
+
+func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		queriesTotal, queryDuration, listenerUDPInFlight, listenerTCPConns,
+		listenerDropped, listenerTCPRefused, listenerTCPClosed,
+	} {
+		ch <- d
+	}
+}
+
+func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snap()
+	for _, q := range s.Queries {
+		send(ch, queriesTotal, prometheus.CounterValue, float64(q.Count), q.Source, q.Rcode)
+	}
+	sendHistogram(ch, queryDuration, s.Latency)
+	send(ch, listenerUDPInFlight, prometheus.GaugeValue, float64(s.UDPInFlight))
+	send(ch, listenerTCPConns, prometheus.GaugeValue, float64(s.TCPConns))
+	send(ch, listenerDropped, prometheus.CounterValue, float64(s.UDPDropped), "udp_over_capacity")
+	send(ch, listenerDropped, prometheus.CounterValue, float64(s.Malformed), "malformed")
+	send(ch, listenerTCPRefused, prometheus.CounterValue, float64(s.TCPRefused))
+	send(ch, listenerTCPClosed, prometheus.CounterValue, float64(s.TCPIdleClosed), "idle")
+	send(ch, listenerTCPClosed, prometheus.CounterValue, float64(s.TCPSlowClosed), "slow")
+}

@@ -1,0 +1,77 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+// Upstream series (SPEC §9). Every per-upstream series is labelled index
+// (the upstream's position in the configuration's enabled upstreams) and url
+// (redacted: scheme, host and port only). Budget exhaustion is a fact about
+// the pool (SPEC §1 lesson 3), so it has no upstream label at all.
+var (
+	upstreamLabels = []string{"index", "url"}
+
+	upstreamInFlight = prometheus.NewDesc("nxdns_upstream_in_flight",
+		"Exchanges running now against this upstream, sampled at scrape time. Equal to nxdns_upstream_slots means saturated: new queries go to the next upstream or wait.",
+		upstreamLabels, nil)
+	upstreamSlots = prometheus.NewDesc("nxdns_upstream_slots",
+		"Exchanges this upstream may run at once (compiled, not configurable).",
+		upstreamLabels, nil)
+	upstreamQueued = prometheus.NewDesc("nxdns_upstream_queued_total",
+		"Queries that waited for a slot because every eligible upstream was saturated, counted once per wait on the upstream it ended on, whether it got a slot, ran out of budget or was cancelled. Approximate; sampled at admission.",
+		upstreamLabels, nil)
+	upstreamQueuedSeconds = prometheus.NewDesc("nxdns_upstream_queued_seconds_total",
+		"Seconds queries spent waiting for a slot (the waits of nxdns_upstream_queued_total). Approximate; sampled at admission.",
+		upstreamLabels, nil)
+	upstreamReuseRecoveries = prometheus.NewDesc("nxdns_upstream_reuse_recoveries_total",
+		"Exchanges retried once on a fresh connection because the upstream had closed the reused one (DoT). Not failures, but each costs a new connection and handshake.",
+		upstreamLabels, nil)
+	upstreamRequests = prometheus.NewDesc("nxdns_upstream_requests_total",
+		"Attempts recorded in this upstream's health, by outcome: success (it answered) or failure (refused, reset, TLS or response error, REFUSED/NOTIMP, or no answer within a full attempt_timeout). Attempts cut short by the query's budget or a cancellation, and SERVFAIL answers, count in neither.",
+		[]string{"index", "url", "outcome"}, nil)
+	upstreamAttemptDuration = prometheus.NewDesc("nxdns_upstream_attempt_duration_seconds",
+		"Duration of every attempt against this upstream, whatever its outcome, in seconds.",
+		upstreamLabels, nil)
+	upstreamBackoff = prometheus.NewDesc("nxdns_upstream_backoff",
+		"1 while this upstream is in backoff (used only as a last resort and probed in the background until it answers), else 0.",
+		upstreamLabels, nil)
+	upstreamBudgetExhausted = prometheus.NewDesc("nxdns_upstream_budget_exhausted_total",
+		"Queries that ran out of their own total budget (upstream.total_timeout_ms) waiting for a slot or in a shortened last attempt; answered SERVFAIL with EDE 22. Pool-wide: evidence about load and budget, never about one upstream.",
+		nil, nil)
+)
+
+// upstreamCollector reads the pool's Snapshot at scrape time.
+type upstreamCollector struct{ snap func() upstream.Snapshot }
+
+func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		upstreamInFlight, upstreamSlots, upstreamQueued, upstreamQueuedSeconds,
+		upstreamReuseRecoveries, upstreamRequests, upstreamAttemptDuration,
+		upstreamBackoff, upstreamBudgetExhausted,
+	} {
+		ch <- d
+	}
+}
+
+func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snap()
+	for _, u := range s.Upstreams {
+		// The pool already redacts; redacting again here makes the metrics'
+		// promise (no token in /metrics, SPEC §6) independent of it.
+		index, url := strconv.Itoa(u.Index), upstream.RedactString(u.URL)
+		send(ch, upstreamInFlight, prometheus.GaugeValue, float64(u.InFlight), index, url)
+		send(ch, upstreamSlots, prometheus.GaugeValue, float64(u.Slots), index, url)
+		send(ch, upstreamQueued, prometheus.CounterValue, float64(u.QueuedTotal), index, url)
+		send(ch, upstreamQueuedSeconds, prometheus.CounterValue, u.QueuedSeconds, index, url)
+		send(ch, upstreamReuseRecoveries, prometheus.CounterValue, float64(u.ReuseRecoveries), index, url)
+		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Successes), index, url, "success")
+		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Failures), index, url, "failure")
+		sendHistogram(ch, upstreamAttemptDuration, u.AttemptLatency, index, url)
+		send(ch, upstreamBackoff, prometheus.GaugeValue, boolValue(u.InBackoff), index, url)
+	}
+	send(ch, upstreamBudgetExhausted, prometheus.CounterValue, float64(s.BudgetExhausted))
+}

@@ -1,0 +1,114 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+// Status is the overall verdict of /api/health.
+type Status string
+
+const (
+	// StatusOK: every listener is up and no enabled upstream is in backoff.
+	StatusOK Status = "ok"
+	// StatusDegraded: some, not all, enabled upstreams are in backoff.
+	// Queries are still answered by the others, so HTTP 200.
+	StatusDegraded Status = "degraded"
+	// StatusError: no listener is up, or every enabled upstream is in
+	// backoff (queries reach them only as a last resort), or the pool has
+	// none. Clients are likely getting SERVFAIL, so HTTP 503.
+	StatusError Status = "error"
+)
+
+// Health is the body of /api/health. It reflects state; it never drives a
+// restart (SPEC §9).
+type Health struct {
+	Status    Status          `json:"status"`
+	Problems  []string        `json:"problems,omitempty"` // why the status is not ok, in words
+	Listeners ListenersHealth `json:"listeners"`
+	Upstreams UpstreamsHealth `json:"upstreams"`
+}
+
+// ListenersHealth is the DNS side.
+type ListenersHealth struct {
+	Up             int   `json:"up"`              // addresses with their UDP and TCP sockets bound
+	UDPInFlight    int64 `json:"udp_in_flight"`   // UDP queries being answered now
+	TCPConnections int64 `json:"tcp_connections"` // TCP connections open now
+}
+
+// UpstreamsHealth is the pool.
+type UpstreamsHealth struct {
+	Enabled   int      `json:"enabled"`           // entries of the serving pool
+	InBackoff int      `json:"in_backoff"`        // of those, in backoff now
+	Backoff   []string `json:"backoff,omitempty"` // their redacted URLs, in priority order
+}
+
+// HTTPStatus is the response code for h: 503 for StatusError, so a monitor
+// that only reads codes sees it; 200 otherwise, degraded included, because
+// nxdns still answers queries then.
+func (h Health) HTTPStatus() int {
+	if h.Status == StatusError {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusOK
+}
+
+// HealthFrom computes the health from the serving pool's and server's
+// snapshots and the number of listen addresses bound (server.Addrs). It is
+// pure: the composition root calls it from the health function it gives New.
+func HealthFrom(pool upstream.Snapshot, srv server.Snapshot, listenersUp int) Health {
+	h := Health{
+		Listeners: ListenersHealth{Up: listenersUp, UDPInFlight: srv.UDPInFlight, TCPConnections: srv.TCPConns},
+		Upstreams: UpstreamsHealth{Enabled: len(pool.Upstreams)},
+	}
+	for _, u := range pool.Upstreams {
+		if u.InBackoff {
+			h.Upstreams.InBackoff++
+			h.Upstreams.Backoff = append(h.Upstreams.Backoff, upstream.RedactString(u.URL))
+		}
+	}
+	up := h.Upstreams
+	if listenersUp <= 0 {
+		h.Problems = append(h.Problems, "no DNS listener is up")
+	}
+	switch {
+	case up.Enabled == 0:
+		h.Problems = append(h.Problems, "no upstream is enabled")
+	case up.InBackoff == up.Enabled:
+		h.Problems = append(h.Problems, fmt.Sprintf("every upstream (%d) is in backoff", up.Enabled))
+	case up.InBackoff > 0:
+		h.Problems = append(h.Problems, fmt.Sprintf("%d of %d upstreams in backoff", up.InBackoff, up.Enabled))
+	}
+	switch {
+	case listenersUp <= 0 || up.Enabled == 0 || up.InBackoff == up.Enabled:
+		h.Status = StatusError
+	case up.InBackoff > 0:
+		h.Status = StatusDegraded
+	default:
+		h.Status = StatusOK
+	}
+	return h
+}
+
+// healthHandler answers GET /api/health with health() as JSON.
+func healthHandler(health func() Health, log *zap.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := health()
+		body, err := json.Marshal(h)
+		if err != nil { // unreachable for these types; answer rather than panic
+			log.Error("health: encode", zap.Error(err))
+			http.Error(w, "health: encode failed", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store") // a status must never be served from a cache
+		w.WriteHeader(h.HTTPStatus())
+		w.Write(append(body, '\n'))
+	})
+}

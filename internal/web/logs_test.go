@@ -1,0 +1,164 @@
+package web
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"maps"
+	"net/netip"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/logging"
+	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+const logsReference = "../../docs/reference/logs.md"
+
+// lineRE is a journal-mode line: "<6>INFO server.query query {...}".
+var lineRE = regexp.MustCompile(`^<(\d)>([A-Z]+) (\S+) (.+?) (\{.*\})$`)
+
+// logLine is one parsed line.
+type logLine struct {
+	priority, level, logger, message string
+	fields                           map[string]any
+}
+
+func parseLine(t *testing.T, line string) logLine {
+	t.Helper()
+	m := lineRE.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("line %q does not have the journal shape <N>LEVEL logger message {json}", line)
+	}
+	l := logLine{priority: m[1], level: m[2], logger: m[3], message: m[4]}
+	if err := json.Unmarshal([]byte(m[5]), &l.fields); err != nil {
+		t.Fatalf("line %q: the fields are not one JSON object (jq could not read them): %v", line, err)
+	}
+	return l
+}
+
+type namesFunc func(netip.Addr) string
+
+func (f namesFunc) Name(a netip.Addr) string { return f(a) }
+
+// TestLogsReference_matchesRealLines produces the query line (every field
+// present) and both backoff episode lines through the real server and pool,
+// with the journald logger, and checks each against the example and field
+// table docs/reference/logs.md gives for it: same priority, level, logger
+// and message, and exactly the documented fields. A field added in code but
+// not in the docs, or documented but gone, fails here.
+func TestLogsReference_matchesRealLines(t *testing.T) {
+	buf := new(lockedBuffer)
+	log := logging.New(logging.Options{Level: zap.NewAtomicLevelAt(zap.InfoLevel), Journal: true, Out: buf})
+	primary := newFake(dotURL)
+	pool := newPool(t, upstream.Options{Attempt: time.Second, Total: 2 * time.Second, Logger: log}, primary)
+	srv := server.New(server.Options{Logger: log}, &server.State{
+		Router:   router{pool: pool},
+		Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Names:    namesFunc(func(netip.Addr) string { return "laptop" }),
+		QueryLog: true,
+	})
+	if err := srv.Listen([]string{"127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	udp, _ := srv.Addrs()
+	ask := func(name string) {
+		q := query(name)
+		q.SetEdns0(1232, false) // an EDNS client, so SERVFAILs carry an EDE
+		if _, _, err := (&dns.Client{Timeout: 10 * time.Second}).Exchange(q, udp[0].String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	primary.fails.Store(true)
+	for range 3 { // SERVFAIL with EDE 23; the third enters backoff
+		ask("ok.example.")
+	}
+	primary.fails.Store(false)
+	ask("ok.example.") // the last-resort pass answers: recovered
+
+	seen := map[string]logLine{} // by "logger message", with the union of fields seen
+	sc := bufio.NewScanner(strings.NewReader(buf.String()))
+	for sc.Scan() {
+		l := parseLine(t, sc.Text())
+		key := l.logger + " " + l.message
+		if prev, ok := seen[key]; ok {
+			maps.Copy(prev.fields, l.fields)
+			continue
+		}
+		seen[key] = l
+	}
+	documented := readLogsReference(t)
+	for _, key := range []string{"server.query query", "pool upstream entering backoff", "pool upstream recovered"} {
+		got, ok := seen[key]
+		if !ok {
+			t.Errorf("the scenario wrote no %q line:\n%s", key, buf)
+			continue
+		}
+		doc, ok := documented[key]
+		if !ok {
+			t.Errorf("%s has no example line for %q", logsReference, key)
+			continue
+		}
+		if got.priority != doc.example.priority || got.level != doc.example.level {
+			t.Errorf("%q: written as <%s>%s, documented as <%s>%s", key, got.priority, got.level, doc.example.priority, doc.example.level)
+		}
+		if gk, dk := slices.Sorted(maps.Keys(got.fields)), slices.Sorted(maps.Keys(doc.fields)); !slices.Equal(gk, dk) {
+			t.Errorf("%q: written with fields %v, documented with %v", key, gk, dk)
+		}
+		for k := range doc.example.fields {
+			if !doc.fields[k] {
+				t.Errorf("%q: the example shows field %s, which the table does not document", key, k)
+			}
+		}
+	}
+	if strings.Contains(buf.String(), secretMarker) {
+		t.Errorf("a log line shows the DoH token:\n%s", buf)
+	}
+}
+
+// loggedLine is one documented line: its example and its field table.
+type loggedLine struct {
+	example logLine
+	fields  map[string]bool
+}
+
+// readLogsReference reads every example line (in a code block, starting
+// "<N>") and the field table after it, up to the next example or section.
+func readLogsReference(t *testing.T) map[string]loggedLine {
+	t.Helper()
+	b, err := os.ReadFile(logsReference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowRE := regexp.MustCompile("^\\| `([a-z_]+)` \\|")
+	out := map[string]loggedLine{}
+	var current string
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "<"):
+			l := parseLine(t, line)
+			current = l.logger + " " + l.message
+			out[current] = loggedLine{example: l, fields: map[string]bool{}}
+		case strings.HasPrefix(line, "## "):
+			current = ""
+		case current != "":
+			if m := rowRE.FindStringSubmatch(line); m != nil {
+				out[current].fields[m[1]] = true
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+// Package web serves nxdns's HTTP endpoints on web.listen (SPEC §9):
+// /metrics for Prometheus and /api/health for people and monitors. Both
+// only read state; nothing here changes how nxdns serves DNS, and health
+// never drives a restart.
+//
+// The server is bounded so that a slow or hostile client cannot pin it or
+// starve the DNS side of file descriptors: every phase of a request has a
+// timeout, headers are small, connections are capped, and at most a few
+// scrapes run at once.
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
+)
+
+// HTTP bounds. Compiled: the endpoints answer small GETs from Prometheus and
+// curl, on a Raspberry Pi that must keep answering DNS.
+const (
+	// readHeaderTimeout closes a connection whose request headers have not
+	// all arrived: a client that connects and sends nothing holds a
+	// descriptor for this long at most.
+	readHeaderTimeout = 5 * time.Second
+	// readTimeout bounds reading the whole request; a GET has no body.
+	readTimeout = 10 * time.Second
+	// writeTimeout bounds a request from the end of its headers to the last
+	// byte of the answer. It is above scrapeTimeout so that a scrape that
+	// runs long still gets its 503 written.
+	writeTimeout = 30 * time.Second
+	// scrapeTimeout is how long a /metrics request may take before
+	// promhttp answers 503; a Gather takes well under a millisecond.
+	scrapeTimeout = 20 * time.Second
+	// idleTimeout closes a kept-alive connection with no request: long
+	// enough for Prometheus to reuse it across 15 s scrapes.
+	idleTimeout = 60 * time.Second
+	// maxHeaderBytes is far above what a scraper or browser sends.
+	maxHeaderBytes = 8 << 10
+	// maxConns caps open connections. The process shares its descriptor
+	// limit with the DNS listeners: a client opening connections without end
+	// must run into this cap, not make DNS fail for lack of descriptors.
+	// Beyond it, new connections wait in the kernel's accept queue.
+	maxConns = 32
+	// maxScrapes is how many /metrics requests run at once; more get 503.
+	maxScrapes = 4
+)
+
+// Server is the HTTP server. Create it with New, bind with Start, stop with
+// Shutdown.
+type Server struct {
+	addr string
+	log  *zap.Logger
+	srv  *http.Server
+
+	// readHeaderTimeout is a field so tests can shorten it (set before Start).
+	readHeaderTimeout time.Duration
+
+	mu      sync.Mutex // guards the fields below
+	ln      net.Listener
+	started bool
+	closed  bool           // Shutdown began: Start fails
+	serving sync.WaitGroup // the Serve goroutine
+}
+
+// New returns a server for addr (host:port) serving reg (not nil; usually
+// metrics.New's registry) at /metrics and health() at /api/health. health is
+// called once per request and must return at once; the composition root
+// builds it from HealthFrom. log may be nil. It binds nothing until Start.
+func New(addr string, reg prometheus.Gatherer, health func() Health, log *zap.Logger) *Server {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	log = log.Named("web")
+	// What net/http and promhttp report (an accept error such as running out
+	// of descriptors, a series that failed to collect) needs an operator.
+	errLog, err := zap.NewStdLogAt(log, zap.WarnLevel)
+	if err != nil { // only for an invalid level
+		errLog = zap.NewStdLog(log)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: errLog,
+		// One series that fails to collect costs that series, not the whole
+		// scrape: the other numbers are what an operator needs right then.
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: maxScrapes,
+		Timeout:             scrapeTimeout,
+	}))
+	mux.Handle("GET /api/health", healthHandler(health, log))
+	s := &Server{addr: addr, log: log, readHeaderTimeout: readHeaderTimeout}
+	s.srv = &http.Server{
+		Handler:        mux,
+		ReadTimeout:    readTimeout,
+		WriteTimeout:   writeTimeout,
+		IdleTimeout:    idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+		ErrorLog:       errLog,
+	}
+	return s
+}
+
+// Start binds the address and serves in the background. The error names
+// the address. It fails if called twice or after Shutdown.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return fmt.Errorf("web: %s: start after shutdown", s.addr)
+	case s.started:
+		return fmt.Errorf("web: %s: already started", s.addr)
+	}
+	if s.addr == "" {
+		return errors.New("web: no listen address (web.listen is empty: do not start the web server)")
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("web: listen %s: %w", s.addr, err)
+	}
+	s.started = true
+	s.ln = ln
+	s.srv.ReadHeaderTimeout = s.readHeaderTimeout
+	limited := netutil.LimitListener(ln, maxConns)
+	s.serving.Go(func() {
+		if err := s.srv.Serve(limited); !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("web server stopped", zap.String("addr", ln.Addr().String()), zap.Error(err))
+		}
+	})
+	s.log.Info("web server listening", zap.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// Addr is the bound address (with port 0, the port the kernel chose); nil
+// before Start.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops accepting, lets requests in progress finish until ctx
+// ends, then closes every connection. It returns ctx.Err() if it had to cut
+// requests short. Safe to call without Start, and more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true // from here Start adds nothing to serving, so Wait is safe
+	s.mu.Unlock()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close() // ctx ended first: cut what is left
+	}
+	s.serving.Wait()
+	return err
+}
