@@ -9,13 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/logging"
+	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/upstream"
+	"github.com/nxdns/nxdns/internal/web"
 )
 
 // retireTimeout bounds how long a reload waits for queries still running on
@@ -35,8 +41,11 @@ type App struct {
 	level zap.AtomicLevel
 	srv   *server.Server
 
-	mu      sync.Mutex  // serialises Reload and Shutdown; guards gen
-	gen     *generation // the current one
+	web     *web.Server // nil when web.listen is empty
+	webAddr string      // web.listen as configured
+
+	mu      sync.Mutex                 // serialises Reload and Shutdown
+	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
 }
 
@@ -51,9 +60,15 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level, gen: gen}
+	a := &App{log: log, level: opts.Level}
+	a.gen.Store(gen)
 	a.srv = server.New(server.Options{Logger: log}, gen.state())
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
+		a.srv.Shutdown(context.Background())
+		gen.close()
+		return nil, err
+	}
+	if err := a.rebindWeb(cfg.Web.Listen); err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
 		return nil, err
@@ -78,8 +93,11 @@ func (a *App) Reload(cfg config.Config) error {
 		gen.close()
 		return err
 	}
-	old := a.gen
-	a.gen = gen
+	if err := a.rebindWeb(cfg.Web.Listen); err != nil {
+		gen.close()
+		return err
+	}
+	old := a.gen.Swap(gen)
 	drained := a.srv.Swap(gen.state())
 	gen.start()
 	if lvl, err := logging.ParseLevel(cfg.Log.Level); err == nil {
@@ -120,24 +138,69 @@ func (a *App) ReloadFile(path string) error {
 	return nil
 }
 
+// rebindWeb moves the web endpoint when web.listen changed: the new address
+// is bound before the old one is released, so a bad address keeps the old.
+func (a *App) rebindWeb(addr string) error {
+	if addr == a.webAddr {
+		return nil
+	}
+	var next *web.Server
+	if addr != "" {
+		next = web.New(addr, a.registry(), a.health, a.log)
+		if err := next.Start(); err != nil {
+			return err
+		}
+	}
+	if a.web != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		a.web.Shutdown(ctx)
+		cancel()
+	}
+	a.web, a.webAddr = next, addr
+	return nil
+}
+
 // Shutdown stops accepting queries, lets running ones finish until ctx ends,
 // then closes everything.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	err := a.srv.Shutdown(ctx)
+	if a.web != nil {
+		// Scrapes end with the process; a scrape in progress gets a second.
+		wctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		a.web.Shutdown(wctx)
+		cancel()
+	}
 	a.retired.Wait()
-	a.gen.close()
+	a.gen.Load().close()
 	return err
 }
 
 // Server exposes the DNS front end (listener addresses, counters).
 func (a *App) Server() *server.Server { return a.srv }
 
+// registry reads the current generation at every scrape, so a reload's new
+// pool and zones are what /metrics shows (their counters start again at
+// zero, which Prometheus treats as a counter reset).
+func (a *App) registry() *prometheus.Registry {
+	return metrics.New(metrics.Sources{
+		Pool:   func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
+		Server: a.srv.Snapshot,
+		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
+	})
+}
+
+// health is /api/health's view of the current state.
+func (a *App) health() web.Health {
+	udp, _ := a.srv.Addrs()
+	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp))
+}
+
 // logEffective prints the configuration summary SPEC §9 asks for at start-up.
 func (a *App) logEffective(cfg config.Config) {
 	ups := make([]string, 0, len(cfg.Upstreams))
-	for _, e := range a.gen.pool.Snapshot().Upstreams {
+	for _, e := range a.gen.Load().pool.Snapshot().Upstreams {
 		ups = append(ups, fmt.Sprintf("%d:%s", e.Index, e.URL))
 	}
 	zones := make([]string, 0, len(cfg.ForwardZones))

@@ -51,7 +51,12 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 			m.Client.Close()
 		}
 	}
-	for i, u := range cfg.EnabledUpstreams() {
+	// File order: the pool sorts by priority itself, and a member's position
+	// is its metrics "index" (docs/reference/metrics.md).
+	for i, u := range cfg.Upstreams {
+		if !u.IsEnabled() {
+			continue
+		}
 		ep, err := upstream.ParseEndpoint(u.URL, u.Address, u.TLSName)
 		if err != nil {
 			closeAll()
@@ -67,7 +72,7 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 	pool, err := upstream.New(upstream.Options{
 		Attempt: cfg.Upstream.Attempt(),
 		Total:   cfg.Upstream.Total(),
-		Logger:  log.Named("pool"),
+		Logger:  log, // the pool names its own logger "pool"
 		Slots:   slots,
 	}, members)
 	if err != nil {

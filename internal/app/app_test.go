@@ -1,0 +1,237 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdns/nxdns/internal/certs"
+	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/fakeup"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// rig is a fake DoT upstream, a fake LAN resolver (plain UDP), and a CA file.
+type rig struct {
+	caFile   string
+	dot      *fakeup.Server
+	dotURL   string
+	lan      *fakeup.Server
+	lanAddr  string
+	dir      string
+	observed *observer.ObservedLogs
+	log      *zap.Logger
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ca, err := certs.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{dir: t.TempDir()}
+	r.caFile = filepath.Join(r.dir, "ca.pem")
+	if err := os.WriteFile(r.caFile, ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.dot = startFake(t, ca, "dot://127.0.0.1:0")
+	r.dotURL = "tls://" + r.dot.Listeners()[0].Addr.String()
+	r.lan = startFake(t, ca, "udp://127.0.0.1:0")
+	r.lanAddr = r.lan.Listeners()[0].Addr.String()
+	core, logs := observer.New(zap.InfoLevel)
+	r.log, r.observed = zap.New(core), logs
+	return r
+}
+
+func startFake(t *testing.T, ca *certs.CA, listen string) *fakeup.Server {
+	t.Helper()
+	l, err := fakeup.ParseListen(listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := fakeup.Start(fakeup.Config{Listen: []fakeup.Listen{l}, CA: ca, CertNames: []string{"upstream.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// config returns a configuration listening on dnsAddr, forwarding to the
+// fake DoT upstream, with the "lan" zone when withZone.
+func (r *rig) config(t *testing.T, dnsAddr string, withZone bool) config.Config {
+	t.Helper()
+	text := fmt.Sprintf(`[dns]
+listen = [%q]
+[web]
+listen = ""
+[log]
+queries = false
+[[upstreams]]
+url = %q
+tls_name = "upstream.test"
+ca_file = %q
+`, dnsAddr, r.dotURL, r.caFile)
+	if withZone {
+		text += fmt.Sprintf("[[forward_zones]]\nzone = \"lan\"\nresolver = \"udp://%s\"\n", r.lanAddr)
+	}
+	path := r.write(t, text)
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func (r *rig) write(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(r.dir, fmt.Sprintf("nxdns-%d.toml", time.Now().UnixNano()))
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func query(t *testing.T, addr, name string) *dns.Msg {
+	t.Helper()
+	c := &dns.Client{Net: "udp", Timeout: 5 * time.Second}
+	resp, _, err := c.Exchange(new(dns.Msg).SetQuestion(name, dns.TypeA), addr)
+	if err != nil {
+		t.Fatalf("query %s via %s: %v", name, addr, err)
+	}
+	if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 {
+		t.Fatalf("query %s: rcode %s, %d answers", name, dns.RcodeToString[resp.Rcode], len(resp.Answer))
+	}
+	return resp
+}
+
+func loopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.LocalAddr().String()
+}
+
+func shutdown(t *testing.T, a *App) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+}
+
+func TestReload_goodFileChangesRoutingAndListener(t *testing.T) {
+	r := newRig(t)
+	addr1 := loopbackAddr(t)
+	a, err := Start(r.config(t, addr1, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, a)
+
+	query(t, addr1, "host.lan.")
+	if got := r.lan.Counters().Queries; got != 0 {
+		t.Fatalf("before reload the LAN resolver saw %d queries, want 0 (no zone yet)", got)
+	}
+
+	addr2 := loopbackAddr(t)
+	if err := a.Reload(r.config(t, addr2, true)); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	query(t, addr2, "host.lan.")
+	if got := r.lan.Counters().Queries; got != 1 {
+		t.Errorf("after reload the LAN resolver saw %d queries, want 1: the new zone routes host.lan", got)
+	}
+	query(t, addr2, "example.org.") // still the pool
+	c := &dns.Client{Net: "udp", Timeout: 300 * time.Millisecond}
+	if _, _, err := c.Exchange(new(dns.Msg).SetQuestion("old.example.", dns.TypeA), addr1); err == nil {
+		t.Errorf("the old listener %s still answers after it was removed", addr1)
+	}
+}
+
+func TestReload_badFileKeepsServingAndLogsEveryProblem(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	a, err := Start(r.config(t, addr, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, a)
+
+	bad := r.write(t, "[dns]\nlisten = [\"nope\"]\nbogus = 1\n[[upstreams]]\nurl = \"ftp://x\"\n")
+	if err := a.ReloadFile(bad); err == nil {
+		t.Fatal("ReloadFile accepted an invalid file")
+	}
+	var problems []string
+	for _, e := range r.observed.FilterMessage("reload rejected: configuration problem").All() {
+		problems = append(problems, e.ContextMap()["problem"].(string))
+	}
+	for _, want := range []string{"dns.bogus", "dns.listen[0]", "upstreams[0].url"} {
+		found := false
+		for _, p := range problems {
+			found = found || strings.HasPrefix(p, want+":")
+		}
+		if !found {
+			t.Errorf("no logged problem for %s; logged: %q", want, problems)
+		}
+	}
+	query(t, addr, "still.example.") // the old configuration answers
+}
+
+func TestReload_unbindableListenerKeepsRunningConfiguration(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	a, err := Start(r.config(t, addr, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, a)
+	busy, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if err := a.Reload(r.config(t, busy.LocalAddr().String(), true)); err == nil {
+		t.Fatal("reload onto a busy address succeeded")
+	}
+	query(t, addr, "host.lan.")
+	if got := r.lan.Counters().Queries; got != 0 {
+		t.Errorf("the rejected configuration's zone was used (%d LAN queries)", got)
+	}
+}
+
+func TestProbe_reportsEachUpstream(t *testing.T) {
+	r := newRig(t)
+	cfg := r.config(t, loopbackAddr(t), false)
+	dead := cfg.Upstreams[0]
+	dead.URL = "tls://127.0.0.1:1" // nothing listens on port 1
+	cfg.Upstreams = append(cfg.Upstreams, dead)
+	results := Probe(context.Background(), cfg)
+	if len(results) != 2 {
+		t.Fatalf("%d results, want 2", len(results))
+	}
+	if results[0].Err != nil {
+		t.Errorf("live upstream: %v", results[0].Err)
+	}
+	if results[1].Err == nil || results[1].URL != "tls://127.0.0.1:1" {
+		t.Errorf("dead upstream: %+v, want a failure naming tls://127.0.0.1:1", results[1])
+	}
+	if r.dot.Counters().Queries != 1 {
+		t.Errorf("the live upstream saw %d queries, want exactly the one probe", r.dot.Counters().Queries)
+	}
+}
