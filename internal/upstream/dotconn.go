@@ -38,15 +38,15 @@ var (
 // responses; one writer goroutine sends queued frames, so no exchange blocks
 // on the socket and cancellation never cuts a frame in half.
 type dotConn struct {
-	seq         uint64          // creation order in the owning DoT; a stale retry wants a newer one
-	seqs        *atomic.Uint64  // the owner's counter, read when the connection fails
-	idleTimeout time.Duration   // close after this long without users
-	ready       chan struct{}   // closed when the dial has finished, either way
-	done        chan struct{}   // closed when the connection has ended
-	wake        chan struct{}   // capacity 1: there is output for the writer
-	tc          *tls.Conn       // set before ready is closed; nil if the dial failed
-	dialErr     error           // set before ready is closed
-	dialAborted bool            // the dial was ended by its initiator's deadline, not by the peer
+	seq         uint64         // creation order in the owning DoT; a stale retry wants a newer one
+	seqs        *atomic.Uint64 // the owner's counter, read when the connection fails
+	idleTimeout time.Duration  // close after this long without users
+	ready       chan struct{}  // closed when the dial has finished, either way
+	done        chan struct{}  // closed when the connection has ended
+	wake        chan struct{}  // capacity 1: there is output for the writer
+	tc          *tls.Conn      // set before ready is closed; nil if the dial failed
+	dialErr     error          // set before ready is closed
+	dialAborted bool           // the dial was ended by its initiator's deadline, not by the peer
 
 	mu      sync.Mutex // guards the fields below
 	up      bool       // the dial succeeded
