@@ -163,6 +163,9 @@ func (d *DoH) roundTrip(ctx context.Context, wire []byte) (*dns.Msg, error) {
 // error classifies err and scrubs every trace of the URL's secret parts from
 // its text: a transport error might quote the request line.
 func (d *DoH) error(ctx context.Context, err error) *AttemptError {
+	if d.life.Err() != nil {
+		err = errClientClosed // Close cut the connection: a cancellation, not evidence
+	}
 	ae := transportError(ctx, d.name, err)
 	msg := ae.Err.Error()
 	scrubbed := msg
