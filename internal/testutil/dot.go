@@ -45,8 +45,8 @@ type DoTServer struct {
 // dotServerConn is one client connection on the server side.
 type dotServerConn struct {
 	tc   *tls.Conn
-	wmu  sync.Mutex   // one frame at a time
-	busy atomic.Int32 // queries read and not yet answered
+	mu   sync.Mutex // guards busy and serialises writes: one frame at a time
+	busy int        // queries read and not yet answered (or given up)
 }
 
 // StartDoT starts a DoT server on 127.0.0.1 whose certificate, issued by ca,
@@ -112,11 +112,15 @@ func (s *DoTServer) CloseIdle() int {
 	defer s.mu.Unlock()
 	n := 0
 	for c := range s.conns {
-		if c.busy.Load() == 0 {
+		// Under c.mu: an answer is either fully written or not begun, so a
+		// client that has its answer sees this connection as idle too.
+		c.mu.Lock()
+		if c.busy == 0 {
 			c.tc.Close()
 			delete(s.conns, c)
 			n++
 		}
+		c.mu.Unlock()
 	}
 	return n
 }
@@ -163,16 +167,15 @@ func (s *DoTServer) serveConn(ctx context.Context, raw net.Conn) {
 		case FaultCloseOnQuery:
 			return
 		case FaultPartialLength:
-			c.write([]byte{0})
+			c.mu.Lock()
+			c.writeLocked([]byte{0})
+			c.mu.Unlock()
 			return
 		}
-		c.busy.Add(1)
-		s.wg.Go(func() {
-			defer c.busy.Add(-1)
-			if r := s.answer(cctx, q, f); r != nil {
-				c.writeMsg(r)
-			}
-		})
+		c.mu.Lock()
+		c.busy++
+		c.mu.Unlock()
+		s.wg.Go(func() { c.finish(s.answer(cctx, q, f)) })
 	}
 }
 
@@ -227,18 +230,24 @@ func readFrame(r io.Reader) (*dns.Msg, error) {
 	return q, nil
 }
 
-func (c *dotServerConn) writeMsg(r *dns.Msg) {
+// finish ends one query: it sends the answer, if any, and stops counting
+// the query as in progress, in one step.
+func (c *dotServerConn) finish(r *dns.Msg) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.busy--
+	if r == nil {
+		return
+	}
 	wire, err := r.Pack()
 	if err != nil {
 		return
 	}
-	c.write(binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(wire)), uint16(len(wire))), wire...)
+	c.writeLocked(append(binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(wire)), uint16(len(wire))), wire...))
 }
 
-// write sends one frame in one call, so pipelined answers never interleave.
-func (c *dotServerConn) write(b []byte, more ...byte) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
+// writeLocked sends b in one call, so pipelined answers never interleave.
+func (c *dotServerConn) writeLocked(b []byte) {
 	c.tc.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-	c.tc.Write(append(b, more...))
+	c.tc.Write(b)
 }

@@ -15,11 +15,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// DoTMaxConns is how many connections one DoT upstream may hold. One
-// connection carries every in-flight exchange (pipelining), so the burst of
-// SPEC §1 needs one; a few more spread a burst when a server works through
-// one connection's queries in order, while keeping the sockets (and the
-// server's per-client budget) per upstream small.
+// DoTMaxConns is how many connections one DoT upstream keeps open for new
+// exchanges. One connection carries every in-flight exchange (pipelining),
+// so the burst of SPEC §1 needs one; a few more spread a burst when a server
+// works through one connection's queries in order, while keeping the sockets
+// (and the server's per-client budget) per upstream small. A connection
+// retired as unresponsive does not count: it only drains its last exchanges.
 const DoTMaxConns = 3
 
 // dotConnBusy is the number of in-flight exchanges on the least-loaded
@@ -121,7 +122,7 @@ func (d *DoT) try(ctx context.Context, m *dns.Msg, wire []byte, minSeq uint64) (
 		return nil, &dotFailure{err: err}
 	}
 	defer c.release()
-	ch, err := c.send(wire)
+	ch, frames, err := c.send(wire)
 	if err != nil {
 		return nil, &dotFailure{err: err, reused: reused, failSeq: c.failSeqNow()}
 	}
@@ -141,6 +142,9 @@ func (d *DoT) try(ctx context.Context, m *dns.Msg, wire []byte, minSeq uint64) (
 	case <-ctx.Done():
 		// Leave quietly: the query keeps its ID until the late response
 		// arrives, and the other exchanges on the connection carry on.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			c.retireIfSilent(frames) // a client that left says nothing about the path
+		}
 		return nil, &dotFailure{err: ctx.Err()}
 	}
 }
@@ -201,17 +205,22 @@ func (d *DoT) pick(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 		return nil, false, errClientClosed
 	}
 	live := d.conns[:0]
+	open := 0 // connections that take new exchanges; retired ones only drain
 	for _, c := range d.conns {
+		if c.ended() {
+			continue
+		}
+		live = append(live, c) // retired ones stay until they end, so Close reaches them
 		if _, ok := c.load(); ok {
-			live = append(live, c)
+			open++
 		}
 	}
 	clear(d.conns[len(live):])
 	d.conns = live
 	best, load := d.leastLoadedLocked(minSeq)
 	switch {
-	case best != nil && (load < dotConnBusy || len(d.conns) >= DoTMaxConns):
-	case len(d.conns) < DoTMaxConns:
+	case best != nil && (load < dotConnBusy || open >= DoTMaxConns):
+	case open < DoTMaxConns:
 		best = d.dialLocked(ctx)
 	default:
 		// At the cap with nothing new enough for a stale retry: the least

@@ -279,3 +279,54 @@ func TestDoT_closeEndsRunningExchanges(t *testing.T) {
 		t.Errorf("accepts %d, want 1: no dial after Close", srv.Accepts())
 	}
 }
+
+// A deadline passing with no frame back retires the connection from new
+// exchanges (a half-open path), but the exchanges already pipelined on it
+// keep their chance, and it closes once they are done.
+func TestDoT_silentConnectionIsRetiredNotKilled(t *testing.T) {
+	received := make(chan string, 2)
+	release := make(chan struct{})
+	answer := testutil.AnswerA("192.0.2.1")
+	srv, c, _ := dotTestSetup(t, "dot.test", func(ctx context.Context, q *dns.Msg) *dns.Msg {
+		name := q.Question[0].Name
+		switch name {
+		case "slow.example.", "stall.example.":
+			received <- name
+			select {
+			case <-release:
+				if name == "slow.example." {
+					return answer(ctx, q)
+				}
+			case <-ctx.Done():
+			}
+			return nil
+		}
+		return answer(ctx, q)
+	})
+	slow := make(chan error, 1)
+	go func() {
+		_, err := c.Exchange(transportCtx(t), transportQuery("slow.example."))
+		slow <- err
+	}()
+	<-received
+	c.mu.Lock()
+	first := c.conns[0]
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeoutCause(transportCtx(t), 150*time.Millisecond, KindAttemptExpired)
+	defer cancel()
+	_, err := c.Exchange(ctx, transportQuery("stall.example."))
+	transportWantKind(t, err, KindAttemptExpired, c.name)
+	transportMustExchange(t, c, "fresh.example.")
+	if srv.Accepts() != 2 {
+		t.Errorf("accepts %d, want 2: the silent connection takes no new exchange", srv.Accepts())
+	}
+	close(release)
+	if err := <-slow; err != nil {
+		t.Errorf("exchange pipelined on the retired connection: %v", err)
+	}
+	select {
+	case <-first.done:
+	case <-time.After(5 * time.Second):
+		t.Error("retired connection still open 5 s after its last exchange")
+	}
+}

@@ -24,6 +24,7 @@ const dnsHeaderSize = 12
 
 var (
 	errDoTIdle       = fmt.Errorf("idle connection closed: %w", KindCanceled)
+	errDoTRetired    = fmt.Errorf("unresponsive connection retired: %w", KindCanceled)
 	errDoTUnanswered = fmt.Errorf("%d queries unanswered on one connection: %w", dotMaxPending, KindNetwork)
 )
 
@@ -50,7 +51,9 @@ type dotConn struct {
 
 	mu      sync.Mutex // guards the fields below
 	up      bool       // the dial succeeded
+	retired bool       // takes no new users; ends when the last one leaves
 	users   int        // exchanges that picked this connection and have not released it
+	frames  uint64     // responses read so far: a sign of life
 	pending map[uint16]chan dotReply
 	nextID  uint16
 	out     []byte // frames queued for the writer
@@ -109,11 +112,18 @@ func (c *dotConn) established(tc *tls.Conn, err error, aborted bool) bool {
 	return err == nil
 }
 
-// load is the number of users and whether the connection still takes them.
+// load is the number of users and whether the connection takes new ones.
 func (c *dotConn) load() (int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.users, c.err == nil
+	return c.users, c.err == nil && !c.retired
+}
+
+// ended reports whether the connection has failed or closed.
+func (c *dotConn) ended() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err != nil
 }
 
 // reserve makes the caller a user, which keeps the idle timer away, and
@@ -122,7 +132,7 @@ func (c *dotConn) load() (int, bool) {
 func (c *dotConn) reserve() (reused, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
+	if c.err != nil || c.retired {
 		return false, false
 	}
 	c.users++
@@ -132,11 +142,17 @@ func (c *dotConn) reserve() (reused, ok bool) {
 	return c.up, true
 }
 
-// release ends a user's claim; the last one starts the idle timer.
+// release ends a user's claim; the last one starts the idle timer, or ends
+// a retired connection.
 func (c *dotConn) release() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.users--
+	if c.users == 0 && c.retired {
+		c.mu.Unlock()
+		c.failIf(errDoTRetired, false, func() bool { return c.users == 0 })
+		return
+	}
+	defer c.mu.Unlock()
 	if c.users > 0 || c.err != nil {
 		return
 	}
@@ -158,19 +174,35 @@ func (c *dotConn) closeIfIdle() {
 	})
 }
 
-// send queues one query and returns the channel its end arrives on. The wire
-// ID is rewritten to one unique on this connection; wire is not modified.
-func (c *dotConn) send(wire []byte) (<-chan dotReply, error) {
+// retireIfSilent retires the connection if no response has arrived on it
+// since frames was read (at send). An exchange whose deadline passed without
+// a single frame coming back suggests a dead path (a half-open connection
+// looks healthy to the kernel); new exchanges go elsewhere, while those
+// already pipelined here keep their chance (SPEC §5: one exchange's end must
+// not kill the others). A slow answer on a live connection does not retire
+// it: other answers keep arriving.
+func (c *dotConn) retireIfSilent(frames uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.frames == frames {
+		c.retired = true
+	}
+}
+
+// send queues one query and returns the channel its end arrives on and the
+// number of responses read so far (see retireIfSilent). The wire ID is
+// rewritten to one unique on this connection; wire is not modified.
+func (c *dotConn) send(wire []byte) (<-chan dotReply, uint64, error) {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return nil, err
+		return nil, 0, err
 	}
 	if len(c.pending) >= dotMaxPending {
 		c.mu.Unlock()
 		c.fail(errDoTUnanswered, false)
-		return nil, errDoTUnanswered
+		return nil, 0, errDoTUnanswered
 	}
 	id := c.nextID
 	for c.pending[id] != nil { // terminates: fewer than 2^16 IDs are pending
@@ -183,12 +215,13 @@ func (c *dotConn) send(wire []byte) (<-chan dotReply, error) {
 	start := len(c.out)
 	c.out = append(c.out, wire...)
 	binary.BigEndian.PutUint16(c.out[start:], id)
+	frames := c.frames
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
 	default: // the writer is already due to run
 	}
-	return ch, nil
+	return ch, frames, nil
 }
 
 // failSeqNow is the owner's seq when the connection ended: a stale retry
@@ -268,6 +301,7 @@ func (c *dotConn) deliver(wire []byte) error {
 	c.mu.Lock()
 	ch, ok := c.pending[id]
 	delete(c.pending, id)
+	c.frames++
 	c.mu.Unlock()
 	if !ok {
 		return &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("response with unknown id %d", id)}
