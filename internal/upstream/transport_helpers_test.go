@@ -8,15 +8,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"go.uber.org/goleak"
 )
-
-// TestMain checks that no test leaves a goroutine behind: every transport
-// connection, reader, writer and dial ends with Close.
-//
-// Integrator note: this is the package's only TestMain on the transport
-// branch; if the pool branch adds one too, keep one of them.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // transportEndpoint parses rawURL the way the configuration does, connecting
 // to addr (a loopback server) instead of resolving the URL's host.
