@@ -1,0 +1,253 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+)
+
+// dohMediaType is the DoH message type (RFC 8484 §6).
+const dohMediaType = "application/dns-message"
+
+// dohMaxHeaderBytes bounds a response's headers; a DNS answer needs a few
+// hundred bytes of them, and a hostile server should not make us buffer more.
+const dohMaxHeaderBytes = 16 << 10
+
+// DoH is a DNS-over-HTTPS client (RFC 8484) for one upstream: POST with
+// application/dns-message over HTTP/2, concurrent exchanges multiplexed as
+// streams on one pooled connection. It dials the configured address, never
+// the URL's host, and verifies the certificate against tls_name. Exchange is
+// safe for concurrent use.
+type DoH struct {
+	name    string   // redacted URL, for errors and logs
+	url     string   // the full URL; its path may carry a token, so never in an error
+	secrets []string // parts of url that must not appear in an error text
+	addr    string   // IP:port, never resolved
+	tlsConf *tls.Config
+	tr      *http.Transport
+	log     *zap.Logger
+
+	life context.Context // ends in-progress dials on Close
+	stop context.CancelCauseFunc
+
+	mu     sync.Mutex // guards the fields below
+	conns  map[*dohConn]struct{}
+	closed bool
+}
+
+var _ Client = (*DoH)(nil)
+
+// NewDoH makes a DoH client for ep. roots is the trust for the upstream's
+// certificate (nil: the system roots; see LoadRoots); the certificate must
+// carry ep.TLSName. logger may be nil.
+func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	life, stop := context.WithCancelCause(context.Background())
+	d := &DoH{
+		name:    ep.Redacted(),
+		url:     ep.URL.String(),
+		addr:    ep.Addr.String(),
+		tlsConf: transportTLS(ep, roots, "h2"),
+		log:     logger.Named("doh").With(zap.String("upstream", ep.Redacted())),
+		life:    life,
+		stop:    stop,
+		conns:   make(map[*dohConn]struct{}),
+	}
+	d.secrets = dohSecrets(ep)
+	d.tr = &http.Transport{
+		DialTLSContext:    d.dialTLS,
+		ForceAttemptHTTP2: true, // a custom dialer turns HTTP/2 off unless forced
+		// With HTTP/2 this limits dials in progress, not connections: a cold
+		// burst waits for one handshake and then shares its connection,
+		// instead of dialing once per query (SPEC §1, the burst staircase).
+		MaxConnsPerHost:        1,
+		IdleConnTimeout:        transportIdleTimeout,
+		DisableCompression:     true, // DNS messages are small; no gzip to decode
+		MaxResponseHeaderBytes: dohMaxHeaderBytes,
+		HTTP2: &http.HTTP2Config{
+			// No keepalive pings (SPEC §5 spirit): an idle connection is let go.
+			WriteByteTimeout: transportWriteTimeout,
+		},
+	}
+	return d
+}
+
+// dohSecrets lists what redaction drops from ep's URL (SPEC §9): the path
+// and query, which may carry an account token, and the full URL itself.
+func dohSecrets(ep Endpoint) []string {
+	s := []string{ep.URL.String()}
+	if p := ep.URL.EscapedPath(); p != "" && p != "/" {
+		s = append(s, p)
+		if u := ep.URL.Path; u != p {
+			s = append(s, u)
+		}
+	}
+	if q := ep.URL.RawQuery; q != "" {
+		s = append(s, q)
+	}
+	return s
+}
+
+// Exchange sends m and returns the validated response with m's ID restored.
+// Failures are *AttemptError; none of them names more than the redacted URL.
+func (d *DoH) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+	wire, err := m.Pack()
+	if err != nil {
+		// The handler parsed this query: failing to pack it is our bug.
+		return nil, &AttemptError{Upstream: d.name, Kind: KindNoResources, Err: fmt.Errorf("pack query: %w", err)}
+	}
+	// RFC 8484 §4.1: ID 0 on the wire keeps responses cacheable by HTTP.
+	wire[0], wire[1] = 0, 0
+	resp, err := d.roundTrip(ctx, wire)
+	if err != nil {
+		return nil, d.error(ctx, err)
+	}
+	if resp.Id != 0 {
+		return nil, d.error(ctx, &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("id %d, want 0", resp.Id)})
+	}
+	resp.Id = m.Id
+	if err := Validate(m, resp); err != nil {
+		return nil, d.error(ctx, err)
+	}
+	return resp, nil
+}
+
+// roundTrip posts one query and checks the HTTP layer of the answer: status,
+// content type and size (SPEC §6).
+func (d *DoH) roundTrip(ctx context.Context, wire []byte) (*dns.Msg, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(wire))
+	if err != nil {
+		return nil, err // the URL was parsed when configured; this is our bug
+	}
+	req.Header.Set("Content-Type", dohMediaType)
+	req.Header.Set("Accept", dohMediaType)
+	// RoundTrip, not http.Client.Do: no redirects to follow, no cookies, and
+	// no *url.Error carrying the full URL into our error text.
+	resp, err := d.tr.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, &AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("HTTP status %d", resp.StatusCode)}
+	}
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != dohMediaType {
+		return nil, &AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("content type %.64q", resp.Header.Get("Content-Type"))}
+	}
+	if resp.ContentLength > MaxResponseSize {
+		return nil, &AttemptError{Kind: KindResponseTooLarge, Err: fmt.Errorf("content length %d", resp.ContentLength)}
+	}
+	// One byte over the limit is enough to know the body is too large;
+	// Unpack reports it as KindResponseTooLarge.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseSize+1))
+	if err != nil {
+		return nil, err
+	}
+	return Unpack(body)
+}
+
+// error classifies err and scrubs every trace of the URL's secret parts from
+// its text: a transport error might quote the request line.
+func (d *DoH) error(ctx context.Context, err error) *AttemptError {
+	if d.life.Err() != nil {
+		err = errClientClosed // Close cut the connection: a cancellation, not evidence
+	}
+	ae := transportError(ctx, d.name, err)
+	msg := ae.Err.Error()
+	scrubbed := msg
+	for _, s := range d.secrets {
+		scrubbed = strings.ReplaceAll(scrubbed, s, "[redacted]")
+	}
+	if scrubbed != msg {
+		ae.Err = errors.New(scrubbed) // the Kind is decided; the chain must not leak either
+	}
+	return ae
+}
+
+// dialTLS connects to the configured address whatever host net/http asks
+// for (the URL's host is never resolved, SPEC §3), and insists on HTTP/2:
+// multiplexing is the point, and RFC 8484 §5.2 recommends it as the minimum.
+// net/http detaches dials from the request's context, so the dial is bounded
+// by transportDialTimeout and by Close.
+func (d *DoH) dialTLS(ctx context.Context, _, _ string) (net.Conn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(d.life, cancel)
+	defer stop()
+	tc, err := transportDial(ctx, d.addr, d.tlsConf, d.track)
+	if err != nil {
+		if d.life.Err() != nil {
+			return nil, errClientClosed
+		}
+		return nil, err
+	}
+	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+		tc.Close()
+		return nil, fmt.Errorf("upstream negotiated %q, not HTTP/2 (h2): %w", p, KindNetwork)
+	}
+	d.log.Debug("connected", zap.Bool("resumed", tc.ConnectionState().DidResume))
+	return tc, nil
+}
+
+// dohConn is a TCP connection under a DoH TLS connection, tracked so that
+// Close can end connections net/http still considers busy.
+type dohConn struct {
+	net.Conn
+	d    *DoH
+	once sync.Once
+}
+
+func (c *dohConn) Close() error {
+	c.once.Do(func() {
+		c.d.mu.Lock()
+		delete(c.d.conns, c)
+		c.d.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// track registers a new TCP connection, or closes it when Close came first.
+func (d *DoH) track(raw net.Conn) (net.Conn, error) {
+	c := &dohConn{Conn: raw, d: d}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		raw.Close()
+		return nil, errClientClosed
+	}
+	d.conns[c] = struct{}{}
+	return c, nil
+}
+
+// Close ends every connection, busy or idle, and every dial in progress.
+// Exchanges still running fail as cancelled. net/http owns the connections'
+// reader goroutines; they end as soon as their connection is closed.
+func (d *DoH) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	conns := make([]*dohConn, 0, len(d.conns))
+	for c := range d.conns {
+		conns = append(conns, c)
+	}
+	d.mu.Unlock()
+	d.stop(errClientClosed)
+	for _, c := range conns {
+		c.Close()
+	}
+	d.tr.CloseIdleConnections()
+	return nil
+}

@@ -1,0 +1,165 @@
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// transportSessionCacheSize bounds the TLS session cache of one upstream. The
+// cache is keyed by server name, and one upstream has one name, so a handful
+// of entries is plenty; it exists so that a redial resumes the session
+// instead of paying a full handshake (SPEC §5).
+const transportSessionCacheSize = 4
+
+// transportDialTimeout caps one TCP connect plus TLS handshake when the
+// caller's context has a later deadline or none (for example a probe without
+// a budget). A handshake slower than this on a household link means a broken
+// path, and the failure is the upstream's own timeout (KindPeerTimeout).
+const transportDialTimeout = 5 * time.Second
+
+// transportIdleTimeout closes a connection that carried no exchange for this
+// long. Long enough to keep a browsing session's bursts on a warm connection;
+// shorter than common server-side limits (unbound's tcp-idle-timeout is 30 s),
+// so we usually close first and rarely meet a connection the server already
+// dropped. No keepalive probes: an idle connection is simply let go.
+const transportIdleTimeout = 20 * time.Second
+
+// transportWriteTimeout bounds one write to an upstream. A DNS query fits a
+// socket buffer many times over, so a write that blocks this long means the
+// peer stopped reading; the transport's own timer firing is KindPeerTimeout.
+const transportWriteTimeout = 3 * time.Second
+
+// errClientClosed ends exchanges still running when Close is called: the
+// server is shutting down or reloading, which is a cancellation, not
+// evidence about the upstream.
+var errClientClosed = fmt.Errorf("upstream client closed: %w", KindCanceled)
+
+// NewClient builds the transport for ep: DoT for tls://, DoH for https://.
+// caFile, when not empty, names a PEM file whose certificates are trusted on
+// top of the system roots (SPEC §3 ca_file); there is no way to skip
+// verification. logger may be nil.
+func NewClient(ep Endpoint, caFile string, logger *zap.Logger) (Client, error) {
+	roots, err := LoadRoots(caFile)
+	if err != nil {
+		return nil, err
+	}
+	switch ep.Scheme {
+	case SchemeDoT:
+		return NewDoT(ep, roots, logger), nil
+	case SchemeDoH:
+		return NewDoH(ep, roots, logger), nil
+	}
+	return nil, fmt.Errorf("%s: unsupported scheme %q", ep.Redacted(), ep.Scheme)
+}
+
+// LoadRoots returns the trust for an upstream: nil (the system roots, which
+// crypto/tls loads itself) when caFile is empty, otherwise a copy of the
+// system roots plus every certificate in caFile. A file without a single
+// certificate is an error rather than a silent fallback to system roots.
+func LoadRoots(caFile string) (*x509.CertPool, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("ca_file: %w", err)
+	}
+	roots, err := x509.SystemCertPool() // a fresh copy on every call
+	if err != nil {
+		roots = x509.NewCertPool() // no system store (a minimal image): ca_file alone
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("ca_file %s: no PEM certificate found", caFile)
+	}
+	return roots, nil
+}
+
+// transportTLS is the client TLS configuration of one upstream: verify the
+// certificate against tls_name with roots (nil: system roots), resume
+// sessions through a cache shared by all of the upstream's connections.
+func transportTLS(ep Endpoint, roots *x509.CertPool, nextProtos ...string) *tls.Config {
+	return &tls.Config{
+		ServerName:         ep.TLSName,
+		RootCAs:            roots,
+		MinVersion:         tls.VersionTLS12,
+		NextProtos:         nextProtos,
+		ClientSessionCache: tls.NewLRUClientSessionCache(transportSessionCacheSize),
+	}
+}
+
+// transportDial connects to addr and completes the TLS handshake under ctx,
+// capped at transportDialTimeout. The address is always an IP: an upstream's
+// name is never resolved (SPEC §3). wrap, if not nil, may wrap the TCP
+// connection before TLS runs over it.
+func transportDial(ctx context.Context, addr string, conf *tls.Config,
+	wrap func(net.Conn) (net.Conn, error)) (*tls.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, transportDialTimeout)
+	defer cancel()
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if wrap != nil {
+		if raw, err = wrap(raw); err != nil {
+			return nil, err
+		}
+	}
+	tc := tls.Client(raw, conf)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close() // the handshake failed: nothing to say politely
+		return nil, err
+	}
+	return tc, nil
+}
+
+// transportError builds the one error an exchange returns: the redacted
+// upstream, a Kind and the cause for the log.
+func transportError(ctx context.Context, upstream string, err error) *AttemptError {
+	kind := transportKind(ctx, err)
+	var ae *AttemptError
+	if errors.As(err, &ae) && ae.Upstream == "" {
+		err = ae.Err // Validate and Unpack leave Upstream empty; do not repeat the kind
+	}
+	return &AttemptError{Upstream: upstream, Kind: kind, Err: err}
+}
+
+// transportKind classifies a transport failure (SPEC §4.4). The caller's
+// context comes first: when it ended, the I/O error is a symptom and the
+// context's cause says why (our attempt timer, the budget, a client that left).
+// Only a live context lets the error speak about the peer.
+func transportKind(ctx context.Context, err error) Kind {
+	if deadlinePassed(ctx) {
+		// A socket deadline copied from ctx can fire a moment before ctx's own
+		// timer; wait for it (it is due) so the cause, not the symptom, decides.
+		<-ctx.Done()
+	}
+	if ctx.Err() != nil {
+		if k, ok := errors.AsType[Kind](context.Cause(ctx)); ok {
+			return k
+		}
+		return KindCanceled // a parent we do not own was cancelled
+	}
+	if k, ok := errors.AsType[Kind](err); ok {
+		return k // the transport already knew, e.g. KindBadResponse
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE),
+		errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
+		return KindNoResources
+	case errors.As(err, &ne) && ne.Timeout():
+		return KindPeerTimeout // the caller's context is live: one of our own timers
+	default:
+		return KindNetwork // refused, reset, EOF, TLS alert, certificate
+	}
+}
