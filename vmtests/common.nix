@@ -152,7 +152,7 @@ rec {
     UPSTREAM = "${nodes.upstream.networking.primaryIPAddress}"
     PRIMARY_HTTP = ${toString primaryHttp}
     STANDBY_HTTP = ${toString standbyHttp}
-    BACKOFF = "upstream entered backoff"
+    BACKOFF = "upstream entering backoff"
     RECOVERED = "upstream recovered"
 
     SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")

@@ -191,7 +191,8 @@ func (p *nxdnsProc) metrics(t *testing.T) map[string]*dto.MetricFamily {
 		t.Fatalf("scrape: %v", err)
 	}
 	defer resp.Body.Close()
-	fams, err := expfmt.NewTextParser(model.UTF8Validation).TextToMetricFamilies(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
@@ -252,13 +253,17 @@ func (l *logLines) drain(r io.Reader) {
 	}
 }
 
-// count is how many lines contain s.
-func (l *logLines) count(s string) int {
+// count is how many lines contain every one of subs.
+func (l *logLines) count(subs ...string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, line := range l.lines {
-		if strings.Contains(line, s) {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(line, s)
+		}
+		if all {
 			n++
 		}
 	}

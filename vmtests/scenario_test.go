@@ -141,13 +141,13 @@ func TestScenarioFastStandby(t *testing.T) {
 	if late.P99MS > 100 {
 		t.Errorf("in backoff: p99 %.1f ms, want ≤ 100 ms (the primary is skipped)", late.P99MS)
 	}
-	if got := p.logs.count(`"upstream": "` + standby.url + `"`); got < early.Queries+late.Queries {
+	if got := p.logs.count("server.query", `"upstream": "`+standby.url+`"`); got < early.Queries+late.Queries {
 		t.Errorf("query log names the standby on %d lines, want every one of %d answers", got, early.Queries+late.Queries)
 	}
-	if got := p.logs.count(`"upstream": "` + primary.url + `"`); got != 0 {
+	if got := p.logs.count("server.query", `"upstream": "`+primary.url+`"`); got != 0 {
 		t.Errorf("query log names the stalled primary on %d lines; it answered nothing", got)
 	}
-	if got := p.logs.count("upstream entered backoff"); got != 1 {
+	if got := p.logs.count("upstream entering backoff"); got != 1 {
 		t.Errorf("backoff episodes logged: %d, want exactly 1\n%s", got, p.logs.String())
 	}
 }

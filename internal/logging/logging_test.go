@@ -20,7 +20,7 @@ func TestJournalLinesCarryPriorityAndNoTimestamp(t *testing.T) {
 	log := New(opts).Named("pool")
 	log.Debug("d")
 	log.Info("upstream recovered", zap.String("url", "tls://192.0.2.1:853"))
-	log.Warn("upstream entered backoff")
+	log.Warn("upstream entering backoff")
 	log.Error("e")
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	want := []string{"<7>", "<6>", "<4>", "<3>"}

@@ -54,7 +54,7 @@ func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns
 			// expiry row of SPEC §4.4, evidence about the peer.
 			k = KindAttemptExpired
 		}
-		return nil, &AttemptError{Upstream: e.url, Kind: k, Err: err}
+		return nil, newAttemptError(e.url, k, err)
 	}
 	return resp, nil
 }

@@ -158,3 +158,13 @@ func (e *QueryError) Error() string {
 }
 
 func (e *QueryError) Unwrap() error { return e.Kind }
+
+// newAttemptError is the pool's verdict on an attempt. When the transport
+// already returned an *AttemptError, its underlying error is kept and its
+// prefix dropped, so a log line names the upstream and the kind once.
+func newAttemptError(upstream string, k Kind, err error) *AttemptError {
+	if inner, ok := errors.AsType[*AttemptError](err); ok && inner.Err != nil {
+		err = inner.Err
+	}
+	return &AttemptError{Upstream: upstream, Kind: k, Err: err}
+}

@@ -128,3 +128,14 @@ func TestAttemptError_unwrapsOnlyToItsKind(t *testing.T) {
 		t.Error("QueryError must match only its decisive kind's group")
 	}
 }
+
+func TestNewAttemptErrorNamesUpstreamAndKindOnce(t *testing.T) {
+	inner := &AttemptError{Upstream: "tls://192.0.2.1:853", Kind: KindNetwork, Err: errors.New("connection reset")}
+	got := newAttemptError("tls://192.0.2.1:853", KindAttemptExpired, inner).Error()
+	if want := "tls://192.0.2.1:853: attempt timeout: connection reset"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if !errors.Is(newAttemptError("u", KindAttemptExpired, inner), ErrPeerFault) {
+		t.Error("the pool's kind must decide the group")
+	}
+}

@@ -75,10 +75,10 @@ func (p *Pool) probe(ctx context.Context, e *entry) *AttemptError {
 	q.SetQuestion(".", dns.TypeNS) // sets RD and a random ID
 	resp, err := e.client.Exchange(ctx, q)
 	if err != nil {
-		return &AttemptError{Upstream: e.url, Kind: kindOf(ctx, err), Err: err}
+		return newAttemptError(e.url, kindOf(ctx, err), err)
 	}
 	if err := Validate(q, resp); err != nil {
-		return &AttemptError{Upstream: e.url, Kind: Classify(err), Err: err}
+		return newAttemptError(e.url, Classify(err), err)
 	}
 	if resp.Rcode == dns.RcodeRefused || resp.Rcode == dns.RcodeNotImplemented {
 		return &AttemptError{Upstream: e.url, Kind: KindRcode, Err: rcodeError(resp.Rcode)}
