@@ -192,3 +192,34 @@ func waitUntil(t *testing.T, what string, bound time.Duration, cond func() bool)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Scenario 5: the upstream closes connections idle for 200 ms and queries
+// come 500 ms apart, so every query after the first finds its connection
+// closed by the peer. None fails: a connection the client already saw close
+// is replaced before use, and one that closes under an exchange is retried
+// once on a fresh connection (reuse_recoveries_total). TLS session
+// resumption keeps each redial cheap.
+func TestScenarioIdleClose(t *testing.T) {
+	skipShort(t)
+	ca := newTestCA(t)
+	up := startUpstream(t, ca, "dot://127.0.0.1:0?idle_close=200ms")
+	p := startNxdns(t, ca, settings{}, up)
+
+	r := p.burst(t, func(c *burst.Config) { c.Rate = 2; c.Duration = 3 * time.Second; c.Baseline = 0; c.N = 0; c.Waves = 0 })
+	m := p.metrics(t)
+	c := up.counts()
+	recoveries := metric(m, "nxdns_upstream_reuse_recoveries_total")
+	t.Logf("idle close: %d queries, p50 %.1f ms, p99 %.1f ms, max %.1f ms; upstream connections %d, handshakes %d; reuse recoveries %v",
+		r.Queries, r.P50MS, r.P99MS, r.MaxMS, c.Connections, c.Handshakes, recoveries)
+	if r.Queries < 5 || r.Rcodes["NOERROR"] != r.Queries || r.Timeouts != 0 {
+		t.Fatalf("%d queries: rcodes %v, %d timeouts; want every one answered", r.Queries, r.Rcodes, r.Timeouts)
+	}
+	if got := metric(m, "nxdns_upstream_requests_total", "outcome", "failure"); got != 0 {
+		t.Errorf("upstream failures = %v, want 0: a peer closing an idle connection is not a fault", got)
+	}
+	// Each query after the first needed a new connection: the idle ones were
+	// closed by the peer in between.
+	if c.Connections < uint64(r.Queries) {
+		t.Errorf("upstream accepted %d connections for %d queries 500 ms apart; want one per query", c.Connections, r.Queries)
+	}
+}
