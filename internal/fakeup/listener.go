@@ -61,6 +61,7 @@ func newListener(s *Server, spec Listen, leaf *tls.Certificate) (*listener, erro
 	case DoH:
 		l.tlsConf = serverTLS(leaf, "h2", "http/1.1")
 		l.setupDoH()
+	default: // UDP and TCP: plain DNS, no TLS
 	}
 	return l, nil
 }

@@ -124,6 +124,7 @@ func (s *DoHServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", dohMediaType)
 		w.Write(make([]byte, dns.MaxMsgSize+1024))
 		return
+	default: // no fault, or one applied to the answer (mangle)
 	}
 	if d := time.Duration(s.delay.Load()); d > 0 {
 		t := time.NewTimer(d)

@@ -171,6 +171,7 @@ func (s *DoTServer) serveConn(ctx context.Context, raw net.Conn) {
 			c.writeLocked([]byte{0})
 			c.mu.Unlock()
 			return
+		default: // no fault, or one applied to the answer (mangle)
 		}
 		c.mu.Lock()
 		c.busy++

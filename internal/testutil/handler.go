@@ -96,5 +96,6 @@ func mangle(r *dns.Msg, f Fault) {
 		if len(r.Question) > 0 {
 			r.Question[0].Name = "wrong." + r.Question[0].Name
 		}
+	default: // the other faults act on the connection, not the answer
 	}
 }
