@@ -204,6 +204,16 @@ let
       host = lib.removeSuffix "]" (lib.removePrefix "[" (builtins.elemAt m 0));
       port = lib.toInt (builtins.elemAt m 1);
     };
+  # SIGTERM drains queries in flight for the longest query budget plus a
+  # second (nxdns's DrainBound); systemd must wait at least that long before
+  # it kills. nxdns's own defaults apply when the keys are unset.
+  orDefault = v: d: if v == null then d else v;
+  drainSeconds =
+    let
+      u = cfg.settings.upstream;
+    in
+    (lib.max (orDefault u.total_timeout_ms 5000) (orDefault u.read_timeout_ms 3000)) / 1000 + 1;
+
   isLoopback = host: lib.hasPrefix "127." host || host == "::1" || host == "localhost";
   publicPorts = lib.unique (
     map (a: a.port) (lib.filter (a: !isLoopback a.host) (map splitListen cfg.settings.dns.listen))
@@ -318,9 +328,9 @@ in
 
       # The unit reads the file through /etc, so a settings change leaves
       # ExecStart alone and `nixos-rebuild switch` reloads (SIGHUP) instead
-      # of restarting: the cache and upstream connections survive, and an
-      # invalid file (impossible after the build-time check) would keep the
-      # running configuration.
+      # of restarting: listeners stay bound, queries in flight finish on the
+      # old configuration, and an invalid file (impossible after the
+      # build-time check) would keep the running configuration.
       reloadTriggers = [ configFile ];
 
       startLimitIntervalSec = 60;
@@ -342,7 +352,7 @@ in
         # killed and restarted.
         WatchdogSec = "30s";
         # SIGTERM drains in-flight queries, bounded by the query budget.
-        TimeoutStopSec = "20s";
+        TimeoutStopSec = "${toString (drainSeconds + 10)}s";
 
         # No root: a dynamic user with only the capability to bind port 53.
         DynamicUser = true;

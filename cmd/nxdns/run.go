@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -16,11 +15,6 @@ import (
 	"github.com/nxdns/nxdns/internal/buildinfo"
 	"github.com/nxdns/nxdns/internal/logging"
 )
-
-// drainTimeout bounds SIGTERM's drain: one default query budget plus a
-// margin, so every query already accepted gets its answer, and well under
-// systemd's default stop timeout (90 s).
-const drainTimeout = 6 * time.Second
 
 // cmdRun serves until ctx ends (SIGTERM or SIGINT); SIGHUP reloads.
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
@@ -74,8 +68,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 			sd.Alive()
 		case <-ctx.Done():
 			sd.Stopping()
-			log.Info("stopping: draining queries in flight", zap.Duration("bound", drainTimeout))
-			dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			// Every query already accepted gets its answer: the drain waits
+			// as long as the longest budget (total_timeout_ms or
+			// read_timeout_ms) plus a margin.
+			bound := a.DrainBound()
+			log.Info("stopping: draining queries in flight", zap.Duration("bound", bound))
+			dctx, cancel := context.WithTimeout(context.Background(), bound)
 			err := a.Shutdown(dctx)
 			cancel()
 			if err != nil {

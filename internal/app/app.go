@@ -24,10 +24,10 @@ import (
 	"github.com/nxdns/nxdns/internal/web"
 )
 
-// retireTimeout bounds how long a reload waits for queries still running on
-// the old generation before closing it anyway: one default query budget plus
-// a margin, so no query that could still be answered is cut off.
-const retireTimeout = 6 * time.Second
+// drainMargin is added to the longest query budget when waiting for queries
+// in flight (reload, shutdown): the budget bounds a query's resolution, the
+// margin covers writing its answer and the query log line.
+const drainMargin = time.Second
 
 // Options are what the App needs besides the configuration.
 type Options struct {
@@ -68,11 +68,13 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		gen.close()
 		return nil, err
 	}
-	if err := a.rebindWeb(cfg.Web.Listen); err != nil {
+	w, err := a.bindWeb(cfg.Web.Listen)
+	if err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
 		return nil, err
 	}
+	a.commitWeb(w, cfg.Web.Listen)
 	gen.start()
 	a.logEffective(cfg)
 	return a, nil
@@ -89,14 +91,21 @@ func (a *App) Reload(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	// The web endpoint is bound before the listeners change and released
+	// only after they did, so a failure in either leaves everything as it was.
+	nextWeb, err := a.bindWeb(cfg.Web.Listen)
+	if err != nil {
+		gen.close()
+		return err
+	}
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
+		if nextWeb != a.web {
+			stopWeb(nextWeb)
+		}
 		gen.close()
 		return err
 	}
-	if err := a.rebindWeb(cfg.Web.Listen); err != nil {
-		gen.close()
-		return err
-	}
+	a.commitWeb(nextWeb, cfg.Web.Listen)
 	old := a.gen.Swap(gen)
 	drained := a.srv.Swap(gen.state())
 	gen.start()
@@ -104,7 +113,8 @@ func (a *App) Reload(cfg config.Config) error {
 		a.level.SetLevel(lvl)
 	}
 	a.retired.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), retireTimeout)
+		// Every query that started on old ends within old's own budget.
+		ctx, cancel := context.WithTimeout(context.Background(), old.drainBound())
 		defer cancel()
 		if err := drained(ctx); err != nil {
 			a.log.Warn("closing the previous configuration with queries still running", zap.Error(err))
@@ -138,27 +148,45 @@ func (a *App) ReloadFile(path string) error {
 	return nil
 }
 
-// rebindWeb moves the web endpoint when web.listen changed: the new address
-// is bound before the old one is released, so a bad address keeps the old.
-func (a *App) rebindWeb(addr string) error {
+// bindWeb returns the web endpoint for addr: the running one when web.listen
+// did not change, otherwise a new one already bound (nil for ""). Nothing is
+// released here; commitWeb does that once the reload cannot fail any more.
+func (a *App) bindWeb(addr string) (*web.Server, error) {
 	if addr == a.webAddr {
-		return nil
+		return a.web, nil
 	}
-	var next *web.Server
-	if addr != "" {
-		next = web.New(addr, a.registry(), a.health, a.log)
-		if err := next.Start(); err != nil {
-			return err
-		}
+	if addr == "" {
+		return nil, nil
 	}
-	if a.web != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		a.web.Shutdown(ctx)
-		cancel()
+	next := web.New(addr, a.registry(), a.health, a.log)
+	if err := next.Start(); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// commitWeb makes next the web endpoint and stops the previous one.
+func (a *App) commitWeb(next *web.Server, addr string) {
+	if next != a.web {
+		stopWeb(a.web)
 	}
 	a.web, a.webAddr = next, addr
-	return nil
 }
+
+// stopWeb shuts a web endpoint down; a scrape in progress gets a second.
+func stopWeb(w *web.Server) {
+	if w == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	w.Shutdown(ctx)
+}
+
+// DrainBound is how long a query that started now may still run: the
+// current configuration's longest budget plus a margin. SIGTERM waits this
+// long for queries in flight.
+func (a *App) DrainBound() time.Duration { return a.gen.Load().drainBound() }
 
 // Shutdown stops accepting queries, lets running ones finish until ctx ends,
 // then closes everything.
@@ -166,12 +194,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	err := a.srv.Shutdown(ctx)
-	if a.web != nil {
-		// Scrapes end with the process; a scrape in progress gets a second.
-		wctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		a.web.Shutdown(wctx)
-		cancel()
-	}
+	stopWeb(a.web)
 	a.retired.Wait()
 	a.gen.Load().close()
 	return err

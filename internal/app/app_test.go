@@ -24,6 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // rig is a fake DoT upstream, a fake LAN resolver (plain UDP), and a CA file.
 type rig struct {
+	ca       *certs.CA
 	caFile   string
 	dot      *fakeup.Server
 	dotURL   string
@@ -40,7 +41,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{dir: t.TempDir()}
+	r := &rig{ca: ca, dir: t.TempDir()}
 	r.caFile = filepath.Join(r.dir, "ca.pem")
 	if err := os.WriteFile(r.caFile, ca.PEM, 0o644); err != nil {
 		t.Fatal(err)
@@ -212,6 +213,87 @@ func TestReload_unbindableListenerKeepsRunningConfiguration(t *testing.T) {
 	query(t, addr, "host.lan.")
 	if got := r.lan.Counters().Queries; got != 0 {
 		t.Errorf("the rejected configuration's zone was used (%d LAN queries)", got)
+	}
+}
+
+func TestReload_inFlightQueryFinishesOnTheOldGeneration(t *testing.T) {
+	r := newRig(t)
+	slow := startFake(t, r.ca, "dot://127.0.0.1:0?latency=700ms")
+	r.dotURL = "tls://" + slow.Listeners()[0].Addr.String()
+	addr := loopbackAddr(t)
+	a, err := Start(r.config(t, addr, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, a)
+
+	answered := make(chan *dns.Msg, 1)
+	go func() {
+		c := &dns.Client{Net: "udp", Timeout: 5 * time.Second}
+		resp, _, _ := c.Exchange(new(dns.Msg).SetQuestion("in-flight.example.", dns.TypeA), addr)
+		answered <- resp
+	}()
+	waitUntil(t, "the query to reach the slow upstream", func() bool { return slow.Counters().Queries >= 2 }) // probe + query
+
+	// The new generation forwards elsewhere: the in-flight query must still
+	// be answered by the old one, whose pool stays open until it is done.
+	r.dotURL = "tls://127.0.0.1:1"
+	if err := a.Reload(r.config(t, addr, false)); err != nil {
+		t.Fatal(err)
+	}
+	resp := <-answered
+	if resp == nil || resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 {
+		t.Fatalf("in-flight query across the reload: %v, want the old upstream's answer", resp)
+	}
+}
+
+func TestReload_webBindFailureKeepsListenersAndRouting(t *testing.T) {
+	r := newRig(t)
+	addr1 := loopbackAddr(t)
+	a, err := Start(r.config(t, addr1, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, a)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := r.config(t, loopbackAddr(t), true)
+	cfg.Web.Listen = busy.Addr().String()
+	if err := a.Reload(cfg); err == nil {
+		t.Fatal("reload onto a busy web address succeeded")
+	}
+	query(t, addr1, "host.lan.") // the old listener, the old routing (no zone)
+	if got := r.lan.Counters().Queries; got != 0 {
+		t.Errorf("the rejected configuration's zone was used (%d LAN queries)", got)
+	}
+}
+
+func TestDrainBoundCoversTheLongestBudget(t *testing.T) {
+	for _, c := range []struct{ total, read, want int }{
+		{5000, 3000, 6000},
+		{10000, 3000, 11000},
+		{2000, 7000, 8000},
+	} {
+		g := &generation{cfg: config.Default()}
+		g.cfg.Upstream.TotalTimeoutMS, g.cfg.Upstream.ReadTimeoutMS = c.total, c.read
+		if got := g.drainBound(); got != time.Duration(c.want)*time.Millisecond {
+			t.Errorf("total %d read %d: drain bound %v, want %d ms", c.total, c.read, got, c.want)
+		}
+	}
+}
+
+// waitUntil polls a condition owned by another goroutine's I/O, bounded.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

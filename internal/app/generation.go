@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -99,6 +100,12 @@ func (g *generation) Route(qname string) (server.Resolver, string) {
 		return z, "zone:" + strings.TrimSuffix(z.Name(), ".")
 	}
 	return g.pool, "pool"
+}
+
+// drainBound is the longest a query routed by this generation can run: the
+// pool's total budget or a forward zone's read budget, plus drainMargin.
+func (g *generation) drainBound() time.Duration {
+	return max(g.cfg.Upstream.Total(), g.cfg.Upstream.Read()) + drainMargin
 }
 
 // start begins the background work: the pool's start-up probes.
