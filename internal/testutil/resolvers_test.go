@@ -22,7 +22,7 @@ func TestStartUnbound_servesLocalDataOverDoT(t *testing.T) {
 	u := StartUnbound(t, ca, UnboundOptions{LocalZone: "nxdns.test.", LocalData: []string{"host.nxdns.test. A 192.0.2.10"}})
 	c := &dns.Client{Net: "tcp-tls", Timeout: 5 * time.Second,
 		TLSConfig: &tls.Config{ServerName: u.Name, RootCAs: ca.Pool()}}
-	for name, want := range map[string]int{"host.nxdns.test.": dns.RcodeSuccess, "other.nxdns.test.": dns.RcodeNameError, "example.com.": dns.RcodeRefused} {
+	for name, want := range map[string]int{"host.nxdns.test.": dns.RcodeSuccess, "other.nxdns.test.": dns.RcodeNameError, "example.com.": dns.RcodeNameError, ".": dns.RcodeNameError} {
 		r, _, err := c.Exchange(new(dns.Msg).SetQuestion(name, dns.TypeA), u.DoTAddr.String())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -28,7 +28,8 @@ type Unbound struct {
 	DoHURL  string         // https://Name:port/dns-query; "" when unbound has no DoH
 }
 
-// UnboundOptions says what unbound serves.
+// UnboundOptions says what unbound serves; it answers every other name
+// NXDOMAIN itself.
 type UnboundOptions struct {
 	// Name goes on the server certificate; "unbound.test" when empty.
 	Name string
@@ -40,8 +41,11 @@ type UnboundOptions struct {
 	LocalData []string
 }
 
-// unboundConf answers LocalZone and refuses everything else: local-zone "."
-// refuse keeps the iterator from ever leaving the machine.
+// unboundConf answers every name itself and never recurses: local-zone "."
+// static keeps the iterator from ever leaving the machine and answers what
+// LocalData does not hold with NXDOMAIN — the root too, so nxdns's start-up
+// probe (". NS") sees a serving resolver, where "." refuse would have put
+// the upstream in backoff at start.
 const unboundConf = `server:
 	verbosity: 1
 	use-syslog: no
@@ -63,7 +67,7 @@ const unboundConf = `server:
 	tls-service-pem: "{{dir}}/cert.pem"
 	access-control: 127.0.0.0/8 allow
 	module-config: "iterator"
-	local-zone: "." refuse
+	local-zone: "." static
 {{local}}remote-control:
 	control-enable: no
 `
