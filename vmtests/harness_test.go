@@ -61,11 +61,13 @@ func newTestCA(t *testing.T) testCA {
 	return testCA{ca, file}
 }
 
-// upstreamNode is a fake upstream with one listener.
+// upstreamNode is an upstream nxdns is configured with: a fake upstream with
+// one listener, or (srv nil) a real resolver the test started.
 type upstreamNode struct {
-	srv *fakeup.Server
-	url string // what nxdns's configuration names, e.g. tls://127.0.0.1:41234
-	key string // the counters key of its listener
+	srv     *fakeup.Server
+	url     string // what nxdns's configuration names, e.g. tls://127.0.0.1:41234
+	tlsName string // the name its certificate carries; "" means upstream.test
+	key     string // the counters key of its listener
 }
 
 // startUpstream starts a fake upstream from a listen URL with port 0, e.g.
@@ -109,6 +111,7 @@ type nxdnsProc struct {
 type settings struct {
 	attemptMS, totalMS int // 0 means the shipped defaults (2500, 5000)
 	queryLog           bool
+	extra              string // TOML appended as is: forward zones, clients
 }
 
 // startNxdns writes a configuration for the given upstreams (in priority
@@ -124,8 +127,13 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 		fmt.Fprintf(&b, "[upstream]\nattempt_timeout_ms = %d\ntotal_timeout_ms = %d\n", s.attemptMS, s.totalMS)
 	}
 	for i, u := range ups {
-		fmt.Fprintf(&b, "[[upstreams]]\nurl = %q\ntls_name = \"upstream.test\"\nca_file = %q\npriority = %d\n", u.url, ca.file, i)
+		tlsName := u.tlsName
+		if tlsName == "" {
+			tlsName = "upstream.test"
+		}
+		fmt.Fprintf(&b, "[[upstreams]]\nurl = %q\ntls_name = %q\nca_file = %q\npriority = %d\n", u.url, tlsName, ca.file, i)
 	}
+	b.WriteString(s.extra)
 	cfg := filepath.Join(dir, "nxdns.toml")
 	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -254,20 +262,23 @@ func (l *logLines) drain(r io.Reader) {
 }
 
 // count is how many lines contain every one of subs.
-func (l *logLines) count(subs ...string) int {
+func (l *logLines) count(subs ...string) int { return len(l.matching(subs...)) }
+
+// matching is the lines, in order, that contain every one of subs.
+func (l *logLines) matching(subs ...string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
+	var out []string
 	for _, line := range l.lines {
 		all := true
 		for _, s := range subs {
 			all = all && strings.Contains(line, s)
 		}
 		if all {
-			n++
+			out = append(out, line)
 		}
 	}
-	return n
+	return out
 }
 
 func (l *logLines) String() string {

@@ -1,10 +1,17 @@
-// Package testutil holds loopback DNS-over-TLS and DNS-over-HTTPS servers
-// and a per-test certificate authority for nxdns's tests. It is imported only
-// from _test.go files and by test tools; nothing in the product links it.
+// Package testutil holds loopback DNS-over-TLS and DNS-over-HTTPS servers,
+// launchers for real third-party resolvers, and a per-test certificate
+// authority for nxdns's tests. It is imported only from _test.go files and by
+// test tools; nothing in the product links it.
 //
 // The servers listen on 127.0.0.1 only, present a certificate issued by the
 // test's CA (clients verify it; nothing here skips verification), count what
 // they see (accepts, handshakes, queries, connections) and can misbehave on
 // request (FailNext, SetDelay, CloseIdle) so transport tests can reproduce
 // the failures of SPEC §5 and §6. Every server is shut down by t.Cleanup.
+//
+// StartUnbound and StartDnsmasq run the installed unbound (an encrypted
+// upstream: DoT, and DoH when built with nghttp2) and dnsmasq (a home
+// router's LAN resolver) on free loopback ports, so interop tests check nxdns
+// against servers nobody here wrote. They skip the test when the program is
+// not installed, and t.Cleanup stops them.
 package testutil
