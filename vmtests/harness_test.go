@@ -100,11 +100,14 @@ func (n *upstreamNode) counts() fakeup.Counts { return n.srv.Counters().PerListe
 
 // nxdnsProc is a running nxdns binary.
 type nxdnsProc struct {
-	cmd  *exec.Cmd
-	dns  string // host:port of its DNS listener
-	web  string // host:port of /metrics
-	logs *logLines
-	done chan error
+	cmd     *exec.Cmd
+	cfg     string // its configuration file, rewritten by reload tests
+	dns     string // host:port of its DNS listener
+	web     string // host:port of /metrics
+	logs    *logLines
+	notify  *notifySocket // what it tells systemd
+	exited  chan struct{} // closed when the process has exited
+	exitErr error         // cmd.Wait's result, read after exited
 }
 
 // settings shapes the generated configuration.
@@ -120,7 +123,7 @@ type settings struct {
 func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdnsProc {
 	t.Helper()
 	dir := t.TempDir()
-	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", freePort(t)), web: fmt.Sprintf("127.0.0.1:%d", freePort(t)), logs: &logLines{}, done: make(chan error, 1)}
+	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", freePort(t)), web: fmt.Sprintf("127.0.0.1:%d", freePort(t)), logs: &logLines{}, exited: make(chan struct{})}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, p.web, s.queryLog)
 	if s.attemptMS > 0 {
@@ -134,13 +137,13 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 		fmt.Fprintf(&b, "[[upstreams]]\nurl = %q\ntls_name = %q\nca_file = %q\npriority = %d\n", u.url, tlsName, ca.file, i)
 	}
 	b.WriteString(s.extra)
-	cfg := filepath.Join(dir, "nxdns.toml")
-	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
+	p.cfg = filepath.Join(dir, "nxdns.toml")
+	if err := os.WriteFile(p.cfg, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	notify := listenNotify(t, dir)
-	p.cmd = exec.Command(nxdnsBinary, "run", "--config", cfg)
-	p.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify.path)
+	p.notify = listenNotify(t, dir)
+	p.cmd = exec.Command(nxdnsBinary, "run", "--config", p.cfg)
+	p.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+p.notify.path)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -149,9 +152,12 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 		t.Fatal(err)
 	}
 	go p.logs.drain(stderr)
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
 	t.Cleanup(func() { p.stop(t) })
-	if err := notify.await("READY=1", 15*time.Second); err != nil {
+	if err := p.notify.await("READY=1", 15*time.Second); err != nil {
 		t.Fatalf("nxdns never said READY=1: %v\nlog:\n%s", err, p.logs.String())
 	}
 	return p
@@ -159,18 +165,28 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 
 // stop sends SIGTERM and expects a clean exit.
 func (p *nxdnsProc) stop(t *testing.T) {
-	if p.cmd.ProcessState != nil {
-		return
+	if err := p.terminate(t); err != nil {
+		t.Errorf("nxdns exited with %v after SIGTERM\nlog:\n%s", err, p.logs.String())
+	}
+}
+
+// terminate sends SIGTERM (unless the process already exited) and returns
+// how it exited; a process still running after 15 s is killed.
+func (p *nxdnsProc) terminate(t *testing.T) error {
+	select {
+	case <-p.exited:
+		return p.exitErr
+	default:
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Errorf("nxdns exited with %v after SIGTERM\nlog:\n%s", err, p.logs.String())
-		}
+	case <-p.exited:
+		return p.exitErr
 	case <-time.After(15 * time.Second):
 		p.cmd.Process.Kill()
+		<-p.exited
 		t.Errorf("nxdns did not exit within 15 s of SIGTERM")
+		return p.exitErr
 	}
 }
 
