@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
@@ -24,6 +25,24 @@ const dohMediaType = "application/dns-message"
 // dohMaxHeaderBytes bounds a response's headers; a DNS answer needs a few
 // hundred bytes of them, and a hostile server should not make us buffer more.
 const dohMaxHeaderBytes = 16 << 10
+
+// dohPingAfter and dohPingTimeout are the HTTP/2 health check of a DoH
+// connection: after dohPingAfter with no frame from the upstream the client
+// sends a PING, and a connection whose PING goes unanswered for
+// dohPingTimeout is closed, failing the exchanges on it. Without the check a
+// black-holed connection (a path that died without a reset, a NAT that forgot
+// us) stays the one connection every exchange and every backoff probe reuses
+// until the kernel gives up retransmitting, minutes later. Together they end
+// such a connection within 2.5 s of its last frame, the default
+// attempt_timeout, so the next probe (1 s each, backoff_first apart) dials a
+// new one. dohPingTimeout is far above the round trip of any live household
+// path, so a slow but working upstream is not cut. The price is one small
+// frame a second on a connection that sits idle until transportIdleTimeout
+// lets it go; the pings do not keep it open.
+const (
+	dohPingAfter   = 1 * time.Second
+	dohPingTimeout = 1500 * time.Millisecond
+)
 
 // DoH is a DNS-over-HTTPS client (RFC 8484) for one upstream: POST with
 // application/dns-message over HTTP/2, concurrent exchanges multiplexed as
@@ -79,7 +98,8 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 		DisableCompression:     true, // DNS messages are small; no gzip to decode
 		MaxResponseHeaderBytes: dohMaxHeaderBytes,
 		HTTP2: &http.HTTP2Config{
-			// No keepalive pings (SPEC §5 spirit): an idle connection is let go.
+			SendPingTimeout:  dohPingAfter,
+			PingTimeout:      dohPingTimeout,
 			WriteByteTimeout: transportWriteTimeout,
 		},
 	}
