@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,5 +330,91 @@ func TestDoT_silentConnectionIsRetiredNotKilled(t *testing.T) {
 	case <-first.done:
 	case <-time.After(5 * time.Second):
 		t.Error("retired connection still open 5 s after its last exchange")
+	}
+}
+
+// At the connection cap a stale retry still runs on a connection created
+// after its failure (SPEC §5), not on an older one the upstream may have
+// closed in the same sweep: it dials one past the cap.
+func TestDoT_staleRetryAtTheCapRunsOnAFreshConnection(t *testing.T) {
+	const holds = 2*dotConnBusy + 1 // fills connections 2, 3 and 4: the cap
+	var victimTries atomic.Int32
+	received := make(chan string, holds+2)
+	release := make(chan struct{})
+	answer := testutil.AnswerA("192.0.2.1")
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", func(ctx context.Context, q *dns.Msg) *dns.Msg {
+		name := q.Question[0].Name
+		switch {
+		case name == "stall.example.", name == "victim.example." && victimTries.Add(1) == 1:
+			received <- name
+			<-ctx.Done() // unanswered until the connection ends
+			return nil
+		case strings.HasPrefix(name, "hold"):
+			received <- name
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		return answer(ctx, q)
+	})
+	px := startTCPProxy(t, srv.Addr)
+	c := NewDoT(transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", px.Addr.Port()), px.Addr), ca.Pool(), nil)
+	t.Cleanup(func() { c.Close() })
+
+	transportMustExchange(t, c, "warm.example.") // connection 1 is up: the victim reuses it
+	victim := make(chan error, 1)
+	go func() {
+		_, err := c.Exchange(transportCtx(t), transportQuery("victim.example."))
+		victim <- err
+	}()
+	<-received
+	// A silent expiry retires connection 1: it keeps the victim, takes nothing new.
+	ctx, cancel := context.WithTimeoutCause(transportCtx(t), 150*time.Millisecond, KindAttemptExpired)
+	_, err := c.Exchange(ctx, transportQuery("stall.example."))
+	cancel()
+	transportWantKind(t, err, KindAttemptExpired, c.name)
+	<-received
+
+	held := make(chan error, holds)
+	for i := range holds {
+		go func() {
+			_, err := c.Exchange(transportCtx(t), transportQuery(fmt.Sprintf("hold%d.example.", i)))
+			held <- err
+		}()
+	}
+	for range holds {
+		<-received
+	}
+	c.mu.Lock()
+	open := 0
+	for _, conn := range c.conns {
+		if _, ok := conn.load(); ok {
+			open++
+		}
+	}
+	c.mu.Unlock()
+	if open != DoTMaxConns || px.Accepts() != 4 {
+		t.Fatalf("open connections %d, accepts %d; want DoTMaxConns=%d, 4 (setup)", open, px.Accepts(), DoTMaxConns)
+	}
+
+	px.conn(t, 0).cut() // the upstream closes connection 1 under the victim
+	if err := <-victim; err != nil {
+		t.Fatalf("victim: %v, want recovered", err)
+	}
+	if got := c.ReuseRecoveries(); got != 1 {
+		t.Errorf("ReuseRecoveries = %d, want 1", got)
+	}
+	if px.Accepts() != 5 || victimTries.Load() != 2 {
+		t.Errorf("accepts %d, victim sent %d times; want 5, 2: the retry dials a fifth connection",
+			px.Accepts(), victimTries.Load())
+	}
+	close(release)
+	for range holds {
+		if err := <-held; err != nil {
+			t.Errorf("held exchange: %v", err)
+		}
 	}
 }

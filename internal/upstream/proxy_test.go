@@ -11,7 +11,8 @@ import (
 
 // tcpProxy is a loopback TCP proxy between a client under test and a test
 // server. It does to the connections it carries what a network path can do
-// and a server cannot: go silent without closing (a black hole).
+// and a server cannot: go silent without closing (a black hole), or close one
+// chosen connection among several.
 type tcpProxy struct {
 	Addr   netip.AddrPort // 127.0.0.1:port; dial this instead of the server
 	target string
@@ -68,6 +69,10 @@ func (p *tcpProxy) silence() {
 		c.silent.Store(true)
 	}
 }
+
+// cut closes both legs of c at once, as an upstream closing the connection
+// does.
+func (c *proxyConn) cut() { c.end() }
 
 // waitClientGone waits up to d for the client to close its leg of c and
 // reports whether it did.
