@@ -100,11 +100,19 @@ func TestDoT_recoversFromIdleCloseRacingTheQuery(t *testing.T) {
 	}
 }
 
-// The upstream closed an idle connection between exchanges: the next one
-// succeeds on a new connection (noticed by the reader, or recovered).
+// The upstream closed an idle connection just as our next query went out on
+// it: the client reused the connection, no byte of the answer came, the cause
+// is EOF, so the exchange succeeds through exactly one redial (resuming the
+// TLS session) and counts one recovery. The proxy holds the close back until
+// the query meets it, so the client cannot have noticed it first.
 func TestDoT_redialsAfterServerClosedIdleConnection(t *testing.T) {
-	srv, c, _ := dotTestSetup(t, "dot.test", testutil.AnswerA("192.0.2.1"))
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", testutil.AnswerA("192.0.2.1"))
+	px := startTCPProxy(t, srv.Addr)
+	c := NewDoT(transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", px.Addr.Port()), px.Addr), ca.Pool(), nil)
+	t.Cleanup(func() { c.Close() })
 	transportMustExchange(t, c, "a.example.")
+	px.conn(t, 0).holdClose()
 	if n := srv.CloseIdle(); n != 1 {
 		t.Fatalf("server closed %d idle connections, want 1", n)
 	}
@@ -112,11 +120,68 @@ func TestDoT_redialsAfterServerClosedIdleConnection(t *testing.T) {
 	if srv.Accepts() != 2 {
 		t.Errorf("accepts %d, want 2: exactly one redial", srv.Accepts())
 	}
-	if got := c.ReuseRecoveries(); got > 1 {
-		t.Errorf("ReuseRecoveries = %d, want at most 1", got)
+	if got := c.ReuseRecoveries(); got != 1 {
+		t.Errorf("ReuseRecoveries = %d, want 1", got)
 	}
 	if srv.Resumed() != 1 {
 		t.Errorf("resumed handshakes %d, want 1: the redial resumes the TLS session", srv.Resumed())
+	}
+}
+
+// The upstream closed an idle connection and the client noticed before its
+// next query: that query dials a new connection outright, which is no
+// recovery (nothing failed).
+func TestDoT_noticedServerCloseDialsWithoutRecovery(t *testing.T) {
+	srv, c, _ := dotTestSetup(t, "dot.test", testutil.AnswerA("192.0.2.1"))
+	transportMustExchange(t, c, "a.example.")
+	c.mu.Lock()
+	first := c.conns[0]
+	c.mu.Unlock()
+	if n := srv.CloseIdle(); n != 1 {
+		t.Fatalf("server closed %d idle connections, want 1", n)
+	}
+	select {
+	case <-first.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not notice the server's close within 5 s")
+	}
+	transportMustExchange(t, c, "b.example.")
+	if srv.Accepts() != 2 || c.ReuseRecoveries() != 0 {
+		t.Errorf("accepts %d, recoveries %d; want 2, 0", srv.Accepts(), c.ReuseRecoveries())
+	}
+}
+
+// A recovered stale connection is invisible to the pool (SPEC §5): the query
+// is answered, the upstream's health records a success and no failure, and
+// the recovery shows in the snapshot (nxdns_upstream_reuse_recoveries_total).
+func TestDoT_staleRecoveryThroughThePoolRecordsNoFailure(t *testing.T) {
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", testutil.AnswerA("192.0.2.1"))
+	ep := transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", srv.Addr.Port()), srv.Addr)
+	p, err := New(Options{Attempt: 2 * time.Second, Total: 5 * time.Second}, []Member{{Endpoint: ep, Client: NewDoT(ep, ca.Pool(), nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	for i, name := range []string{"a.example.", "b.example."} {
+		if i == 1 {
+			srv.FailNext(testutil.FaultCloseOnQuery) // the warm connection dies under the query
+		}
+		resp, up, err := p.Resolve(transportCtx(t), transportQuery(name))
+		if err != nil || len(resp.Answer) != 1 {
+			t.Fatalf("resolve %s: %v, %v; want an answer", name, resp, err)
+		}
+		if up != ep.Redacted() {
+			t.Errorf("attributed %q, want %q", up, ep.Redacted())
+		}
+	}
+	u := p.Snapshot().Upstreams[0]
+	if u.Failures != 0 || u.Successes != 2 || u.ReuseRecoveries != 1 || u.InBackoff {
+		t.Errorf("failures %d, successes %d, recoveries %d, backoff %v; want 0, 2, 1, false",
+			u.Failures, u.Successes, u.ReuseRecoveries, u.InBackoff)
+	}
+	if srv.Accepts() != 2 {
+		t.Errorf("accepts %d, want 2: one redial", srv.Accepts())
 	}
 }
 

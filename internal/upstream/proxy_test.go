@@ -11,8 +11,9 @@ import (
 
 // tcpProxy is a loopback TCP proxy between a client under test and a test
 // server. It does to the connections it carries what a network path can do
-// and a server cannot: go silent without closing (a black hole), or close one
-// chosen connection among several.
+// and a server cannot: go silent without closing (a black hole), close one
+// chosen connection among several, or hold a server's close back until the
+// client's next query meets it.
 type tcpProxy struct {
 	Addr   netip.AddrPort // 127.0.0.1:port; dial this instead of the server
 	target string
@@ -28,10 +29,19 @@ type tcpProxy struct {
 // proxyConn is one client connection and its leg to the server.
 type proxyConn struct {
 	client, server net.Conn
-	silent         atomic.Bool   // drop every byte, both ways, and keep both legs open
+	mode           atomic.Int32  // a proxyMode
 	clientGone     chan struct{} // closed when the client's leg ends
 	once           sync.Once
 }
+
+// proxyMode is what a connection does with the bytes and closes it carries.
+type proxyMode int32
+
+const (
+	proxyForward proxyMode = iota // carry everything, a close included
+	proxySilent                   // drop every byte both ways, carry no close
+	proxyHold                     // drop the server's bytes and close; the client's next bytes close its leg
+)
 
 // startTCPProxy proxies 127.0.0.1:port to target, stopped at cleanup.
 func startTCPProxy(t testing.TB, target netip.AddrPort) *tcpProxy {
@@ -66,9 +76,17 @@ func (p *tcpProxy) silence() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, c := range p.conns {
-		c.silent.Store(true)
+		c.mode.Store(int32(proxySilent))
 	}
 }
+
+// holdClose makes c keep the server's close from the client (and anything
+// the server sends first, such as a TLS close_notify) until the client sends
+// again: then the client's leg closes, its bytes unforwarded. It is the race
+// of an upstream closing an idle connection just as a query is sent on it,
+// made deterministic: the client cannot have noticed the close before it
+// reused the connection.
+func (c *proxyConn) holdClose() { c.mode.Store(int32(proxyHold)) }
 
 // cut closes both legs of c at once, as an upstream closing the connection
 // does.
@@ -108,28 +126,34 @@ func (p *tcpProxy) serve() {
 		p.conns = append(p.conns, c)
 		p.mu.Unlock()
 		p.wg.Go(func() {
-			c.pump(c.client, c.server)
+			c.pump(c.client, c.server, true)
 			close(c.clientGone)
 		})
-		p.wg.Go(func() { c.pump(c.server, c.client) })
+		p.wg.Go(func() { c.pump(c.server, c.client, false) })
 	}
 }
 
-// pump copies from src to dst until src fails, dropping bytes while the
-// connection is silent. A failed leg ends both, unless the connection is
-// silent: a black hole forwards no close either.
-func (c *proxyConn) pump(src, dst net.Conn) {
+// pump copies from src to dst until src fails, as c's mode says: the
+// client's leg when fromClient, else the server's.
+func (c *proxyConn) pump(src, dst net.Conn, fromClient bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !c.silent.Load() {
+		mode := proxyMode(c.mode.Load())
+		switch {
+		case n == 0:
+		case mode == proxyForward:
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				c.end()
 				return
 			}
+		case mode == proxyHold && fromClient:
+			c.end() // the held close meets the client's query
+			return
+		default: // dropped
 		}
 		if err != nil {
-			if !c.silent.Load() {
+			if mode == proxyForward || (mode == proxyHold && fromClient) {
 				c.end()
 			}
 			return
