@@ -313,10 +313,3 @@ func (d *DoT) Close() error {
 	d.wg.Wait()
 	return nil
 }
-
-// deadlinePassed reports whether ctx's deadline is behind us, even if its
-// timer has not fired yet.
-func deadlinePassed(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
-}
