@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -52,7 +51,7 @@ const (
 type DoH struct {
 	name    string   // redacted URL, for errors and logs
 	url     string   // the full URL; its path may carry a token, so never in an error
-	secrets []string // parts of url that must not appear in an error text
+	ep      Endpoint // its Scrub cleans an error's text of url's secret parts
 	addr    string   // IP:port, never resolved
 	tlsConf *tls.Config
 	tr      *http.Transport
@@ -79,6 +78,7 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 	d := &DoH{
 		name:    ep.Redacted(),
 		url:     ep.URL.String(),
+		ep:      ep,
 		addr:    ep.Addr.String(),
 		tlsConf: transportTLS(ep, roots, "h2"),
 		log:     logger.Named("doh").With(zap.String("upstream", ep.Redacted())),
@@ -86,7 +86,6 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 		stop:    stop,
 		conns:   make(map[*dohConn]struct{}),
 	}
-	d.secrets = dohSecrets(ep)
 	d.tr = &http.Transport{
 		DialTLSContext:    d.dialTLS,
 		ForceAttemptHTTP2: true, // a custom dialer turns HTTP/2 off unless forced
@@ -104,22 +103,6 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 		},
 	}
 	return d
-}
-
-// dohSecrets lists what redaction drops from ep's URL (SPEC §9): the path
-// and query, which may carry an account token, and the full URL itself.
-func dohSecrets(ep Endpoint) []string {
-	s := []string{ep.URL.String()}
-	if p := ep.URL.EscapedPath(); p != "" && p != "/" {
-		s = append(s, p)
-		if u := ep.URL.Path; u != p {
-			s = append(s, u)
-		}
-	}
-	if q := ep.URL.RawQuery; q != "" {
-		s = append(s, q)
-	}
-	return s
 }
 
 // Exchange sends m and returns the validated response with m's ID restored.
@@ -181,19 +164,14 @@ func (d *DoH) roundTrip(ctx context.Context, wire []byte) (*dns.Msg, error) {
 }
 
 // error classifies err and scrubs every trace of the URL's secret parts from
-// its text: a transport error might quote the request line.
+// its text (Endpoint.Scrub): a transport error might quote the request line.
 func (d *DoH) error(ctx context.Context, err error) *AttemptError {
 	if d.life.Err() != nil {
 		err = errClientClosed // Close cut the connection: a cancellation, not evidence
 	}
 	ae := transportError(ctx, d.name, err)
-	msg := ae.Err.Error()
-	scrubbed := msg
-	for _, s := range d.secrets {
-		scrubbed = strings.ReplaceAll(scrubbed, s, "[redacted]")
-	}
-	if scrubbed != msg {
-		ae.Err = errors.New(scrubbed) // the Kind is decided; the chain must not leak either
+	if msg := ae.Err.Error(); d.ep.Scrub(msg) != msg {
+		ae.Err = errors.New(d.ep.Scrub(msg)) // the Kind is decided; the chain must not leak either
 	}
 	return ae
 }
