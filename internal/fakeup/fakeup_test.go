@@ -202,6 +202,52 @@ func TestIdleClose_waitsForAnswersOwed(t *testing.T) {
 	}
 }
 
+// close_on_query=N closes a connection, its Nth query read and unanswered,
+// so the client sees a clean close (EOF) on a connection it reused: the
+// stale-connection race of SPEC §5, on demand. The count is per connection.
+func TestCloseOnQuery_closesUnansweredAtTheNthQuery(t *testing.T) {
+	for _, tr := range []string{"tcp", "dot"} {
+		t.Run(tr, func(t *testing.T) {
+			s := start(t, Config{}, tr+"://127.0.0.1:0?close_on_query=3")
+			dial := func() net.Conn {
+				if tr == "dot" {
+					return s.dialTLS(t, 0)
+				}
+				return dialTCP(t, s.addr(0))
+			}
+			c := dial()
+			for _, name := range []string{"one.example.", "two.example."} {
+				writeMsg(t, c, query(name, dns.TypeA))
+				wantA(t, mustRead(t, c), name)
+			}
+			writeMsg(t, c, query("three.example.", dns.TypeA))
+			if m, err := readMsg(c, ioBound); !errors.Is(err, io.EOF) {
+				t.Fatalf("read after the third query = %v, %v; want EOF and no answer", m, err)
+			}
+			c = dial() // a new connection counts from one again
+			writeMsg(t, c, query("again.example.", dns.TypeA))
+			wantA(t, mustRead(t, c), "again.example.")
+			s.Close()
+			if got := s.counts(0); got.Connections != 2 || got.Queries != 4 || got.Answered != 3 {
+				t.Errorf("counts = %+v, want 2 connections, 4 queries, 3 answered", got)
+			}
+		})
+	}
+}
+
+// Queries pipelined before the Nth still get their answers, even one still
+// waiting out its latency when the Nth arrives; nothing after it is read.
+func TestCloseOnQuery_deliversAnswersOwedBeforeClosing(t *testing.T) {
+	s := start(t, Config{}, "tcp://127.0.0.1:0?close_on_query=2&latency=100ms")
+	c := dialTCP(t, s.addr(0))
+	writeMsg(t, c, query("owed.example.", dns.TypeA))
+	writeMsg(t, c, query("closes.example.", dns.TypeA))
+	wantA(t, mustRead(t, c), "owed.example.")
+	if m, err := readMsg(c, ioBound); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after the owed answer = %v, %v; want EOF", m, err)
+	}
+}
+
 func TestHandshakeDelay_shapesTheHandshake(t *testing.T) {
 	const delay = 300 * time.Millisecond
 	s := start(t, Config{}, "dot://127.0.0.1:0?handshake_delay="+delay.String())

@@ -37,6 +37,7 @@ type Behaviour struct {
 	IdleClose      time.Duration // close a connection with nothing to do for this long; 0 never
 	TC             bool          // UDP: answer TC=1 with no records, so clients retry over TCP
 	Refuse         bool          // answer REFUSED
+	CloseOnQuery   int           // TCP/DoT: close, unanswered, on a connection's Nth query; 0 never
 }
 
 // String lists the non-default settings as the start-up log shows them
@@ -60,6 +61,9 @@ func (b Behaviour) String() string {
 	dur("idle_close", b.IdleClose)
 	flag("tc", b.TC)
 	flag("refuse", b.Refuse)
+	if b.CloseOnQuery > 0 {
+		parts = append(parts, "close_on_query="+strconv.Itoa(b.CloseOnQuery))
+	}
 	return strings.Join(parts, " ")
 }
 
@@ -152,8 +156,13 @@ func parseBehaviour(q url.Values, t Transport) (Behaviour, error) {
 			b.TC, err = strconv.ParseBool(v)
 		case "refuse":
 			b.Refuse, err = strconv.ParseBool(v)
+		case "close_on_query":
+			if t != TCP && t != DoT {
+				return b, errors.New("close_on_query applies to tcp and dot only")
+			}
+			b.CloseOnQuery, err = parseCount(v)
 		default:
-			return b, fmt.Errorf("unknown setting %q (want latency, jitter, stall, handshake_delay, idle_close, tc, refuse)", key)
+			return b, fmt.Errorf("unknown setting %q (want latency, jitter, stall, handshake_delay, idle_close, tc, refuse, close_on_query)", key)
 		}
 		if err != nil {
 			return b, fmt.Errorf("%s=%s: %w", key, v, err)
@@ -176,6 +185,18 @@ func parseDuration(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("above the %v bound", maxShaping)
 	}
 	return d, nil
+}
+
+// parseCount reads a query count: a whole number from 1 up.
+func parseCount(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		return 0, err
+	case n < 1:
+		return 0, errors.New("want 1 or more")
+	}
+	return n, nil
 }
 
 // key is the counters key: the listen URL without its query, with a port 0

@@ -65,11 +65,12 @@ func TestCountersOverHTTP(t *testing.T) {
 
 func TestStart_logsOneLinePerListener(t *testing.T) {
 	var log bytes.Buffer
-	s := start(t, Config{Log: &log}, "dot://127.0.0.1:0?latency=30ms", "doh://127.0.0.1:0?stall=1")
+	s := start(t, Config{Log: &log}, "dot://127.0.0.1:0?latency=30ms", "doh://127.0.0.1:0?stall=1", "tcp://127.0.0.1:0?close_on_query=2")
 	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
 	want := []string{
 		"listening dot " + s.addr(0) + " latency=30ms",
 		"listening doh " + s.addr(1) + "/dns-query stall=1",
+		"listening tcp " + s.addr(2) + " close_on_query=2",
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("log lines %q, want %q", lines, want)

@@ -39,15 +39,20 @@ type session struct {
 	pending int        // answers scheduled and not yet written or abandoned
 }
 
+// errCloseOnQuery ends a session at its close_on_query-th query.
+var errCloseOnQuery = errors.New("close_on_query reached")
+
 // serveStream runs a session on conn until the client leaves, a read or
-// write fails, idle_close fires, or the server closes.
+// write fails, idle_close fires, close_on_query is reached, or the server
+// closes.
 func (l *listener) serveStream(conn net.Conn) {
 	ctx, cancel := context.WithCancel(l.s.ctx)
 	ss := &session{l: l, conn: conn, ctx: ctx, cancel: cancel, slots: make(chan struct{}, maxPipelined)}
 	err := ss.readLoop()
-	if errors.Is(err, io.EOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, errCloseOnQuery) {
 		// The client finished sending (perhaps a half-close after its last
-		// query): it is still owed the answers in flight.
+		// query), or close_on_query stopped reading: either way it is still
+		// owed the answers in flight.
 		ss.wg.Wait()
 	}
 	cancel()
@@ -58,12 +63,18 @@ func (l *listener) serveStream(conn net.Conn) {
 func (ss *session) readLoop() error {
 	b := ss.l.Behaviour
 	ss.settle(0)
-	for {
+	for n := 1; ; n++ {
 		buf, err := ss.readMsg()
 		if err != nil {
 			return err
 		}
 		ss.l.counters.queries.Add(1)
+		if n == b.CloseOnQuery {
+			// As an upstream closing a connection it considers idle just as
+			// a query arrives: this query is read and never answered, and
+			// nothing more is read; earlier queries still get their answers.
+			return errCloseOnQuery
+		}
 		q, reply := decode(buf, b, ss.l.s.cfg.TTL, false)
 		switch {
 		case reply == nil:

@@ -3,12 +3,10 @@ package forward
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -72,7 +70,7 @@ func (z *Zone) exchange(parent context.Context, q *dns.Msg) (*dns.Msg, error) {
 	// keeps the earlier of this and the caller's deadline, and its cause tells
 	// our expiry (KindPeerTimeout) from the caller's.
 	ctx, cancel := context.WithDeadlineCause(parent, time.Now().Add(z.timeout), upstream.KindPeerTimeout)
-	defer cancel() // sets no cause we read: kindOf runs before it
+	defer cancel() // sets no cause we read: upstream.KindOf runs before it
 	if ctx.Err() != nil {
 		return nil, z.fail(ctx, context.Cause(ctx))
 	}
@@ -186,32 +184,11 @@ func (z *Zone) tcp(ctx context.Context, m *dns.Msg, wire []byte) (*dns.Msg, erro
 	return resp, nil
 }
 
+// fail classifies err with the one classifier, upstream.KindOf, which reads
+// ctx first: when our deadline ended the exchange its cause is
+// KindPeerTimeout (the "i/o timeout" of the poisoned socket is a symptom); a
+// caller's cause passes through when it is a Kind and is a cancellation
+// otherwise.
 func (z *Zone) fail(ctx context.Context, err error) error {
-	return &upstream.AttemptError{Upstream: z.url, Kind: kindOf(ctx, err), Err: err}
-}
-
-// kindOf reads the context first: when our deadline or the caller ended the
-// exchange, the I/O error ("i/o timeout" from the poisoned socket) is only a
-// symptom. Our own deadline's cause is KindPeerTimeout; a caller's cause
-// passes through when it is a Kind and is a cancellation otherwise.
-func kindOf(ctx context.Context, err error) upstream.Kind {
-	if cause := context.Cause(ctx); cause != nil {
-		if k, ok := errors.AsType[upstream.Kind](cause); ok {
-			return k
-		}
-		return upstream.KindCanceled
-	}
-	if k, ok := errors.AsType[upstream.Kind](err); ok {
-		return k // Unpack and Validate already know: bad or mismatched response
-	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE),
-		errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
-		return upstream.KindNoResources
-	case errors.As(err, &ne) && ne.Timeout():
-		return upstream.KindPeerTimeout // no deadline but ours is ever set; defensive
-	default:
-		return upstream.KindNetwork // refused, reset, EOF
-	}
+	return &upstream.AttemptError{Upstream: z.url, Kind: upstream.KindOf(ctx, err), Err: err}
 }

@@ -60,8 +60,9 @@ func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snap()
 	for _, u := range s.Upstreams {
-		// The pool already redacts; redacting again here makes the metrics'
-		// promise (no token in /metrics, SPEC §6) independent of it.
+		// The pool already redacts; redacting again here (through
+		// Endpoint.Scrub, the one redaction) makes the metrics' promise (no
+		// token in /metrics, SPEC §6) independent of it.
 		index, url := strconv.Itoa(u.Index), upstream.RedactString(u.URL)
 		send(ch, upstreamInFlight, prometheus.GaugeValue, float64(u.InFlight), index, url)
 		send(ch, upstreamSlots, prometheus.GaugeValue, float64(u.Slots), index, url)

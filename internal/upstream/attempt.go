@@ -2,9 +2,6 @@ package upstream
 
 import (
 	"context"
-	"errors"
-	"net"
-	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -47,7 +44,7 @@ func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns
 	e.inFlight.Add(-1)
 	e.latency.Observe(time.Since(now))
 	if err != nil {
-		k := kindOf(ctx, err)
+		k := KindOf(ctx, err)
 		if k == KindBudgetExhausted && !truncated {
 			// The budget's timer fired at the instant the attempt's own would
 			// have: the upstream had its full interval, so this is the full
@@ -57,40 +54,4 @@ func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns
 		return nil, newAttemptError(e.url, k, err)
 	}
 	return resp, nil
-}
-
-// kindOf reads the context first: if our timer or our caller ended the
-// attempt, the I/O error is a symptom (net's "i/o timeout" Is
-// DeadlineExceeded too, so the error alone cannot tell a slow upstream from
-// a spent budget).
-func kindOf(ctx context.Context, err error) Kind {
-	if cause := context.Cause(ctx); cause != nil {
-		if k, ok := errors.AsType[Kind](cause); ok {
-			return k // KindAttemptExpired, KindBudgetExhausted, KindCanceled
-		}
-		return KindCanceled // a parent we do not own was cancelled
-	}
-	if k, ok := errors.AsType[Kind](err); ok {
-		return k // the transport already knew, e.g. KindBadResponse
-	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE),
-		errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
-		return KindNoResources
-	case errors.As(err, &ne) && ne.Timeout():
-		return KindPeerTimeout // our contexts are live: the transport's own timer
-	default:
-		return KindNetwork
-	}
-}
-
-// causeKind is the Kind of an ended context's cause, as kindOf reads it. A
-// cause that is not one of ours (context.Canceled, or a deadline of a parent
-// we do not own) means the client or the server went away.
-func causeKind(ctx context.Context) Kind {
-	if k, ok := errors.AsType[Kind](context.Cause(ctx)); ok {
-		return k
-	}
-	return KindCanceled
 }

@@ -11,8 +11,8 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
+	"time"
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
@@ -25,6 +25,24 @@ const dohMediaType = "application/dns-message"
 // hundred bytes of them, and a hostile server should not make us buffer more.
 const dohMaxHeaderBytes = 16 << 10
 
+// dohPingAfter and dohPingTimeout are the HTTP/2 health check of a DoH
+// connection: after dohPingAfter with no frame from the upstream the client
+// sends a PING, and a connection whose PING goes unanswered for
+// dohPingTimeout is closed, failing the exchanges on it. Without the check a
+// black-holed connection (a path that died without a reset, a NAT that forgot
+// us) stays the one connection every exchange and every backoff probe reuses
+// until the kernel gives up retransmitting, minutes later. Together they end
+// such a connection within 2.5 s of its last frame, the default
+// attempt_timeout, so the next probe (1 s each, backoff_first apart) dials a
+// new one. dohPingTimeout is far above the round trip of any live household
+// path, so a slow but working upstream is not cut. The price is one small
+// frame a second on a connection that sits idle until transportIdleTimeout
+// lets it go; the pings do not keep it open.
+const (
+	dohPingAfter   = 1 * time.Second
+	dohPingTimeout = 1500 * time.Millisecond
+)
+
 // DoH is a DNS-over-HTTPS client (RFC 8484) for one upstream: POST with
 // application/dns-message over HTTP/2, concurrent exchanges multiplexed as
 // streams on one pooled connection. It dials the configured address, never
@@ -33,7 +51,7 @@ const dohMaxHeaderBytes = 16 << 10
 type DoH struct {
 	name    string   // redacted URL, for errors and logs
 	url     string   // the full URL; its path may carry a token, so never in an error
-	secrets []string // parts of url that must not appear in an error text
+	ep      Endpoint // its Scrub cleans an error's text of url's secret parts
 	addr    string   // IP:port, never resolved
 	tlsConf *tls.Config
 	tr      *http.Transport
@@ -60,6 +78,7 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 	d := &DoH{
 		name:    ep.Redacted(),
 		url:     ep.URL.String(),
+		ep:      ep,
 		addr:    ep.Addr.String(),
 		tlsConf: transportTLS(ep, roots, "h2"),
 		log:     logger.Named("doh").With(zap.String("upstream", ep.Redacted())),
@@ -67,7 +86,6 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 		stop:    stop,
 		conns:   make(map[*dohConn]struct{}),
 	}
-	d.secrets = dohSecrets(ep)
 	d.tr = &http.Transport{
 		DialTLSContext:    d.dialTLS,
 		ForceAttemptHTTP2: true, // a custom dialer turns HTTP/2 off unless forced
@@ -79,27 +97,12 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 		DisableCompression:     true, // DNS messages are small; no gzip to decode
 		MaxResponseHeaderBytes: dohMaxHeaderBytes,
 		HTTP2: &http.HTTP2Config{
-			// No keepalive pings (SPEC §5 spirit): an idle connection is let go.
+			SendPingTimeout:  dohPingAfter,
+			PingTimeout:      dohPingTimeout,
 			WriteByteTimeout: transportWriteTimeout,
 		},
 	}
 	return d
-}
-
-// dohSecrets lists what redaction drops from ep's URL (SPEC §9): the path
-// and query, which may carry an account token, and the full URL itself.
-func dohSecrets(ep Endpoint) []string {
-	s := []string{ep.URL.String()}
-	if p := ep.URL.EscapedPath(); p != "" && p != "/" {
-		s = append(s, p)
-		if u := ep.URL.Path; u != p {
-			s = append(s, u)
-		}
-	}
-	if q := ep.URL.RawQuery; q != "" {
-		s = append(s, q)
-	}
-	return s
 }
 
 // Exchange sends m and returns the validated response with m's ID restored.
@@ -161,19 +164,14 @@ func (d *DoH) roundTrip(ctx context.Context, wire []byte) (*dns.Msg, error) {
 }
 
 // error classifies err and scrubs every trace of the URL's secret parts from
-// its text: a transport error might quote the request line.
+// its text (Endpoint.Scrub): a transport error might quote the request line.
 func (d *DoH) error(ctx context.Context, err error) *AttemptError {
 	if d.life.Err() != nil {
 		err = errClientClosed // Close cut the connection: a cancellation, not evidence
 	}
 	ae := transportError(ctx, d.name, err)
-	msg := ae.Err.Error()
-	scrubbed := msg
-	for _, s := range d.secrets {
-		scrubbed = strings.ReplaceAll(scrubbed, s, "[redacted]")
-	}
-	if scrubbed != msg {
-		ae.Err = errors.New(scrubbed) // the Kind is decided; the chain must not leak either
+	if msg := ae.Err.Error(); d.ep.Scrub(msg) != msg {
+		ae.Err = errors.New(d.ep.Scrub(msg)) // the Kind is decided; the chain must not leak either
 	}
 	return ae
 }

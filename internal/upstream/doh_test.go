@@ -166,3 +166,41 @@ func TestDoH_closeEndsBusyConnections(t *testing.T) {
 		t.Errorf("connections %d, want 1", srv.Connections())
 	}
 }
+
+// A black-holed connection (the path went silent, nothing was closed) is
+// abandoned within the HTTP/2 health check's bounds, so a probe that follows
+// runs on a new connection instead of reusing the dead one until the
+// kernel's TCP timeout.
+func TestDoH_abandonsSilentConnectionWithinPingBounds(t *testing.T) {
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoH(t, ca, "doh.test", testutil.AnswerA("192.0.2.2"))
+	px := startTCPProxy(t, srv.Addr)
+	ep := transportEndpoint(t, fmt.Sprintf("https://doh.test:%d/dns-query", px.Addr.Port()), px.Addr)
+	c := NewDoH(ep, ca.Pool(), nil)
+	t.Cleanup(func() { c.Close() })
+	transportMustExchange(t, c, "a.example.")
+
+	px.silence()
+	start := time.Now()
+	// A probe into the black hole: it rides the existing connection and fails.
+	ctx, cancel := context.WithTimeoutCause(transportCtx(t), time.Second, KindAttemptExpired)
+	_, err := c.Exchange(ctx, transportQuery("lost.example."))
+	cancel()
+	if err == nil {
+		t.Fatal("exchange through a black hole succeeded")
+	}
+	// The margin absorbs -race and two shared cores; without the health
+	// check the connection lives until transportIdleTimeout (20 s) or longer.
+	bound := dohPingAfter + dohPingTimeout
+	if !px.conn(t, 0).waitClientGone(bound + 2*time.Second) {
+		t.Fatalf("silent connection still open %v after it went silent, want closed within about %v",
+			time.Since(start).Round(time.Millisecond), bound)
+	}
+	t.Logf("silent connection closed after %v (bound %v)", time.Since(start).Round(time.Millisecond), bound)
+
+	transportMustExchange(t, c, "b.example.")
+	if px.Accepts() != 2 || srv.Connections() != 2 {
+		t.Errorf("proxy accepts %d, server connections %d; want 2, 2: the exchange after ran on a new connection",
+			px.Accepts(), srv.Connections())
+	}
+}

@@ -21,6 +21,7 @@ import (
 // works through one connection's queries in order, while keeping the sockets
 // (and the server's per-client budget) per upstream small. A connection
 // retired as unresponsive does not count: it only drains its last exchanges.
+// A stale retry may dial one past the cap (see pick).
 const DoTMaxConns = 3
 
 // dotConnBusy is the number of in-flight exchanges on the least-loaded
@@ -196,8 +197,9 @@ func (d *DoT) conn(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 
 // pick chooses and reserves the connection for one exchange: the least
 // loaded one at least as new as minSeq, or a new one when none exists or all
-// are busy and there is room. It returns nil if the chosen connection ended
-// in the meantime.
+// are busy and there is room, or when a stale retry finds none newer than
+// its failure (even at the cap). It returns nil if the chosen connection
+// ended in the meantime.
 func (d *DoT) pick(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -220,12 +222,17 @@ func (d *DoT) pick(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 	best, load := d.leastLoadedLocked(minSeq)
 	switch {
 	case best != nil && (load < dotConnBusy || open >= DoTMaxConns):
-	case open < DoTMaxConns:
+	case open < DoTMaxConns || minSeq > 0:
+		// A stale retry (minSeq > 0) dials past the cap rather than reuse a
+		// connection older than its failure: SPEC §5 promises it a fresh one.
+		// The upstream that closed one connection may have closed the others
+		// in the same sweep (an idle timeout, a restart), and a second stale
+		// failure is final, recorded against a healthy upstream; failing the
+		// retry at once would record it too. The excess is bounded: it happens
+		// only while the cap is full of connections older than the failure,
+		// and the new connection, being the newest, takes every other retry
+		// of the same failure and counts against the cap for every exchange.
 		best = d.dialLocked(ctx)
-	default:
-		// At the cap with nothing new enough for a stale retry: the least
-		// loaded connection is the best there is.
-		best, _ = d.leastLoadedLocked(0)
 	}
 	if best == nil {
 		return nil, false, nil // every connection ended since the prune
@@ -305,11 +312,4 @@ func (d *DoT) Close() error {
 	}
 	d.wg.Wait()
 	return nil
-}
-
-// deadlinePassed reports whether ctx's deadline is behind us, even if its
-// timer has not fired yet.
-func deadlinePassed(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }

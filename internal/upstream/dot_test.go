@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,11 +100,19 @@ func TestDoT_recoversFromIdleCloseRacingTheQuery(t *testing.T) {
 	}
 }
 
-// The upstream closed an idle connection between exchanges: the next one
-// succeeds on a new connection (noticed by the reader, or recovered).
+// The upstream closed an idle connection just as our next query went out on
+// it: the client reused the connection, no byte of the answer came, the cause
+// is EOF, so the exchange succeeds through exactly one redial (resuming the
+// TLS session) and counts one recovery. The proxy holds the close back until
+// the query meets it, so the client cannot have noticed it first.
 func TestDoT_redialsAfterServerClosedIdleConnection(t *testing.T) {
-	srv, c, _ := dotTestSetup(t, "dot.test", testutil.AnswerA("192.0.2.1"))
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", testutil.AnswerA("192.0.2.1"))
+	px := startTCPProxy(t, srv.Addr)
+	c := NewDoT(transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", px.Addr.Port()), px.Addr), ca.Pool(), nil)
+	t.Cleanup(func() { c.Close() })
 	transportMustExchange(t, c, "a.example.")
+	px.conn(t, 0).holdClose()
 	if n := srv.CloseIdle(); n != 1 {
 		t.Fatalf("server closed %d idle connections, want 1", n)
 	}
@@ -110,11 +120,68 @@ func TestDoT_redialsAfterServerClosedIdleConnection(t *testing.T) {
 	if srv.Accepts() != 2 {
 		t.Errorf("accepts %d, want 2: exactly one redial", srv.Accepts())
 	}
-	if got := c.ReuseRecoveries(); got > 1 {
-		t.Errorf("ReuseRecoveries = %d, want at most 1", got)
+	if got := c.ReuseRecoveries(); got != 1 {
+		t.Errorf("ReuseRecoveries = %d, want 1", got)
 	}
 	if srv.Resumed() != 1 {
 		t.Errorf("resumed handshakes %d, want 1: the redial resumes the TLS session", srv.Resumed())
+	}
+}
+
+// The upstream closed an idle connection and the client noticed before its
+// next query: that query dials a new connection outright, which is no
+// recovery (nothing failed).
+func TestDoT_noticedServerCloseDialsWithoutRecovery(t *testing.T) {
+	srv, c, _ := dotTestSetup(t, "dot.test", testutil.AnswerA("192.0.2.1"))
+	transportMustExchange(t, c, "a.example.")
+	c.mu.Lock()
+	first := c.conns[0]
+	c.mu.Unlock()
+	if n := srv.CloseIdle(); n != 1 {
+		t.Fatalf("server closed %d idle connections, want 1", n)
+	}
+	select {
+	case <-first.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not notice the server's close within 5 s")
+	}
+	transportMustExchange(t, c, "b.example.")
+	if srv.Accepts() != 2 || c.ReuseRecoveries() != 0 {
+		t.Errorf("accepts %d, recoveries %d; want 2, 0", srv.Accepts(), c.ReuseRecoveries())
+	}
+}
+
+// A recovered stale connection is invisible to the pool (SPEC §5): the query
+// is answered, the upstream's health records a success and no failure, and
+// the recovery shows in the snapshot (nxdns_upstream_reuse_recoveries_total).
+func TestDoT_staleRecoveryThroughThePoolRecordsNoFailure(t *testing.T) {
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", testutil.AnswerA("192.0.2.1"))
+	ep := transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", srv.Addr.Port()), srv.Addr)
+	p, err := New(Options{Attempt: 2 * time.Second, Total: 5 * time.Second}, []Member{{Endpoint: ep, Client: NewDoT(ep, ca.Pool(), nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	for i, name := range []string{"a.example.", "b.example."} {
+		if i == 1 {
+			srv.FailNext(testutil.FaultCloseOnQuery) // the warm connection dies under the query
+		}
+		resp, up, err := p.Resolve(transportCtx(t), transportQuery(name))
+		if err != nil || len(resp.Answer) != 1 {
+			t.Fatalf("resolve %s: %v, %v; want an answer", name, resp, err)
+		}
+		if up != ep.Redacted() {
+			t.Errorf("attributed %q, want %q", up, ep.Redacted())
+		}
+	}
+	u := p.Snapshot().Upstreams[0]
+	if u.Failures != 0 || u.Successes != 2 || u.ReuseRecoveries != 1 || u.InBackoff {
+		t.Errorf("failures %d, successes %d, recoveries %d, backoff %v; want 0, 2, 1, false",
+			u.Failures, u.Successes, u.ReuseRecoveries, u.InBackoff)
+	}
+	if srv.Accepts() != 2 {
+		t.Errorf("accepts %d, want 2: one redial", srv.Accepts())
 	}
 }
 
@@ -328,5 +395,91 @@ func TestDoT_silentConnectionIsRetiredNotKilled(t *testing.T) {
 	case <-first.done:
 	case <-time.After(5 * time.Second):
 		t.Error("retired connection still open 5 s after its last exchange")
+	}
+}
+
+// At the connection cap a stale retry still runs on a connection created
+// after its failure (SPEC §5), not on an older one the upstream may have
+// closed in the same sweep: it dials one past the cap.
+func TestDoT_staleRetryAtTheCapRunsOnAFreshConnection(t *testing.T) {
+	const holds = 2*dotConnBusy + 1 // fills connections 2, 3 and 4: the cap
+	var victimTries atomic.Int32
+	received := make(chan string, holds+2)
+	release := make(chan struct{})
+	answer := testutil.AnswerA("192.0.2.1")
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", func(ctx context.Context, q *dns.Msg) *dns.Msg {
+		name := q.Question[0].Name
+		switch {
+		case name == "stall.example.", name == "victim.example." && victimTries.Add(1) == 1:
+			received <- name
+			<-ctx.Done() // unanswered until the connection ends
+			return nil
+		case strings.HasPrefix(name, "hold"):
+			received <- name
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		return answer(ctx, q)
+	})
+	px := startTCPProxy(t, srv.Addr)
+	c := NewDoT(transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", px.Addr.Port()), px.Addr), ca.Pool(), nil)
+	t.Cleanup(func() { c.Close() })
+
+	transportMustExchange(t, c, "warm.example.") // connection 1 is up: the victim reuses it
+	victim := make(chan error, 1)
+	go func() {
+		_, err := c.Exchange(transportCtx(t), transportQuery("victim.example."))
+		victim <- err
+	}()
+	<-received
+	// A silent expiry retires connection 1: it keeps the victim, takes nothing new.
+	ctx, cancel := context.WithTimeoutCause(transportCtx(t), 150*time.Millisecond, KindAttemptExpired)
+	_, err := c.Exchange(ctx, transportQuery("stall.example."))
+	cancel()
+	transportWantKind(t, err, KindAttemptExpired, c.name)
+	<-received
+
+	held := make(chan error, holds)
+	for i := range holds {
+		go func() {
+			_, err := c.Exchange(transportCtx(t), transportQuery(fmt.Sprintf("hold%d.example.", i)))
+			held <- err
+		}()
+	}
+	for range holds {
+		<-received
+	}
+	c.mu.Lock()
+	open := 0
+	for _, conn := range c.conns {
+		if _, ok := conn.load(); ok {
+			open++
+		}
+	}
+	c.mu.Unlock()
+	if open != DoTMaxConns || px.Accepts() != 4 {
+		t.Fatalf("open connections %d, accepts %d; want DoTMaxConns=%d, 4 (setup)", open, px.Accepts(), DoTMaxConns)
+	}
+
+	px.conn(t, 0).cut() // the upstream closes connection 1 under the victim
+	if err := <-victim; err != nil {
+		t.Fatalf("victim: %v, want recovered", err)
+	}
+	if got := c.ReuseRecoveries(); got != 1 {
+		t.Errorf("ReuseRecoveries = %d, want 1", got)
+	}
+	if px.Accepts() != 5 || victimTries.Load() != 2 {
+		t.Errorf("accepts %d, victim sent %d times; want 5, 2: the retry dials a fifth connection",
+			px.Accepts(), victimTries.Load())
+	}
+	close(release)
+	for range holds {
+		if err := <-held; err != nil {
+			t.Errorf("held exchange: %v", err)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Scheme is an upstream transport.
@@ -112,12 +113,56 @@ func Redact(u *url.URL) string {
 	return u.Scheme + "://" + host
 }
 
-// RedactString redacts a raw URL; an unparsable one is shown as "invalid-url"
-// rather than risk printing a secret.
+// RedactString redacts a raw URL for a label or a listing; an unparsable one
+// is shown as "invalid-url" rather than risk printing a secret. It is Scrub
+// applied to the URL's own text, so metrics labels and the health page go
+// through the same redaction as logs and errors (the result is always
+// Redact(u)).
 func RedactString(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "invalid-url"
 	}
-	return Redact(u)
+	return Endpoint{URL: u}.Scrub(u.String())
+}
+
+// Scrub is the one redaction of free text (SPEC §6, §9): s with the
+// endpoint's URL shown as Redacted, and every stray copy of its secret parts
+// (path, query, userinfo, fragment; escaped or not) replaced by
+// "[redacted]". A transport's error may quote the request line or a
+// *url.Error the request URL, and a token in a journal cannot be taken back,
+// so the pool's backoff log, the DoH client's errors and the metrics labels
+// all pass through here. A path of "/" is no secret and is kept.
+func (e Endpoint) Scrub(s string) string {
+	if e.URL == nil {
+		return s
+	}
+	return scrubber(e.URL).Replace(s)
+}
+
+// scrubber replaces the whole URL first (strings.Replacer tries its pairs in
+// order at each position), then the parts that may appear alone.
+func scrubber(u *url.URL) *strings.Replacer {
+	var pairs []string
+	if full := u.String(); full != "" { // an empty old string would match everywhere
+		pairs = append(pairs, full, Redact(u))
+	}
+	secret := func(part, with string) {
+		if part != "" && part != "/" {
+			pairs = append(pairs, part, with)
+		}
+	}
+	secret(u.RequestURI(), "/[redacted]") // path and query, as a request line carries them
+	secret(u.EscapedPath(), "/[redacted]")
+	secret(u.Path, "/[redacted]")
+	secret(u.RawQuery, "[redacted]")
+	if u.User != nil { // ParseEndpoint refuses userinfo; a raw URL may carry it
+		secret(u.User.String(), "[redacted]")
+		if pw, ok := u.User.Password(); ok {
+			secret(pw, "[redacted]")
+		}
+	}
+	secret(u.EscapedFragment(), "[redacted]")
+	secret(u.Fragment, "[redacted]")
+	return strings.NewReplacer(pairs...)
 }

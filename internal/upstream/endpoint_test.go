@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -113,5 +114,42 @@ func TestRedact(t *testing.T) {
 	}
 	if Redact(nil) != "" {
 		t.Error("Redact(nil) is not empty")
+	}
+}
+
+// TestEndpointScrub: the one redaction of free text. The whole URL becomes
+// its redacted form; its secret parts alone, escaped or not, become
+// "[redacted]"; text without them is left as it was.
+func TestEndpointScrub(t *testing.T) {
+	ep, err := ParseEndpoint("https://dns.example:8443/dns-query/SECRET%20TOKEN?key=SECRETKEY", "192.0.2.1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`Post "https://dns.example:8443/dns-query/SECRET%20TOKEN?key=SECRETKEY": EOF`, `Post "https://dns.example:8443": EOF`},
+		{"POST /dns-query/SECRET%20TOKEN?key=SECRETKEY HTTP/2", "POST /[redacted] HTTP/2"},
+		{"path /dns-query/SECRET%20TOKEN", "path /[redacted]"},
+		{"path /dns-query/SECRET TOKEN", "path /[redacted]"},
+		{"query key=SECRETKEY", "query [redacted]"},
+		{"dial tcp 192.0.2.1:8443: connection refused", "dial tcp 192.0.2.1:8443: connection refused"},
+	} {
+		got := ep.Scrub(tc.in)
+		if got != tc.want {
+			t.Errorf("Scrub(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if strings.Contains(got, "SECRET") {
+			t.Errorf("Scrub(%q) = %q leaks a secret", tc.in, got)
+		}
+	}
+	raw, err := url.Parse("https://user:SECRETPW@dns.example/x#SECRETFRAG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := Endpoint{URL: raw}
+	if got := bare.Scrub("as user:SECRETPW, then SECRETPW alone, then #SECRETFRAG"); strings.Contains(got, "SECRET") {
+		t.Errorf("Scrub leaks userinfo or fragment: %q", got)
+	}
+	if got := (Endpoint{}).Scrub("no URL"); got != "no URL" {
+		t.Errorf("Scrub without a URL = %q", got)
 	}
 }

@@ -1,8 +1,11 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"syscall"
 	"time"
 )
 
@@ -119,6 +122,57 @@ func Classify(err error) Kind {
 		return k
 	}
 	return KindNoResources
+}
+
+// KindOf is the one classifier of a failed exchange (SPEC §4.4), used by
+// the pool's attempts and probes, the DoT and DoH transports and the forward
+// zones alike. It reads the context first: when our attempt timer, the
+// query's budget or the caller ended the exchange, the I/O error is a
+// symptom (net's "i/o timeout" Is context.DeadlineExceeded too, so the error
+// alone cannot tell a slow upstream from a spent budget), and the context's
+// cause says why. Only a live context lets the error speak about the peer.
+func KindOf(ctx context.Context, err error) Kind {
+	if deadlinePassed(ctx) {
+		// A socket deadline copied from ctx can fire a moment before ctx's
+		// own timer; wait for it (it is due) so the cause, not the symptom,
+		// decides.
+		<-ctx.Done()
+	}
+	if ctx.Err() != nil {
+		return causeKind(ctx)
+	}
+	if k, ok := errors.AsType[Kind](err); ok {
+		return k // the transport already knew, e.g. KindBadResponse
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE),
+		errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
+		return KindNoResources
+	case errors.As(err, &ne) && ne.Timeout():
+		return KindPeerTimeout // the context is live: the transport's own timer
+	default:
+		return KindNetwork // refused, reset, EOF, TLS alert, certificate
+	}
+}
+
+// causeKind is the Kind of an ended context's cause, as KindOf reads it:
+// KindAttemptExpired, KindBudgetExhausted, KindCanceled or whatever Kind a
+// caller set. A cause that is not one of ours (context.Canceled, or a
+// deadline of a parent we do not own) means the client or the server went
+// away.
+func causeKind(ctx context.Context) Kind {
+	if k, ok := errors.AsType[Kind](context.Cause(ctx)); ok {
+		return k
+	}
+	return KindCanceled
+}
+
+// deadlinePassed reports whether ctx's deadline is behind us, even if its
+// timer has not fired yet.
+func deadlinePassed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // AttemptError is one failed attempt against one upstream. Unwrap yields only

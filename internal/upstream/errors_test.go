@@ -2,10 +2,16 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
+	"syscall"
 	"testing"
+	"time"
 )
 
 var sentinels = map[Group]error{
@@ -139,3 +145,66 @@ func TestNewAttemptErrorNamesUpstreamAndKindOnce(t *testing.T) {
 		t.Error("the pool's kind must decide the group")
 	}
 }
+
+// TestKindOf is the one classifier's table (SPEC §4.4): the context's cause
+// first, then a Kind the error carries, then errno and timeouts.
+func TestKindOf(t *testing.T) {
+	live := context.Background()
+	cancelled := func(cause error) context.Context {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(cause)
+		return ctx
+	}
+	expired := func(cause error) context.Context {
+		ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(-time.Second), cause)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	// lagging's deadline is behind us while its timer is still due, as when a
+	// socket deadline copied from the context fires a moment before the
+	// context's own timer.
+	lagging := func(cause error) context.Context {
+		ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(50*time.Millisecond), cause)
+		t.Cleanup(cancel)
+		return pastDeadline{ctx}
+	}
+	ioTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	sys := func(errno syscall.Errno) error {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", errno)}
+	}
+	cases := []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want Kind
+	}{
+		{"our attempt timer ended it", expired(KindAttemptExpired), ioTimeout, KindAttemptExpired},
+		{"the budget ended it", expired(KindBudgetExhausted), context.DeadlineExceeded, KindBudgetExhausted},
+		{"the client left", cancelled(KindCanceled), context.Canceled, KindCanceled},
+		{"a parent we do not own was cancelled", cancelled(nil), context.Canceled, KindCanceled},
+		{"the transport's own timer", live, ioTimeout, KindPeerTimeout},
+		{"descriptors exhausted", live, sys(syscall.EMFILE), KindNoResources},
+		{"system file table full", live, sys(syscall.ENFILE), KindNoResources},
+		{"no buffer space", live, sys(syscall.ENOBUFS), KindNoResources},
+		{"connection refused", live, sys(syscall.ECONNREFUSED), KindNetwork},
+		{"reset", live, sys(syscall.ECONNRESET), KindNetwork},
+		{"EOF", live, io.EOF, KindNetwork},
+		{"certificate", live, &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, KindNetwork},
+		{"the transport knew", live, &AttemptError{Kind: KindResponseTooLarge, Err: errors.New("x")}, KindResponseTooLarge},
+		{"client closed", live, errClientClosed, KindCanceled},
+		{"our deadline passed, its timer not yet fired", lagging(KindAttemptExpired), ioTimeout, KindAttemptExpired},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := KindOf(tc.ctx, tc.err); got != tc.want {
+				t.Errorf("KindOf(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+// pastDeadline reports a deadline already behind us while its Context's
+// timer has not fired yet.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }

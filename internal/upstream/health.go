@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,35 +102,13 @@ func (p *Pool) recordFailure(e *entry, cause error, force bool) {
 	p.board.notify() // waiters stop counting on it
 }
 
-// redactCause is the cause's text without the secret parts of the URL. A
-// transport should not put them in its errors, but a wrapped *url.Error
-// prints the request URL, and a token in a journal cannot be taken back.
+// redactCause is the cause's text through the endpoint's Scrub. A transport
+// should not put the URL's secret parts in its errors, but a wrapped
+// *url.Error prints the request URL, and a token in a journal cannot be
+// taken back.
 func (e *entry) redactCause(err error) string {
 	if err == nil {
 		return ""
 	}
-	if e.redactor == nil {
-		return err.Error()
-	}
-	return e.redactor.Replace(err.Error())
-}
-
-// newRedactor replaces the whole URL by its redacted form and any stray copy
-// of its path and query by a placeholder; nil when the URL has no secret part.
-func newRedactor(ep Endpoint) *strings.Replacer {
-	u := ep.URL
-	if u == nil {
-		return nil
-	}
-	var pairs []string
-	if full, short := u.String(), Redact(u); full != short {
-		pairs = append(pairs, full, short)
-	}
-	if uri := u.RequestURI(); uri != "/" && uri != "" {
-		pairs = append(pairs, uri, "/[redacted]")
-	}
-	if len(pairs) == 0 {
-		return nil
-	}
-	return strings.NewReplacer(pairs...)
+	return e.endpoint.Scrub(err.Error())
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -152,6 +153,13 @@ func TestHealth_causeIsRedacted(t *testing.T) {
 		stray := p.entries[0].redactCause(&url.Error{Op: "Post", URL: "/SECRETTOKEN?key=SECRETKEY", Err: poolTestRefusedErr})
 		if strings.Contains(stray, "SECRET") {
 			t.Errorf("cause = %q", stray)
+		}
+		// So are the path or the query quoted apart, as an HTTP/2 stream
+		// error naming the :path, or a server echoing the query, may.
+		for _, text := range []string{"stream error on :path /SECRETTOKEN", "bad parameter key=SECRETKEY"} {
+			if got := p.entries[0].redactCause(errors.New(text)); strings.Contains(got, "SECRET") {
+				t.Errorf("cause = %q", got)
+			}
 		}
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,11 +78,11 @@ type Pool struct {
 
 // entry is one upstream inside the pool.
 type entry struct {
-	index    int    // position in the members given to New (the metrics label)
-	pos      uint8  // position in Pool.entries
-	bit      uint64 // 1 << pos: the entry in a query's tried mask
-	url      string // redacted: the only name logs, metrics and errors use
-	redactor *strings.Replacer
+	index    int      // position in the members given to New (the metrics label)
+	pos      uint8    // position in Pool.entries
+	bit      uint64   // 1 << pos: the entry in a query's tried mask
+	url      string   // redacted: the only name logs, metrics and errors use
+	endpoint Endpoint // its Scrub redacts a cause before it is logged
 	client   Client
 	slots    int
 	sem      *semaphore.Weighted // one permit per slot; only TryAcquire and Release
@@ -133,7 +132,7 @@ func New(opts Options, members []Member) (*Pool, error) {
 			pos:      uint8(pos),
 			bit:      1 << pos,
 			url:      m.Endpoint.Redacted(),
-			redactor: newRedactor(m.Endpoint),
+			endpoint: m.Endpoint,
 			client:   m.Client,
 			slots:    slots,
 			sem:      semaphore.NewWeighted(int64(slots)),

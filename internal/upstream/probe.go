@@ -75,7 +75,7 @@ func (p *Pool) probe(ctx context.Context, e *entry) *AttemptError {
 	q.SetQuestion(".", dns.TypeNS) // sets RD and a random ID
 	resp, err := e.client.Exchange(ctx, q)
 	if err != nil {
-		return newAttemptError(e.url, kindOf(ctx, err), err)
+		return newAttemptError(e.url, KindOf(ctx, err), err)
 	}
 	if err := Validate(q, resp); err != nil {
 		return newAttemptError(e.url, Classify(err), err)

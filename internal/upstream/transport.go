@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -125,41 +124,10 @@ func transportDial(ctx context.Context, addr string, conf *tls.Config,
 // transportError builds the one error an exchange returns: the redacted
 // upstream, a Kind and the cause for the log.
 func transportError(ctx context.Context, upstream string, err error) *AttemptError {
-	kind := transportKind(ctx, err)
+	kind := KindOf(ctx, err)
 	var ae *AttemptError
 	if errors.As(err, &ae) && ae.Upstream == "" {
 		err = ae.Err // Validate and Unpack leave Upstream empty; do not repeat the kind
 	}
 	return &AttemptError{Upstream: upstream, Kind: kind, Err: err}
-}
-
-// transportKind classifies a transport failure (SPEC §4.4). The caller's
-// context comes first: when it ended, the I/O error is a symptom and the
-// context's cause says why (our attempt timer, the budget, a client that left).
-// Only a live context lets the error speak about the peer.
-func transportKind(ctx context.Context, err error) Kind {
-	if deadlinePassed(ctx) {
-		// A socket deadline copied from ctx can fire a moment before ctx's own
-		// timer; wait for it (it is due) so the cause, not the symptom, decides.
-		<-ctx.Done()
-	}
-	if ctx.Err() != nil {
-		if k, ok := errors.AsType[Kind](context.Cause(ctx)); ok {
-			return k
-		}
-		return KindCanceled // a parent we do not own was cancelled
-	}
-	if k, ok := errors.AsType[Kind](err); ok {
-		return k // the transport already knew, e.g. KindBadResponse
-	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE),
-		errors.Is(err, syscall.ENOBUFS), errors.Is(err, syscall.ENOMEM):
-		return KindNoResources
-	case errors.As(err, &ne) && ne.Timeout():
-		return KindPeerTimeout // the caller's context is live: one of our own timers
-	default:
-		return KindNetwork // refused, reset, EOF, TLS alert, certificate
-	}
 }

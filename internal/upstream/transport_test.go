@@ -2,67 +2,16 @@ package upstream
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nxdns/nxdns/internal/testutil"
 )
-
-func TestTransportKind(t *testing.T) {
-	live := context.Background()
-	cancelled := func(cause error) context.Context {
-		ctx, cancel := context.WithCancelCause(context.Background())
-		cancel(cause)
-		return ctx
-	}
-	expired := func(cause error) context.Context {
-		ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(-time.Second), cause)
-		t.Cleanup(cancel)
-		return ctx
-	}
-	ioTimeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
-	sys := func(errno syscall.Errno) error {
-		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("socket", errno)}
-	}
-	cases := []struct {
-		name string
-		ctx  context.Context
-		err  error
-		want Kind
-	}{
-		{"our attempt timer ended it", expired(KindAttemptExpired), ioTimeout, KindAttemptExpired},
-		{"the budget ended it", expired(KindBudgetExhausted), context.DeadlineExceeded, KindBudgetExhausted},
-		{"the client left", cancelled(KindCanceled), context.Canceled, KindCanceled},
-		{"a parent we do not own was cancelled", cancelled(nil), context.Canceled, KindCanceled},
-		{"the transport's own timer", live, ioTimeout, KindPeerTimeout},
-		{"descriptors exhausted", live, sys(syscall.EMFILE), KindNoResources},
-		{"system file table full", live, sys(syscall.ENFILE), KindNoResources},
-		{"no buffer space", live, sys(syscall.ENOBUFS), KindNoResources},
-		{"connection refused", live, sys(syscall.ECONNREFUSED), KindNetwork},
-		{"reset", live, sys(syscall.ECONNRESET), KindNetwork},
-		{"EOF", live, io.EOF, KindNetwork},
-		{"certificate", live, &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, KindNetwork},
-		{"the transport knew", live, &AttemptError{Kind: KindResponseTooLarge, Err: errors.New("x")}, KindResponseTooLarge},
-		{"client closed", live, errClientClosed, KindCanceled},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := transportKind(tc.ctx, tc.err); got != tc.want {
-				t.Errorf("transportKind(%v) = %v, want %v", tc.err, got, tc.want)
-			}
-		})
-	}
-}
 
 func TestTransportError_doesNotRepeatTheKind(t *testing.T) {
 	err := transportError(context.Background(), "tls://192.0.2.1:853",
