@@ -32,10 +32,12 @@ func TestSIGHUPReload(t *testing.T) {
 	if err := p.notify.await("READY=1", 10*time.Second); err != nil {
 		t.Fatalf("no READY=1 after the rejected reload: %v", err)
 	}
+	// The log is read from the process's stderr a moment behind its
+	// notifications, so wait for the lines rather than count at once.
 	for _, path := range []string{"dns.listen[0]", "upstreams[0].url"} {
-		if p.logs.count("reload rejected", path+":") != 1 {
-			t.Errorf("no log line names the problem at %s\n%s", path, p.logs.String())
-		}
+		waitUntil(t, "a log line naming the problem at "+path, 5*time.Second, func() bool {
+			return p.logs.count("reload rejected", path+":") == 1
+		})
 	}
 	ask(t, p, "after-bad-reload.example.")
 	if got := first.counts().Answered; got < 2 { // start-up probe + the query
