@@ -227,3 +227,44 @@ func TestScenarioIdleClose(t *testing.T) {
 		t.Errorf("upstream accepted %d connections for %d queries 500 ms apart; want one per query", c.Connections, r.Queries)
 	}
 }
+
+// Scenario 5b: the upstream closes each connection, unanswered, when its
+// second query arrives — the stale-connection case of SPEC §5 made
+// deterministic (the connection was reused, no byte of the answer came, the
+// cause is EOF). Every query is still answered: each is retried once on a
+// fresh connection, counted in reuse_recoveries_total, and nothing is
+// recorded against the upstream's health.
+func TestScenarioStaleConnectionRecovery(t *testing.T) {
+	skipShort(t)
+	ca := newTestCA(t)
+	up := startUpstream(t, ca, "dot://127.0.0.1:0?close_on_query=2")
+	p := startNxdns(t, ca, settings{}, up)
+
+	// The start-up probe opens the first connection; wait for its answer so
+	// the first query reuses that connection like every later one.
+	waitUntil(t, "the start-up probe's answer", 10*time.Second, func() bool { return up.counts().Answered >= 1 })
+	// One query at a time, so each reuses the connection the one before
+	// opened (concurrent queries would share a connection still being
+	// dialed, which is not "reused" and not retried).
+	r := p.burst(t, func(c *burst.Config) { c.N = 1; c.Waves = 10; c.Baseline = 0 })
+	m := p.metrics(t)
+	recoveries := metric(m, "nxdns_upstream_reuse_recoveries_total")
+	t.Logf("stale recovery: %d queries, p50 %.1f ms, max %.1f ms; upstream connections %d; reuse recoveries %v",
+		r.Queries, r.P50MS, r.MaxMS, up.counts().Connections, recoveries)
+	if r.Rcodes["NOERROR"] != r.Queries || r.Timeouts != 0 {
+		t.Fatalf("rcodes %v, %d timeouts; want every query answered", r.Rcodes, r.Timeouts)
+	}
+	// Every query meets a connection that closes under it.
+	if recoveries != float64(r.Queries) {
+		t.Errorf("reuse_recoveries_total = %v, want %d (one per query)", recoveries, r.Queries)
+	}
+	if got := up.counts().Connections; got != uint64(r.Queries+1) {
+		t.Errorf("upstream connections = %d, want %d (the probe's, then one fresh per retry)", got, r.Queries+1)
+	}
+	if got := metric(m, "nxdns_upstream_requests_total", "outcome", "failure"); got != 0 {
+		t.Errorf("upstream failures = %v, want 0: a recovered exchange records nothing against health", got)
+	}
+	if got := metric(m, "nxdns_upstream_backoff"); got != 0 {
+		t.Errorf("backoff = %v, want 0", got)
+	}
+}
