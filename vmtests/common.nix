@@ -144,6 +144,50 @@ rec {
 
   # Python shared by the test scripts (the driver type-checks and lints it:
   # keep it typed and free of unused names).
+  # The three nodes of the failover scenarios: on the upstream node a DoT
+  # primary in two variants on one address (healthy, and stalled: accepts,
+  # never answers), only one running at a time, and a DoH standby; the
+  # resolver uses primary then standby at the shipped budgets.
+  # stalledFirst picks which primary variant starts with the node.
+  failoverNodes =
+    { stalledFirst }:
+    {
+      upstream =
+        { config, ... }:
+        let
+          ip = config.networking.primaryIPAddress;
+        in
+        upstreamNode [
+          (fakeup {
+            name = "nxdns-fakeup-primary";
+            listen = [ (dot ip "latency=20ms") ];
+            http = primaryHttp;
+            autoStart = !stalledFirst;
+          })
+          (fakeup {
+            name = "nxdns-fakeup-primary-stall";
+            listen = [ (dot ip "stall=1") ];
+            http = primaryHttp;
+            autoStart = stalledFirst;
+          })
+          (fakeup {
+            name = "nxdns-fakeup-standby";
+            listen = [ (doh ip "latency=20ms") ];
+            http = standbyHttp;
+          })
+        ];
+
+      # The shipped budgets (attempt 2500 ms, total 5000 ms): nothing set.
+      resolver = resolverNode (nodes: {
+        upstreams = [
+          (primaryUpstream nodes)
+          (standbyUpstream nodes)
+        ];
+      });
+
+      client = clientNode;
+    };
+
   pythonHelpers = nodes: ''
     import json
     import re

@@ -11,40 +11,7 @@ in
 {
   name = "nxdns-fast-standby";
 
-  nodes = {
-    upstream =
-      { config, ... }:
-      let
-        ip = config.networking.primaryIPAddress;
-      in
-      c.upstreamNode [
-        (c.fakeup {
-          name = "nxdns-fakeup-primary-stall";
-          listen = [ (c.dot ip "stall=1") ];
-          http = c.primaryHttp;
-        })
-        (c.fakeup {
-          name = "nxdns-fakeup-primary";
-          listen = [ (c.dot ip "latency=20ms") ];
-          http = c.primaryHttp;
-          autoStart = false;
-        })
-        (c.fakeup {
-          name = "nxdns-fakeup-standby";
-          listen = [ (c.doh ip "latency=20ms") ];
-          http = c.standbyHttp;
-        })
-      ];
-
-    resolver = c.resolverNode (nodes: {
-      upstreams = [
-        (c.primaryUpstream nodes)
-        (c.standbyUpstream nodes)
-      ];
-    });
-
-    client = c.clientNode;
-  };
+  nodes = c.failoverNodes { stalledFirst = true; };
 
   testScript =
     { nodes, ... }:

@@ -15,41 +15,7 @@ in
 {
   name = "nxdns-saturated-primary";
 
-  nodes = {
-    upstream =
-      { config, ... }:
-      let
-        ip = config.networking.primaryIPAddress;
-      in
-      c.upstreamNode [
-        (c.fakeup {
-          name = "nxdns-fakeup-primary";
-          listen = [ (c.dot ip "latency=20ms") ];
-          http = c.primaryHttp;
-        })
-        (c.fakeup {
-          name = "nxdns-fakeup-primary-stall";
-          listen = [ (c.dot ip "stall=1") ];
-          http = c.primaryHttp;
-          autoStart = false;
-        })
-        (c.fakeup {
-          name = "nxdns-fakeup-standby";
-          listen = [ (c.doh ip "latency=20ms") ];
-          http = c.standbyHttp;
-        })
-      ];
-
-    # The shipped budgets (attempt 2500 ms, total 5000 ms): nothing set.
-    resolver = c.resolverNode (nodes: {
-      upstreams = [
-        (c.primaryUpstream nodes)
-        (c.standbyUpstream nodes)
-      ];
-    });
-
-    client = c.clientNode;
-  };
+  nodes = c.failoverNodes { stalledFirst = false; };
 
   testScript =
     { nodes, ... }:
