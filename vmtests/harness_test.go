@@ -23,6 +23,7 @@ import (
 	"github.com/nxdns/nxdns/internal/burst"
 	"github.com/nxdns/nxdns/internal/certs"
 	"github.com/nxdns/nxdns/internal/fakeup"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // nxdnsBinary is the real binary, built once in TestMain.
@@ -123,7 +124,7 @@ type settings struct {
 func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdnsProc {
 	t.Helper()
 	dir := t.TempDir()
-	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", freePort(t)), web: fmt.Sprintf("127.0.0.1:%d", freePort(t)), logs: &logLines{}, exited: make(chan struct{})}
+	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), web: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), logs: &logLines{}, exited: make(chan struct{})}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, p.web, s.queryLog)
 	if s.attemptMS > 0 {
@@ -333,24 +334,4 @@ func (n *notifySocket) await(want string, bound time.Duration) error {
 			return nil
 		}
 	}
-}
-
-// freePort returns a loopback port free for both UDP and TCP a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free loopback port")
-	return 0
 }

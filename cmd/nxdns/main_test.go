@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // binary is the real nxdns, built once for these tests: the claims here are
@@ -207,31 +208,10 @@ listen = "127.0.0.1:%d"
 [[upstreams]]
 url = "tls://127.0.0.1:%d"
 tls_name = "dot.test"
-`, freePort(t), freePort(t), freePort(t))
+`, testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t))
 	path := filepath.Join(t.TempDir(), "nxdns.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// freePort returns a loopback port that was free a moment ago (both UDP and
-// TCP are checked, since nxdns binds both).
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free loopback port")
-	return 0
 }

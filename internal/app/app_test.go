@@ -104,6 +104,17 @@ func (r *rig) write(t *testing.T, text string) string {
 	return path
 }
 
+// start runs an App on cfg until the test ends.
+func (r *rig) start(t *testing.T, cfg config.Config) *App {
+	t.Helper()
+	a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdown(t, a) })
+	return a
+}
+
 func query(t *testing.T, addr, name string) *dns.Msg {
 	t.Helper()
 	c := &dns.Client{Net: "udp", Timeout: 5 * time.Second}
@@ -139,11 +150,7 @@ func shutdown(t *testing.T, a *App) {
 func TestReload_goodFileChangesRoutingAndListener(t *testing.T) {
 	r := newRig(t)
 	addr1 := loopbackAddr(t)
-	a, err := Start(r.config(t, addr1, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown(t, a)
+	a := r.start(t, r.config(t, addr1, false))
 
 	query(t, addr1, "host.lan.")
 	if got := r.lan.Counters().Queries; got != 0 {
@@ -168,11 +175,7 @@ func TestReload_goodFileChangesRoutingAndListener(t *testing.T) {
 func TestReload_badFileKeepsServingAndLogsEveryProblem(t *testing.T) {
 	r := newRig(t)
 	addr := loopbackAddr(t)
-	a, err := Start(r.config(t, addr, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown(t, a)
+	a := r.start(t, r.config(t, addr, false))
 
 	bad := r.write(t, "[dns]\nlisten = [\"nope\"]\nbogus = 1\n[[upstreams]]\nurl = \"ftp://x\"\n")
 	if err := a.ReloadFile(bad); err == nil {
@@ -197,11 +200,7 @@ func TestReload_badFileKeepsServingAndLogsEveryProblem(t *testing.T) {
 func TestReload_unbindableListenerKeepsRunningConfiguration(t *testing.T) {
 	r := newRig(t)
 	addr := loopbackAddr(t)
-	a, err := Start(r.config(t, addr, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown(t, a)
+	a := r.start(t, r.config(t, addr, false))
 	busy, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -221,11 +220,7 @@ func TestReload_inFlightQueryFinishesOnTheOldGeneration(t *testing.T) {
 	slow := startFake(t, r.ca, "dot://127.0.0.1:0?latency=700ms")
 	r.dotURL = "tls://" + slow.Listeners()[0].Addr.String()
 	addr := loopbackAddr(t)
-	a, err := Start(r.config(t, addr, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown(t, a)
+	a := r.start(t, r.config(t, addr, false))
 
 	answered := make(chan *dns.Msg, 1)
 	go func() {
@@ -250,11 +245,7 @@ func TestReload_inFlightQueryFinishesOnTheOldGeneration(t *testing.T) {
 func TestReload_webBindFailureKeepsListenersAndRouting(t *testing.T) {
 	r := newRig(t)
 	addr1 := loopbackAddr(t)
-	a, err := Start(r.config(t, addr1, false), Options{Logger: r.log, Level: zap.NewAtomicLevel()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown(t, a)
+	a := r.start(t, r.config(t, addr1, false))
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

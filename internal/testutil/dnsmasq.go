@@ -29,7 +29,7 @@ func StartDnsmasq(t testing.TB, hosts ...string) *Dnsmasq {
 	bin := lookProgram(t, "dnsmasq", "dnsmasq-base")
 	file := writeHosts(t, hosts)
 	for range portAttempts {
-		port := freePort(t)
+		port := FreePort(t)
 		// dnsmasq logs "started" after binding its sockets.
 		if p := startProgram(t, "dnsmasq", bin, dnsmasqArgs(file, port), "started, version"); p != nil {
 			return &Dnsmasq{Addr: loopbackPort(port), proc: p}

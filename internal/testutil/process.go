@@ -149,10 +149,12 @@ func (p *program) output() string {
 	return strings.Join(p.lines, "\n")
 }
 
-// freePort returns a loopback port that was free for both UDP and TCP a
-// moment ago. Another process can take it before the program binds it;
-// the launchers then retry on another (portAttempts).
-func freePort(t testing.TB) uint16 {
+// FreePort returns a loopback port that was free for both UDP and TCP a
+// moment ago, for a program that cannot be told to bind port 0 and report
+// (nxdns's configuration rejects port 0). Another process can take it before
+// the program binds it; the launchers here then retry on another
+// (portAttempts).
+func FreePort(t testing.TB) uint16 {
 	t.Helper()
 	for range 20 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

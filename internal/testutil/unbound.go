@@ -87,9 +87,9 @@ func StartUnbound(t testing.TB, ca *certs.CA, opts UnboundOptions) *Unbound {
 	dir := t.TempDir()
 	writeServerTLS(t, ca, dir, opts.Name)
 	for range portAttempts {
-		u := &Unbound{Name: opts.Name, DoTAddr: loopbackPort(freePort(t))}
+		u := &Unbound{Name: opts.Name, DoTAddr: loopbackPort(FreePort(t))}
 		u.DoTURL = fmt.Sprintf("tls://%s:%d", u.Name, u.DoTAddr.Port())
-		doh := freePort(t) // configured either way; unbound without nghttp2 serves nothing on it
+		doh := FreePort(t) // configured either way; unbound without nghttp2 serves nothing on it
 		if withDoH {
 			u.DoHAddr = loopbackPort(doh)
 			u.DoHURL = fmt.Sprintf("https://%s:%d%s", u.Name, doh, unboundDoHPath)
