@@ -33,6 +33,9 @@ var (
 	upstreamRequests = prometheus.NewDesc("nxdns_upstream_requests_total",
 		"Attempts recorded in this upstream's health, by outcome: success (it answered) or failure (refused, reset, TLS or response error, REFUSED/NOTIMP, or no answer within a full attempt_timeout). Attempts cut short by the query's budget or a cancellation, and SERVFAIL answers, count in neither.",
 		[]string{"index", "url", "outcome"}, nil)
+	upstreamProbes = prometheus.NewDesc("nxdns_upstream_probes_total",
+		"Background probes of this upstream (one at start-up and reload, then on the backoff schedule while it is in backoff), by outcome. A failed start-up probe puts the upstream in backoff before any query pays for it; probes count in neither outcome of nxdns_upstream_requests_total.",
+		[]string{"index", "url", "outcome"}, nil)
 	upstreamAttemptDuration = prometheus.NewDesc("nxdns_upstream_attempt_duration_seconds",
 		"Duration of every attempt against this upstream, whatever its outcome, in seconds.",
 		upstreamLabels, nil)
@@ -50,7 +53,7 @@ type upstreamCollector struct{ snap func() upstream.Snapshot }
 func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		upstreamInFlight, upstreamSlots, upstreamQueued, upstreamQueuedSeconds,
-		upstreamReuseRecoveries, upstreamRequests, upstreamAttemptDuration,
+		upstreamReuseRecoveries, upstreamRequests, upstreamProbes, upstreamAttemptDuration,
 		upstreamBackoff, upstreamBudgetExhausted,
 	} {
 		ch <- d
@@ -71,6 +74,8 @@ func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 		send(ch, upstreamReuseRecoveries, prometheus.CounterValue, float64(u.ReuseRecoveries), index, url)
 		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Successes), index, url, "success")
 		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Failures), index, url, "failure")
+		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeSuccesses), index, url, "success")
+		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeFailures), index, url, "failure")
 		sendHistogram(ch, upstreamAttemptDuration, u.AttemptLatency, index, url)
 		send(ch, upstreamBackoff, prometheus.GaugeValue, boolValue(u.InBackoff), index, url)
 	}

@@ -93,6 +93,8 @@ type entry struct {
 	queuedNanos atomic.Int64  // their total length
 	successes   atomic.Uint64 // attempts recorded as health successes
 	failures    atomic.Uint64 // attempts recorded as health failures
+	probeOK     atomic.Uint64 // background probes that succeeded
+	probeFailed atomic.Uint64 // background probes that failed (cancelled ones count in neither)
 	latency     stats.Histogram
 }
 

@@ -22,7 +22,7 @@ const probeTimeout = time.Second
 // waits for each backoff episode and probes on the jittered schedule until
 // the entry is back, until ctx ends.
 func (p *Pool) probeLoop(ctx context.Context, e *entry) {
-	switch err := p.probe(ctx, e); {
+	switch err := p.countedProbe(ctx, e); {
 	case err == nil:
 		p.recordSuccess(e)
 	case err.Kind.Group() == Cancellation:
@@ -53,7 +53,7 @@ func (p *Pool) probeUntilBack(ctx context.Context, e *entry) bool {
 			return false
 		case <-t.C:
 		}
-		switch err := p.probe(ctx, e); {
+		switch err := p.countedProbe(ctx, e); {
 		case err == nil:
 			p.recordSuccess(e)
 		case err.Kind.Group() == Cancellation:
@@ -63,6 +63,20 @@ func (p *Pool) probeUntilBack(ctx context.Context, e *entry) bool {
 		}
 	}
 	return true
+}
+
+// countedProbe is probe with its outcome counted for the metrics, so an
+// upstream put in backoff by its start-up probe shows why on /metrics
+// (the attempt counters exclude probes).
+func (p *Pool) countedProbe(ctx context.Context, e *entry) *AttemptError {
+	err := p.probe(ctx, e)
+	switch {
+	case err == nil:
+		e.probeOK.Add(1)
+	case err.Kind.Group() != Cancellation:
+		e.probeFailed.Add(1)
+	}
+	return err
 }
 
 // probe sends `. IN NS` with RD set through e's client, bounded by

@@ -56,6 +56,10 @@ func TestProbe_startupStallEntersBackoffBeforeLiveQueriesPay(t *testing.T) {
 		if s.Upstreams[0].Failures != 0 {
 			t.Errorf("a probe counted as a failed request")
 		}
+		if u0, u1 := s.Upstreams[0], s.Upstreams[1]; u0.ProbeFailures != 1 || u0.ProbeSuccesses != 0 || u1.ProbeSuccesses != 1 || u1.ProbeFailures != 0 {
+			t.Errorf("probe counters = %d/%d and %d/%d (ok/failed), want the primary's one failure and the standby's one success",
+				u0.ProbeSuccesses, u0.ProbeFailures, u1.ProbeSuccesses, u1.ProbeFailures)
+		}
 	})
 }
 

@@ -25,6 +25,8 @@ type UpstreamSnapshot struct {
 	QueuedSeconds   float64 // their total length, sampled at admission
 	Successes       uint64  // attempts recorded as health successes
 	Failures        uint64  // attempts recorded as health failures (probes excluded)
+	ProbeSuccesses  uint64  // background probes that succeeded
+	ProbeFailures   uint64  // background probes that failed
 	InBackoff       bool
 	ReuseRecoveries uint64 // stale-connection retries the client absorbed (SPEC §5)
 	AttemptLatency  stats.HistogramSnapshot
@@ -50,6 +52,8 @@ func (p *Pool) Snapshot() Snapshot {
 			QueuedSeconds:  time.Duration(e.queuedNanos.Load()).Seconds(),
 			Successes:      e.successes.Load(),
 			Failures:       e.failures.Load(),
+			ProbeSuccesses: e.probeOK.Load(),
+			ProbeFailures:  e.probeFailed.Load(),
 			InBackoff:      e.health.backoff.Load(),
 			AttemptLatency: e.latency.Snapshot(),
 		}
