@@ -212,7 +212,8 @@ let
     let
       u = cfg.settings.upstream;
     in
-    (lib.max (orDefault u.total_timeout_ms 5000) (orDefault u.read_timeout_ms 3000)) / 1000 + 1;
+    # Rounded up: Nix's integer division truncates.
+    ((lib.max (orDefault u.total_timeout_ms 5000) (orDefault u.read_timeout_ms 3000)) + 999) / 1000 + 1;
 
   isLoopback = host: lib.hasPrefix "127." host || host == "::1" || host == "localhost";
   publicPorts = lib.unique (

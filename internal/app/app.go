@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,13 +70,13 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		gen.close()
 		return nil, err
 	}
-	w, err := a.bindWeb(cfg.Web.Listen)
+	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
 		return nil, err
 	}
-	a.commitWeb(w, cfg.Web.Listen)
+	a.commitWeb(ws)
 	gen.start()
 	a.logEffective(cfg)
 	return a, nil
@@ -93,19 +95,17 @@ func (a *App) Reload(cfg config.Config) error {
 	}
 	// The web endpoint is bound before the listeners change and released
 	// only after they did, so a failure in either leaves everything as it was.
-	nextWeb, err := a.bindWeb(cfg.Web.Listen)
+	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
 		gen.close()
 		return err
 	}
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
-		if nextWeb != a.web {
-			stopWeb(nextWeb)
-		}
+		a.abortWeb(ws)
 		gen.close()
 		return err
 	}
-	a.commitWeb(nextWeb, cfg.Web.Listen)
+	a.commitWeb(ws)
 	old := a.gen.Swap(gen)
 	drained := a.srv.Swap(gen.state())
 	gen.start()
@@ -148,29 +148,82 @@ func (a *App) ReloadFile(path string) error {
 	return nil
 }
 
-// bindWeb returns the web endpoint for addr: the running one when web.listen
-// did not change, otherwise a new one already bound (nil for ""). Nothing is
-// released here; commitWeb does that once the reload cannot fail any more.
-func (a *App) bindWeb(addr string) (*web.Server, error) {
-	if addr == a.webAddr {
-		return a.web, nil
-	}
-	if addr == "" {
-		return nil, nil
-	}
-	next := web.New(addr, a.registry(), a.health, a.log)
-	if err := next.Start(); err != nil {
-		return nil, err
-	}
-	return next, nil
+// webSwap is a change of the web endpoint prepared by bindWeb and finished
+// by commitWeb or undone by abortWeb.
+type webSwap struct {
+	next     *web.Server // the endpoint to keep: the running one, a new one, or nil
+	addr     string      // web.listen it serves
+	released bool        // the running endpoint was stopped early to free its port
 }
 
-// commitWeb makes next the web endpoint and stops the previous one.
-func (a *App) commitWeb(next *web.Server, addr string) {
-	if next != a.web {
+// bindWeb prepares the web endpoint for addr: the running one when web.listen
+// did not change, otherwise a new one already bound (nil for ""), while the
+// running one keeps serving until commitWeb.
+//
+// One exception: Linux refuses to bind 0.0.0.0:9153 while 127.0.0.1:9153 is
+// bound (and the reverse), so for a new address on the same port the running
+// endpoint is released first. The web endpoint is not on the DNS path; if the
+// new address still fails, the old one is bound again.
+func (a *App) bindWeb(addr string) (webSwap, error) {
+	if addr == a.webAddr {
+		return webSwap{next: a.web, addr: addr}, nil
+	}
+	if addr == "" {
+		return webSwap{addr: addr}, nil
+	}
+	next := a.newWeb(addr)
+	err := next.Start()
+	if err == nil {
+		return webSwap{next: next, addr: addr}, nil
+	}
+	if a.web == nil || !errors.Is(err, syscall.EADDRINUSE) || !samePort(addr, a.webAddr) {
+		return webSwap{}, err
+	}
+	stopWeb(a.web)
+	next = a.newWeb(addr)
+	if err := next.Start(); err != nil {
+		a.restoreWeb()
+		return webSwap{}, err
+	}
+	return webSwap{next: next, addr: addr, released: true}, nil
+}
+
+// commitWeb makes the prepared endpoint current and stops the previous one.
+func (a *App) commitWeb(s webSwap) {
+	if s.next != a.web && !s.released {
 		stopWeb(a.web)
 	}
-	a.web, a.webAddr = next, addr
+	a.web, a.webAddr = s.next, s.addr
+}
+
+// abortWeb undoes bindWeb after a later step of the reload failed.
+func (a *App) abortWeb(s webSwap) {
+	if s.next != a.web {
+		stopWeb(s.next)
+	}
+	if s.released {
+		a.restoreWeb()
+	}
+}
+
+// restoreWeb binds the running web.listen again after it was released.
+func (a *App) restoreWeb() {
+	w := a.newWeb(a.webAddr)
+	if err := w.Start(); err != nil {
+		a.log.Error("web endpoint lost: its address could not be bound again", zap.String("addr", a.webAddr), zap.Error(err))
+		a.web, a.webAddr = nil, ""
+		return
+	}
+	a.web = w
+}
+
+func (a *App) newWeb(addr string) *web.Server { return web.New(addr, a.registry(), a.health, a.log) }
+
+// samePort reports whether two host:port strings name the same port.
+func samePort(a, b string) bool {
+	pa, errA := netip.ParseAddrPort(a)
+	pb, errB := netip.ParseAddrPort(b)
+	return errA == nil && errB == nil && pa.Port() == pb.Port()
 }
 
 // stopWeb shuts a web endpoint down; a scrape in progress gets a second.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/nxdns/nxdns/internal/certs"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/fakeup"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -259,6 +261,60 @@ func TestReload_webBindFailureKeepsListenersAndRouting(t *testing.T) {
 	query(t, addr1, "host.lan.") // the old listener, the old routing (no zone)
 	if got := r.lan.Counters().Queries; got != 0 {
 		t.Errorf("the rejected configuration's zone was used (%d LAN queries)", got)
+	}
+}
+
+// Linux refuses 0.0.0.0:P while 127.0.0.1:P is bound, which is the change
+// the deploy guide suggests for scraping from the LAN. Only loopback is
+// queried.
+func TestReload_webMovesToTheWildcardOnTheSamePort(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	port := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", port)
+	a := r.start(t, cfg)
+	scrape(t, port)
+
+	cfg.Web.Listen = fmt.Sprintf("0.0.0.0:%d", port)
+	if err := a.Reload(cfg); err != nil {
+		t.Fatalf("reload to the wildcard on the same port: %v", err)
+	}
+	scrape(t, port)
+}
+
+func TestReload_failureAfterReleasingTheWebPortBindsItAgain(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	port := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", port)
+	a := r.start(t, cfg)
+
+	busy, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	bad := r.config(t, busy.LocalAddr().String(), false) // DNS listener cannot bind
+	bad.Web.Listen = fmt.Sprintf("0.0.0.0:%d", port)
+	if err := a.Reload(bad); err == nil {
+		t.Fatal("reload onto a busy DNS address succeeded")
+	}
+	scrape(t, port) // the old web address serves again
+	query(t, addr, "still.example.")
+}
+
+// scrape fetches /metrics from 127.0.0.1:port.
+func scrape(t *testing.T, port uint16) {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %s", resp.Status)
 	}
 }
 

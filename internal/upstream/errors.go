@@ -96,7 +96,7 @@ func (k Kind) Error() string {
 // Is makes every Kind match its group's sentinel.
 func (k Kind) Is(target error) bool { return target == groupErr[k.Group()] }
 
-// Group is the one classifier. There is no default case: a Kind added without
+// Group maps each Kind to its group, exhaustively. There is no default case: a Kind added without
 // a decision here panics in TestKindGroup and is flagged by the exhaustive
 // analyzer in CI.
 func (k Kind) Group() Group {
