@@ -39,12 +39,10 @@ func TestSIGHUPReload(t *testing.T) {
 			return p.logs.count("reload rejected", path+":") == 1
 		})
 	}
+	// The running configuration (its only upstream is first) still answers.
+	// Counting first's queries here would race its start-up probe, which may
+	// not have been sent yet.
 	ask(t, p, "after-bad-reload.example.")
-	// Queries is counted before the fake upstream replies (Answered only
-	// after its write, so it can trail the client's answer).
-	if got := first.counts().Queries; got < 2 { // start-up probe + the query
-		t.Errorf("first upstream saw %d queries, want the query after the rejected reload too", got)
-	}
 
 	// Same file, the second upstream instead of the first.
 	next := strings.Replace(string(good), first.url, second.url, 1)
