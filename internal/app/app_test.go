@@ -130,14 +130,10 @@ func query(t *testing.T, addr, name string) *dns.Msg {
 	return resp
 }
 
+// loopbackAddr is a DNS listen address free for both UDP and TCP.
 func loopbackAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.LocalAddr().String()
+	return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 }
 
 func shutdown(t *testing.T, a *App) {
