@@ -61,13 +61,25 @@ else
 fi
 
 # --- 2. vendorHash -------------------------------------------------------------
-# What a flake's `self` holds: the tracked files, with their working-tree
-# content (so an uncommitted go.mod edit is seen, as `nix build` would).
+# What buildGoModule vendors: the tracked files (with their working-tree
+# content, so an uncommitted go.mod edit is seen, as `nix build` would),
+# less what nix/common.nix's `src` filter leaves out — every .nix file,
+# flake.lock, .ci/, nix/ and vmtests/. vmtests/ is a Go test package: an
+# import only it makes would change vendor/modules.txt for the whole tree
+# but not for the Nix build, so hashing the whole tree could pass here and
+# fail in `nix build`.
+nix_src_excluded() {
+  case "$1" in
+    *.nix | flake.lock | .ci/* | nix/* | vmtests/*) return 0 ;;
+  esac
+  return 1
+}
 vendor_hash() {
   local tmp rc=0
   tmp=$(mktemp -d)
   git ls-files -z --cached | while IFS= read -r -d '' f; do
     [ -e "$f" ] || continue
+    nix_src_excluded "$f" && continue
     mkdir -p "$tmp/src/$(dirname "$f")"
     cp -P "$f" "$tmp/src/$f"
   done

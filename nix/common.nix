@@ -11,9 +11,11 @@
 
   # The Go module without the Nix and CI files: editing module.nix or a VM
   # test must not rebuild nxdns and re-run its Go tests. Everything else stays
-  # (docs/examples may be read by config tests), and no Go package lives in
-  # the excluded paths, so `go mod vendor` — and so the vendorHash — is the
-  # same as for the whole tracked tree. (lib.cleanSourceWith rather than
+  # (docs/examples may be read by config tests). vmtests/ is a Go test
+  # package (the scenario suite, which needs the real binary and runs in CI);
+  # .ci/nix-check.sh hashes vendor/ with these same paths left out, so the
+  # vendorHash matches this source, not the whole tree. Keep the two lists
+  # in step. (lib.cleanSourceWith rather than
   # lib.fileset: the same result, and it also evaluates on the old Nix that
   # .ci/nix-check.sh has, which lacks builtins.readFileType.)
   src = lib.cleanSourceWith {
