@@ -90,6 +90,7 @@ func (g *generation) state() *server.State {
 		Allow:    g.cfg.DNS.Allowed(),
 		Names:    g.names,
 		QueryLog: g.cfg.Log.QueryLog(),
+		Budget:   g.cfg.Upstream.Total(),
 	}
 }
 
