@@ -424,8 +424,9 @@ in
         # The LAN's only DNS server must never end up "failed": no start
         # limit, and a restart after every exit, with a delay growing from 1 s
         # to a minute (RestartSteps, systemd >= 254) so a crash loop does not
-        # spin.
-        startLimitIntervalSec = 0;
+        # spin. (unitConfig rather than the startLimitIntervalSec shorthand:
+        # the same [Unit] line, and visible in nixcheck's rendering.)
+        unitConfig.StartLimitIntervalSec = 0;
 
         serviceConfig = {
           # systemd sends SIGHUP itself (ReloadSignal) and `systemctl reload`

@@ -36,10 +36,12 @@
         cache_max_ttl = 43200;
         stale_max_age = 3600;
       };
+      # Not the defaults: the unit must not change with them
+      # (vmtests/golden/unit-*.json are compared).
       upstream = {
-        attempt_timeout_ms = 2500;
-        total_timeout_ms = 5000;
-        read_timeout_ms = 3000;
+        attempt_timeout_ms = 3000;
+        total_timeout_ms = 8000;
+        read_timeout_ms = 4000;
       };
       upstreams = [
         {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Renders the TOML that module.nix writes for each nixcheck sample
-# (vmtests/nixcheck-sample.nix → full.toml, vmtests/nixcheck-minimal.nix →
-# minimal.toml) and commits-ready writes it here, with a header naming the
+# Renders what module.nix makes of each nixcheck sample
+# (vmtests/nixcheck-sample.nix → full.*, vmtests/nixcheck-minimal.nix →
+# minimal.*) and writes it here: the TOML file (NAME.toml) and the systemd
+# unit (unit-NAME.json, store paths replaced by <store>), each naming the
 # SHA-256 of the inputs it was rendered from.
 #
 # Why: nothing Nix can be built in CI (no nixpkgs), but the module's
@@ -44,6 +45,15 @@ for name in minimal sample; do
   json=$(mktemp)
   bash "$nixcheck" "$root" --no-flake -q --config "$root/vmtests/nixcheck-$name.nix" --json "$json" >/dev/null
   src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["module"]["etc"]["nxdns/nxdns.toml"]["source"])' "$json")
+  python3 - "$json" "$(inputs_hash "$name")" >"$out/unit-$golden.json" <<'PY'
+import json, re, sys
+unit = json.load(open(sys.argv[1]))["module"]["units"]["nxdns"]
+keep = {k: unit[k] for k in ("description", "wantedBy", "wants", "after", "before", "unitConfig", "serviceConfig")}
+text = re.sub(r"/nix/store/[0-9a-z]{32}-[^\"/ ]*", "<store>", json.dumps(keep, indent=2, sort_keys=True))
+out = {"_rendered_by": "vmtests/golden/regenerate.sh; do not edit", "_inputs_sha256": sys.argv[2]}
+out.update(json.loads(text))
+print(json.dumps(out, indent=2, sort_keys=True))
+PY
   rm -f "$json"
   {
     echo "# Rendered by vmtests/golden/regenerate.sh from module.nix and"
@@ -51,9 +61,13 @@ for name in minimal sample; do
     echo "# inputs-sha256: $(inputs_hash "$name")"
     cat "$src"
   } >"$out/$golden.toml"
-  if [ "$check" = 1 ] && ! diff -u "$here/$golden.toml" "$out/$golden.toml"; then
-    echo "regenerate: $golden.toml is stale: run vmtests/golden/regenerate.sh" >&2
-    rc=1
+  if [ "$check" = 1 ]; then
+    for f in "$golden.toml" "unit-$golden.json"; do
+      if ! diff -u "$here/$f" "$out/$f"; then
+        echo "regenerate: $f is stale: run vmtests/golden/regenerate.sh" >&2
+        rc=1
+      fi
+    done
   fi
 done
 [ "$check" = 1 ] && rm -rf "$out"
