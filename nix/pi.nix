@@ -2,8 +2,8 @@
 # packages.aarch64-linux.sd-image. The SD-card layout, boot loader and
 # firmware come from nixpkgs' installer/sd-card/sd-image-aarch64.nix
 # (imported in flake.nix), which boots the Pi 3, Pi 4, Zero 2 W and CM4 —
-# not the Pi 5. Adapt the marked lines to your network; see
-# docs/how-to/deploy-on-a-pi.md.
+# not the Pi 5. For your network, set services.nxdns.pi.router and your SSH
+# key, and override what you like; see docs/how-to/deploy-on-a-pi.md.
 #
 # The boot path (docs/how-to/deploy-on-a-pi.md, "The clock"): a Pi has no
 # real-time clock, DoT/DoH need a correct clock to verify certificates, NTP
@@ -19,109 +19,122 @@
   ...
 }:
 let
-  # ADAPT: your router, which is also the LAN's DHCP server and the resolver
-  # of its local names.
-  router = "192.168.1.1";
+  router = config.services.nxdns.pi.router;
 in
 {
-  nixpkgs.hostPlatform = "aarch64-linux";
-  system.stateVersion = "26.05";
-
-  networking.hostName = "nxdns-pi";
-
-  # An address from the router's DHCP (give the Pi a static lease there)...
-  networking.useDHCP = lib.mkDefault true;
-  # ...but not its DNS server: once the router hands out the Pi as the LAN's
-  # DNS server, the Pi would ask itself, and at boot nxdns cannot verify a
-  # certificate before NTP has set the clock, which needs DNS. The Pi's own
-  # lookups (NTP pool, nix, ssh) go to the router, over plain DNS, which needs
-  # no clock.
-  networking.nameservers = [ router ];
-  networking.dhcpcd.extraConfig = ''
-    nohook resolv.conf
-  '';
-
-  # timesyncd saves the time at shutdown and on every sync
-  # (/var/lib/systemd/timesync/clock) and starts from it, so after a power
-  # cut the clock is behind by the time the Pi was off, not at 1970. The
-  # names resolve through the router; the IP addresses (time.cloudflare.com,
-  # anycast) need no DNS at all.
-  networking.timeServers = [
-    "0.nixos.pool.ntp.org"
-    "1.nixos.pool.ntp.org"
-    "162.159.200.1"
-    "162.159.200.123"
-  ];
-  services.timesyncd.enable = true;
-
-  services.nxdns = {
-    enable = true;
-    # Port 53 (UDP and TCP) from the LAN; /metrics stays on 127.0.0.1:9153.
-    openFirewall = true;
-    settings = {
-      # Priority failover: Quad9 first, Cloudflare when Quad9 is unusable.
-      # `address` is required for a named host: nxdns never resolves it.
-      upstreams = [
-        {
-          url = "tls://dns.quad9.net";
-          address = "9.9.9.9";
-          priority = 0;
-        }
-        {
-          url = "https://cloudflare-dns.com/dns-query";
-          address = "1.1.1.1";
-          priority = 1;
-        }
-      ];
-      # Local names and reverse lookups go to the router.
-      forward_zones = [
-        {
-          zone = "lan";
-          resolver = "udp://${router}:53";
-        }
-        {
-          zone = "168.192.in-addr.arpa";
-          resolver = "udp://${router}:53";
-        }
-      ];
-    };
+  options.services.nxdns.pi.router = lib.mkOption {
+    type = lib.types.str;
+    default = "192.168.1.1";
+    example = "192.168.0.1";
+    description = ''
+      The router's address: the LAN's DHCP server, the Pi's own resolver (for
+      NTP names, nix, ssh) and the resolver of the local zones.
+    '';
   };
 
-  # The way in: SSH with a key, nothing else (no password, no console user).
-  # An image without a key could never be logged into, so it is refused.
-  services.openssh = {
-    enable = true;
-    settings = {
-      PasswordAuthentication = false;
-      KbdInteractiveAuthentication = false;
-      PermitRootLogin = "prohibit-password";
+  # Everything below that a household changes is a default: a definition in
+  # your own configuration replaces it (lists included) rather than adding
+  # to it.
+  config = {
+    nixpkgs.hostPlatform = lib.mkDefault "aarch64-linux";
+    system.stateVersion = lib.mkDefault "26.05";
+
+    networking.hostName = lib.mkDefault "nxdns-pi";
+
+    # An address from the router's DHCP (give the Pi a static lease there)...
+    networking.useDHCP = lib.mkDefault true;
+    # ...but not its DNS server: once the router hands out the Pi as the LAN's
+    # DNS server, the Pi would ask itself, and at boot nxdns cannot verify a
+    # certificate before NTP has set the clock, which needs DNS. The Pi's own
+    # lookups (NTP pool, nix, ssh) go to the router, over plain DNS, which needs
+    # no clock.
+    networking.nameservers = lib.mkDefault [ router ];
+    networking.dhcpcd.extraConfig = ''
+      nohook resolv.conf
+    '';
+
+    # timesyncd saves the time at shutdown and on every sync
+    # (/var/lib/systemd/timesync/clock) and starts from it, so after a power
+    # cut the clock is behind by the time the Pi was off, not at 1970. The
+    # names resolve through the router; the IP addresses (time.cloudflare.com,
+    # anycast) need no DNS at all.
+    networking.timeServers = lib.mkDefault [
+      "0.nixos.pool.ntp.org"
+      "1.nixos.pool.ntp.org"
+      "162.159.200.1"
+      "162.159.200.123"
+    ];
+    services.timesyncd.enable = true;
+
+    services.nxdns = {
+      enable = true;
+      # Port 53 (UDP and TCP) from the LAN; /metrics stays on 127.0.0.1:9153.
+      openFirewall = true;
+      settings = {
+        # Priority failover: Quad9 first, Cloudflare when Quad9 is unusable.
+        # `address` is required for a named host: nxdns never resolves it.
+        upstreams = lib.mkDefault [
+          {
+            url = "tls://dns.quad9.net";
+            address = "9.9.9.9";
+            priority = 0;
+          }
+          {
+            url = "https://cloudflare-dns.com/dns-query";
+            address = "1.1.1.1";
+            priority = 1;
+          }
+        ];
+        # Local names and reverse lookups go to the router.
+        forward_zones = lib.mkDefault [
+          {
+            zone = "lan";
+            resolver = "udp://${router}:53";
+          }
+          {
+            zone = "168.192.in-addr.arpa";
+            resolver = "udp://${router}:53";
+          }
+        ];
+      };
     };
+
+    # The way in: SSH with a key, nothing else (no password, no console user).
+    # An image without a key could never be logged into, so it is refused.
+    services.openssh = {
+      enable = true;
+      settings = {
+        PasswordAuthentication = false;
+        KbdInteractiveAuthentication = false;
+        PermitRootLogin = "prohibit-password";
+      };
+    };
+    assertions = [
+      {
+        assertion = lib.any (
+          u: u.openssh.authorizedKeys.keys != [ ] || (u.openssh.authorizedKeys.keyFiles or [ ]) != [ ]
+        ) (lib.attrValues config.users.users);
+        message = ''
+          The nxdns Pi image has no SSH key: password login is off and there is
+          no console user, so nobody could log in. Put your public key in
+          nix/pi-authorized-keys (and `git add` it: a flake sees tracked files
+          only), or set users.users.root.openssh.authorizedKeys.keys.
+        '';
+      }
+    ];
+
+    # A DNS appliance, not an installer: nixpkgs' SD image imports
+    # profiles/base.nix (partitioning, recovery and file-system tools, ZFS and
+    # other file systems); leave it out. nixos-rebuild stays, for
+    # `nixos-rebuild switch --flake` on the Pi.
+    disabledModules = [ "profiles/base.nix" ];
+    boot.supportedFilesystems.zfs = lib.mkForce false;
+    documentation.nixos.enable = false;
+    environment.systemPackages = [ pkgs.knot-dns ]; # kdig, to test from the Pi itself
+
+    nix.settings.experimental-features = [
+      "nix-command"
+      "flakes"
+    ];
   };
-  assertions = [
-    {
-      assertion = lib.any (
-        u: u.openssh.authorizedKeys.keys != [ ] || (u.openssh.authorizedKeys.keyFiles or [ ]) != [ ]
-      ) (lib.attrValues config.users.users);
-      message = ''
-        The nxdns Pi image has no SSH key: password login is off and there is
-        no console user, so nobody could log in. Put your public key in
-        nix/pi-authorized-keys (and `git add` it: a flake sees tracked files
-        only), or set users.users.root.openssh.authorizedKeys.keys.
-      '';
-    }
-  ];
-
-  # A DNS appliance, not an installer: nixpkgs' SD image imports
-  # profiles/base.nix (partitioning, recovery and file-system tools, ZFS and
-  # other file systems); leave it out. nixos-rebuild stays, for
-  # `nixos-rebuild switch --flake` on the Pi.
-  disabledModules = [ "profiles/base.nix" ];
-  boot.supportedFilesystems.zfs = lib.mkForce false;
-  documentation.nixos.enable = false;
-  environment.systemPackages = [ pkgs.knot-dns ]; # kdig, to test from the Pi itself
-
-  nix.settings.experimental-features = [
-    "nix-command"
-    "flakes"
-  ];
 }
