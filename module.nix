@@ -3,9 +3,9 @@
 #
 # Modelled on nixpkgs' blocky, adguardhome, routedns (settings rendered with
 # pkgs.formats) and unbound (config in /etc, reload by SIGHUP, hardening);
-# Type=notify-reload as pgbouncer and sshd. `package` has no default here because nixpkgs has no
-# `pkgs.nxdns`: the flake's nixosModules.default imports this file and sets
-# it to the flake's own build.
+# Type=notify-reload as pgbouncer and sshd. `package` has no default here
+# because nixpkgs has no `pkgs.nxdns`: the flake's nixosModules.default
+# imports this file and sets it to the flake's own build.
 {
   config,
   lib,
