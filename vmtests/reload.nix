@@ -6,7 +6,8 @@
 # runs): systemd must reload nxdns (same process, Type=notify-reload waits for
 # READY=1), every query of the stream must be answered, and the queries after
 # the switch must reach the standby. Then a plain `systemctl reload` returns
-# only once nxdns is serving again.
+# only once nxdns is serving again, /metrics has the process series, and six
+# kills in a row never leave the unit failed.
 { self, pkgs }:
 let
   c = import ./common.nix { inherit self pkgs; };
@@ -115,5 +116,25 @@ in
           assert journal_count("reloaded") == 2, journal_count("reloaded")
           query_ok("after.systemctl-reload.test")
           assert main_pid() == pid
+
+      with subtest("/metrics keeps the process series (no ProcSubset=pid)"):
+          assert has_metric(metrics_text(), "process_start_time_seconds")
+
+      with subtest("a crash loop never leaves the LAN's DNS server failed"):
+          # Six kills in a row: more than systemd's default start limit (five
+          # starts in ten seconds). Each time nxdns comes back, after a delay
+          # that grows (RestartSteps), and the unit never enters "failed".
+          for _ in range(6):
+              before = main_pid()
+              resolver.succeed(f"kill -KILL {before}")
+              resolver.wait_until_succeeds(
+                  "test \"$(systemctl show -p MainPID --value nxdns.service)\" != 0 "
+                  f"&& test \"$(systemctl show -p MainPID --value nxdns.service)\" != {before} "
+                  "&& systemctl is-active --quiet nxdns.service",
+                  timeout=120,
+              )
+              resolver.fail("systemctl is-failed --quiet nxdns.service")
+          resolver.wait_for_open_port(53)
+          query_ok("after.crash-loop.test")
     '';
 }
