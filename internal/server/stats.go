@@ -93,7 +93,8 @@ type Snapshot struct {
 	Refused       uint64 // queries REFUSED by the access list (the "refused" source, summed)
 	TCPIdleClosed uint64 // TCP connections closed after the idle bound
 	TCPSlowClosed uint64 // TCP connections closed for a slow read or write
-	Protos        []ProtoCount // queries by transport: udp, tcp, dot, doh
+
+	Protos []ProtoCount // queries by transport: udp, tcp, dot, doh
 }
 
 // QueryCount is one (source, rcode) counter.

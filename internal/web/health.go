@@ -33,6 +33,9 @@ type Health struct {
 	Problems  []string        `json:"problems,omitempty"` // why the status is not ok, in words
 	Listeners ListenersHealth `json:"listeners"`
 	Upstreams UpstreamsHealth `json:"upstreams"`
+	// Certificate is the DoT/DoH serving certificate, when nxdns serves TLS
+	// (certhealth.go).
+	Certificate *CertificateHealth `json:"certificate,omitempty"`
 }
 
 // ListenersHealth is the DNS side.
