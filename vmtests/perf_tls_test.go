@@ -3,7 +3,6 @@ package vmtests
 import (
 	"bytes"
 	"crypto/tls"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -186,7 +185,6 @@ func loadDoH(t *testing.T, url string, ca testCA, conc int, dur time.Duration) l
 	if r.failed > 0 {
 		t.Errorf("DoH %s: %d of %d failed", url, r.failed, r.queries)
 	}
-	_ = base64.RawURLEncoding // GET is measured by the kdig test; POST here, as dnsperf and browsers mostly send
 	return r
 }
 

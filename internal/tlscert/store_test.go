@@ -15,12 +15,11 @@ import (
 )
 
 type pairFiles struct {
-	ca         *certs.CA
-	cert, key  string
-	dir        string
-	logs       *observer.ObservedLogs
-	logger     *zap.Logger
-	notAfterOf func() time.Time
+	ca        *certs.CA
+	cert, key string
+	dir       string
+	logs      *observer.ObservedLogs
+	logger    *zap.Logger
 }
 
 func newPair(t *testing.T) *pairFiles {
