@@ -1,6 +1,7 @@
 package vmtests
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -194,4 +195,12 @@ func dotSerial(t *testing.T, n *tlsNode) string {
 	}
 	defer conn.Close()
 	return peerSerial(conn)
+}
+
+func tlsClientConfig(n *tlsNode) *tls.Config {
+	return &tls.Config{RootCAs: n.ca.Pool(), ServerName: "dns.home.test"}
+}
+
+func peerSerial(c *dns.Conn) string {
+	return c.Conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String()
 }

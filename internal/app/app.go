@@ -82,7 +82,6 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		gen.close()
 		return nil, err
 	}
-	a.commitCerts(store)
 	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
 		a.srv.Shutdown(context.Background())
@@ -90,6 +89,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.commitWeb(ws)
+	a.commitCerts(store) // last: its poll goroutine runs only for an App that started
 	gen.start()
 	a.logEffective(cfg)
 	return a, nil
