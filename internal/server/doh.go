@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"io"
+	"log"
 	"math"
 	"mime"
 	"net"
@@ -98,7 +99,10 @@ func (s *Server) startDoH(l *listener) {
 		// Requests run under the server's context: Shutdown's cancel ends
 		// them like any other query (and a client leaving ends its own).
 		BaseContext: func(net.Listener) context.Context { return s.ctx },
-		ErrorLog:    zap.NewStdLog(s.log.Named("doh").WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+		// What net/http logs here is the clients' doing (an HTTP/2 protocol
+		// error, a reset stream): counted where it matters, and at debug
+		// level so a scanner cannot fill the journal.
+		ErrorLog: dohErrorLog(s.log),
 	}
 	l.closeConns = d.abort
 	s.live[l] = struct{}{}
@@ -110,6 +114,14 @@ func (s *Server) startDoH(l *listener) {
 		// Server.Shutdown's abort (closeConns) cuts what is left.
 		d.srv.Shutdown(context.Background())
 	})
+}
+
+func dohErrorLog(server *zap.Logger) *log.Logger {
+	l, err := zap.NewStdLogAt(server.Named("doh"), zap.DebugLevel)
+	if err != nil { // only for an invalid level
+		return zap.NewStdLog(server.Named("doh"))
+	}
+	return l
 }
 
 // admit takes a connection under the access list and the cap, and
