@@ -33,7 +33,6 @@ var pending = []string{
 	"nxdns_filter_blocked_total",
 	"nxdns_filter_list_age_seconds",
 	"nxdns_filter_list_refresh_failures_total",
-	"nxdns_tls_cert_expiry_timestamp_seconds",
 }
 
 // known is every series name nxdns exports: the reference's "### `name`"

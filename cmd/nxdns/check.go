@@ -18,6 +18,8 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default: the built-in configuration)")
 	probe := fs.Bool("probe", false, "also send one query to each enabled upstream and report the result")
+	tlsCheck := fs.Bool("tls", false, "also check that Android's Private DNS will accept the [tls] certificate (tlscheck.go)")
+	tlsName := fs.String("tls-name", "", "with --tls: the host name the phones are set to")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -27,10 +29,14 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitProblems
 	}
 	fmt.Fprint(stdout, summary(name, cfg))
-	if !*probe {
-		return exitOK
+	code := exitOK
+	if *tlsCheck {
+		code = max(code, checkTLS(cfg, *tlsName, stdout))
 	}
-	return probeUpstreams(ctx, cfg, stdout)
+	if *probe {
+		code = max(code, probeUpstreams(ctx, cfg, stdout))
+	}
+	return code
 }
 
 // loadConfig reads path, or returns the built-in configuration for "".

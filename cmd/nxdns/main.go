@@ -21,6 +21,7 @@ const usage = `usage: nxdns <command> [flags]
 commands:
   run     [--config FILE]            serve DNS (built-in loopback config without --config)
   check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream
+          [--tls [--tls-name NAME]]  --tls: will Android's Private DNS accept the DoT certificate?
   version                            print the version and commit
 
 Run 'nxdns <command> -h' for a command's flags.

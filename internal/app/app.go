@@ -52,6 +52,7 @@ type App struct {
 
 	web     *web.Server // nil when web.listen is empty
 	webAddr string      // web.listen as configured
+	certs   certState   // the DoT/DoH certificate (tls.go); under mu
 
 	mu      sync.Mutex                 // serialises Reload and Shutdown
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
@@ -77,9 +78,20 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if a.clock == nil {
 		a.clock = clock.NewWatcher(clock.System(), clockPoll)
 	}
+	store, err := a.prepareCerts(cfg.TLS)
+	if err != nil {
+		gen.close()
+		return nil, err
+	}
+	gen.certs = store
 	a.gen.Store(gen)
 	a.srv = server.New(server.Options{Logger: log}, gen.state())
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
+		a.srv.Shutdown(context.Background())
+		gen.close()
+		return nil, err
+	}
+	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
 		return nil, err
@@ -91,6 +103,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.commitWeb(ws)
+	a.commitCerts(store) // last: its poll goroutine runs only for an App that started
 	gen.start()
 	a.logEffective(cfg)
 	a.watchClock()
@@ -113,6 +126,12 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	store, err := a.prepareCerts(cfg.TLS)
+	if err != nil {
+		gen.close()
+		return err
+	}
+	gen.certs = store
 	// The web endpoint is bound before the listeners change and released
 	// only after they did, so a failure in either leaves everything as it was.
 	ws, err := a.bindWeb(cfg.Web.Listen)
@@ -125,6 +144,15 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		gen.close()
 		return err
 	}
+	// After the plain listeners: a TLS address that fails to bind leaves them
+	// as the new file says, but keeps the running generation and TLS
+	// listeners, and the error says which address.
+	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
+		a.abortWeb(ws)
+		gen.close()
+		return err
+	}
+	a.commitCerts(store)
 	a.commitWeb(ws)
 	old := a.gen.Swap(gen)
 	drained := a.srv.Swap(gen.state())
@@ -276,6 +304,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	defer a.mu.Unlock()
 	err := a.srv.Shutdown(ctx)
 	stopWeb(a.web)
+	a.stopCerts()
 	a.retired.Wait()
 	a.gen.Load().close()
 	return err
@@ -292,14 +321,20 @@ func (a *App) registry() *prometheus.Registry {
 		Pool:   func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
 		Server: a.srv.Snapshot,
 		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
+		TLS:    a.srv.TLSSnapshot,
+		Cert:   a.certStatus,
 	})
 }
 
 // health is /api/health's view of the current state.
 func (a *App) health() web.Health {
 	udp, _ := a.srv.Addrs()
-	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp)).
+	h := web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp)).
 		WithClock(a.clock.Current())
+	if st, ok := a.certStatus(); ok {
+		h.AddCertificate(st.NotAfter, st.LastError, time.Now())
+	}
+	return h
 }
 
 // logEffective prints the configuration summary SPEC §9 asks for at start-up.
@@ -319,5 +354,7 @@ func (a *App) logEffective(cfg config.Config) {
 		zap.Int("attempt_timeout_ms", cfg.Upstream.AttemptTimeoutMS),
 		zap.Int("total_timeout_ms", cfg.Upstream.TotalTimeoutMS),
 		zap.String("web", cfg.Web.Listen),
+		zap.Strings("dot_listen", cfg.TLS.DoTListen),
+		zap.Strings("doh_listen", cfg.TLS.DoHListen),
 		zap.Bool("query_log", cfg.Log.QueryLog()))
 }

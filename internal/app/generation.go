@@ -11,6 +11,7 @@ import (
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/tlscert"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -23,6 +24,7 @@ type generation struct {
 	pool  *upstream.Pool
 	zones *forward.Table
 	names *forward.Names
+	certs *tlscert.Store // the App's serving certificate, for DDR (tls.go); nil without TLS
 }
 
 // build makes a generation from a validated configuration. Nothing is
@@ -102,6 +104,10 @@ func (g *generation) state() *server.State {
 // the configuration turns it off.
 func (g *generation) stages() []query.Stage {
 	var stages []query.Stage
+	// DDR: advertise DoT/DoH to plain clients when serving them (SPEC §8.8)
+	if s := g.ddrStage(); s != nil {
+		stages = append(stages, s)
+	}
 	// local answers (SPEC §8.6)
 	// policy: lists, groups, pause (SPEC §8.7)
 	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)

@@ -108,6 +108,10 @@ func (ca *CA) Pool() *x509.CertPool {
 // Issue makes a server certificate for the given DNS names and IP addresses
 // (Go ignores the common name: every name goes into the subjectAltName).
 func (ca *CA) Issue(names ...string) (tls.Certificate, error) {
+	return ca.issue(time.Now().Add(-time.Hour), time.Now().Add(validity), names)
+}
+
+func (ca *CA) issue(notBefore, notAfter time.Time, names []string) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -115,8 +119,8 @@ func (ca *CA) Issue(names ...string) (tls.Certificate, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: names[0]},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(validity),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}

@@ -14,6 +14,7 @@ type Config struct {
 	ForwardZones []ForwardZone `toml:"forward_zones"`
 	Clients      []Client      `toml:"clients"`
 	Web          Web           `toml:"web"`
+	TLS          TLS           `toml:"tls"`
 	Log          Log           `toml:"log"`
 }
 

@@ -37,6 +37,7 @@ const (
 	CodeInvalidCIDR       Code = "InvalidCIDR"       // not a CIDR prefix
 	CodeInvalidListen     Code = "InvalidListen"     // not an IP:port to listen on
 	CodeInvalidLevel      Code = "InvalidLevel"      // not one of debug, info, warn, error
+	CodeTLSFile           Code = "TLSFile"           // tls.cert_file or tls.key_file not an absolute path
 )
 
 // Cross-checks: keys that are fine alone but not together.
@@ -46,6 +47,7 @@ const (
 	CodeNoUpstreams       Code = "NoUpstreams"       // no enabled upstream
 	CodeTooManyUpstreams  Code = "TooManyUpstreams"  // more than MaxUpstreams enabled
 	CodeDuplicate         Code = "Duplicate"         // a second URL, zone, client IP or listen address
+	CodeListenConflict    Code = "ListenConflict"    // a TLS listen address that a wildcard on the same port overlaps
 )
 
 // Problem is one thing wrong with a configuration.

@@ -36,6 +36,7 @@ func Validate(c Config) Problems {
 	checkZones(&ps, c.ForwardZones)
 	checkClients(&ps, c.Clients)
 	checkWeb(&ps, c.Web)
+	checkTLS(&ps, c.TLS, c.DNS.Listen)
 	checkLog(&ps, c.Log)
 	return ps
 }

@@ -59,6 +59,7 @@ func sampleSources() Sources {
 		Refused:       13,
 		TCPIdleClosed: 29,
 		TCPSlowClosed: 31,
+		Protos:        []server.ProtoCount{{Proto: "udp", Count: 70}, {Proto: "tcp", Count: 3}, {Proto: "dot", Count: 40}, {Proto: "doh", Count: 17}},
 	}
 	zones := []forward.ZoneSnapshot{
 		{Zone: "lan.", Resolver: "udp://192.168.1.1:53", Queries: 41, Failures: 1, Truncated: 2},
@@ -69,6 +70,8 @@ func sampleSources() Sources {
 		Pool:   func() upstream.Snapshot { return pool },
 		Server: func() server.Snapshot { return srv },
 		Zones:  func() []forward.ZoneSnapshot { return zones },
+		TLS:    sampleTLS,
+		Cert:   sampleCert,
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
+	"github.com/nxdns/nxdns/internal/tlscert"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -28,6 +29,10 @@ type Sources struct {
 	Pool   func() upstream.Snapshot
 	Server func() server.Snapshot
 	Zones  func() []forward.ZoneSnapshot
+	// TLS and Cert are the DoT/DoH series (tls.go); Cert's ok is false
+	// while nxdns serves no TLS.
+	TLS  func() server.TLSSnapshot
+	Cert func() (tlscert.Status, bool)
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -52,6 +57,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Server != nil {
 		cs = append(cs, serverCollector{src.Server})
+	}
+	if src.TLS != nil {
+		cs = append(cs, tlsCollector{src.TLS, src.Cert})
 	}
 	if src.Zones != nil {
 		cs = append(cs, forwardCollector{src.Zones})

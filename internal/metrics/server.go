@@ -28,6 +28,9 @@ var (
 	listenerTCPRefused = prometheus.NewDesc("nxdns_listener_tcp_refused_total",
 		"TCP connections closed at once because the TCP connection cap was reached.",
 		nil, nil)
+	queriesByProto = prometheus.NewDesc("nxdns_queries_by_proto_total",
+		"Queries handled, by the transport they arrived on: udp, tcp, dot (DNS over TLS, RFC 7858), doh (DNS over HTTPS, RFC 8484).",
+		[]string{"proto"}, nil)
 	listenerTCPClosed = prometheus.NewDesc("nxdns_listener_tcp_closed_total",
 		"TCP connections closed by nxdns, by reason: idle (no query within the idle bound; normal, RFC 7766), slow (the client was too slow sending a query or reading an answer).",
 		[]string{"reason"}, nil)
@@ -39,7 +42,7 @@ type serverCollector struct{ snap func() server.Snapshot }
 func (serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		queriesTotal, queryDuration, listenerUDPInFlight, listenerTCPConns,
-		listenerDropped, listenerTCPRefused, listenerTCPClosed,
+		listenerDropped, listenerTCPRefused, listenerTCPClosed, queriesByProto,
 	} {
 		ch <- d
 	}
@@ -49,6 +52,9 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snap()
 	for _, q := range s.Queries {
 		send(ch, queriesTotal, prometheus.CounterValue, float64(q.Count), q.Source, q.Rcode)
+	}
+	for _, p := range s.Protos {
+		send(ch, queriesByProto, prometheus.CounterValue, float64(p.Count), p.Proto)
 	}
 	sendHistogram(ch, queryDuration, s.Latency)
 	send(ch, listenerUDPInFlight, prometheus.GaugeValue, float64(s.UDPInFlight))

@@ -26,6 +26,9 @@ type listener struct {
 	udp     *net.UDPConn
 	tcp     *net.TCPListener
 	pktinfo bool // the UDP socket is a wildcard bind: answer from the query's destination (udpsrc.go)
+	// A DoT or DoH listener (tlsfront.go) has no UDP socket; closeConns,
+	// if set, cuts the connections it does not track in conns (DoH's).
+	closeConns func()
 
 	stopc     chan struct{} // closed by stop: read no more queries
 	stopOnce  sync.Once
@@ -84,7 +87,7 @@ func bind(addr string) (*listener, error) {
 func (s *Server) start(l *listener) {
 	s.live[l] = struct{}{}
 	l.wg.Go(func() { s.readUDP(l) })
-	l.wg.Go(func() { s.acceptTCP(l) })
+	l.wg.Go(func() { s.acceptTCP(l, s.admitTCP) })
 }
 
 // stop makes the listener take no new query: the UDP reader returns, the TCP
@@ -93,7 +96,9 @@ func (s *Server) start(l *listener) {
 func (l *listener) stop() {
 	l.stopOnce.Do(func() {
 		close(l.stopc)
-		l.udp.SetReadDeadline(longAgo)
+		if l.udp != nil {
+			l.udp.SetReadDeadline(longAgo)
+		}
 		l.tcp.Close()
 		l.mu.Lock()
 		l.stopped = true
@@ -107,6 +112,9 @@ func (l *listener) stop() {
 // abort cuts every connection's pending reads and writes, after Shutdown has
 // cancelled the queries: nothing is waited for any more.
 func (l *listener) abort() {
+	if l.closeConns != nil {
+		l.closeConns()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for c := range l.conns {
@@ -126,7 +134,9 @@ func (l *listener) stopping() bool {
 // closeSockets closes both sockets; safe to call more than once.
 func (l *listener) closeSockets() {
 	l.closeOnce.Do(func() {
-		l.udp.Close()
+		if l.udp != nil {
+			l.udp.Close()
+		}
 		l.tcp.Close()
 	})
 }
@@ -202,9 +212,9 @@ func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort) {
 	})
 }
 
-// acceptTCP accepts connections until the listener stops, admitting each
-// under the family's cap or refusing it (SPEC §9).
-func (s *Server) acceptTCP(l *listener) {
+// acceptTCP accepts connections until the listener stops, handing each to
+// admit, which takes it under the family's cap or refuses it (SPEC §9).
+func (s *Server) acceptTCP(l *listener, admit func(*listener, *net.TCPConn)) {
 	var pause errorPause
 	for {
 		c, err := l.tcp.AcceptTCP()
@@ -220,7 +230,7 @@ func (s *Server) acceptTCP(l *listener) {
 			continue
 		}
 		pause.reset(s.log, l)
-		s.admitTCP(l, c)
+		admit(l, c)
 	}
 }
 
@@ -235,7 +245,7 @@ func (s *Server) admitTCP(l *listener, c *net.TCPConn) {
 		c.Close()
 		return
 	}
-	tc := newTCPConn(s, l, c, client)
+	tc := newTCPConn(s, l, c, client, query.TCP)
 	if !l.track(tc) {
 		slot.release()
 		c.Close()

@@ -51,6 +51,7 @@ func (q *pending) attachOPT(m *dns.Msg, edes ...*dns.EDNS0_EDE) {
 		return
 	}
 	o := newOPT(q.opt.Do())
+	addKeepalive(o, q.ev.Proto) // keepalive.go
 	for _, e := range edes {
 		o.Option = append(o.Option, e)
 	}

@@ -125,6 +125,8 @@ type Server struct {
 
 	retiring sync.WaitGroup // goroutines closing removed listeners; Add only under mu, before closed
 
+	tls tlsFront // DoT and DoH listeners, their certificate and counters (tlsfront.go)
+
 	udpCap [numFamilies]capacity
 	tcpCap [numFamilies]capacity
 	stats  counters
@@ -177,31 +179,11 @@ func (s *Server) Listen(addrs []string) error {
 	if s.closed {
 		return errors.New("server: listen after shutdown")
 	}
-	current := make(map[string]*listener, len(s.listeners))
-	for _, l := range s.listeners {
-		current[l.addr] = l
+	next, fresh, gone, err := plan(s.listeners, addrs, bind) // tlsfront.go
+	if err != nil {
+		return err
 	}
-	var next, fresh []*listener
-	for _, a := range addrs {
-		if l, ok := current[a]; ok {
-			next = append(next, l)
-			delete(current, a)
-			continue
-		}
-		if seen(next, a) {
-			continue // a duplicate; config validation reports it
-		}
-		l, err := bind(a)
-		if err != nil {
-			for _, f := range fresh {
-				f.closeSockets()
-			}
-			return err
-		}
-		fresh = append(fresh, l)
-		next = append(next, l)
-	}
-	for _, l := range current { // what is left was not listed
+	for _, l := range gone {
 		s.retire(l)
 	}
 	for _, l := range fresh {

@@ -54,6 +54,7 @@ type counters struct {
 	tcpRefused atomic.Uint64 // TCP connections refused over maxTCPConns
 	tcpIdle    atomic.Uint64 // TCP connections closed after the idle bound
 	tcpSlow    atomic.Uint64 // TCP connections closed for a slow read or write
+	byProto    protoCounts   // queries by the transport they arrived on (protocount.go)
 }
 
 func (c *counters) init() { c.bySource = make(map[string]*rcodeCounts) }
@@ -92,6 +93,8 @@ type Snapshot struct {
 	Refused       uint64 // queries REFUSED by the access list (the "refused" source, summed)
 	TCPIdleClosed uint64 // TCP connections closed after the idle bound
 	TCPSlowClosed uint64 // TCP connections closed for a slow read or write
+
+	Protos []ProtoCount // queries by transport: udp, tcp, dot, doh
 }
 
 // QueryCount is one (source, rcode) counter.
@@ -113,6 +116,7 @@ func (s *Server) Snapshot() Snapshot {
 		TCPRefused:    c.tcpRefused.Load(),
 		TCPIdleClosed: c.tcpIdle.Load(),
 		TCPSlowClosed: c.tcpSlow.Load(),
+		Protos:        c.byProto.snapshot(),
 	}
 	for f := range numFamilies {
 		snap.UDPInFlight += s.udpCap[f].inUse()
@@ -143,6 +147,7 @@ func (s *Server) Snapshot() Snapshot {
 func (s *Server) record(q *pending) {
 	e := q.ev
 	s.stats.count(e.Source, e.Rcode)
+	s.stats.byProto.count(e.Proto)
 	if e.Resolved {
 		s.stats.latency.Observe(e.Duration)
 	}

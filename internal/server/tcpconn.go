@@ -41,8 +41,9 @@ import (
 type tcpConn struct {
 	s      *Server
 	l      *listener
-	conn   *net.TCPConn
+	conn   net.Conn // a *net.TCPConn, or a *tls.Conn for DoT (dot.go)
 	client netip.Addr
+	proto  query.Proto // TCP or DoT, for the query event
 
 	// ctx is the parent of the connection's queries: cancelled when a write
 	// fails, since nobody will read the other answers either.
@@ -57,10 +58,10 @@ type tcpConn struct {
 	broken atomic.Bool // a write failed: write nothing more, stop reading
 }
 
-func newTCPConn(s *Server, l *listener, c *net.TCPConn, client netip.Addr) *tcpConn {
+func newTCPConn(s *Server, l *listener, c net.Conn, client netip.Addr, proto query.Proto) *tcpConn {
 	ctx, cancel := context.WithCancel(s.ctx)
 	return &tcpConn{
-		s: s, l: l, conn: c, client: client,
+		s: s, l: l, conn: c, client: client, proto: proto,
 		ctx: ctx, cancel: cancel,
 		slots: make(chan struct{}, maxConnQueries),
 	}
@@ -79,7 +80,7 @@ func (c *tcpConn) serve() {
 		}
 		c.queries.Go(func() {
 			defer func() { <-c.slots }()
-			if ans := c.s.handle(c.ctx, wire, c.client, query.TCP); ans != nil {
+			if ans := c.s.handle(c.ctx, wire, c.client, c.proto); ans != nil {
 				c.write(ans)
 			}
 		})

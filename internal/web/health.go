@@ -35,6 +35,9 @@ type Health struct {
 	Listeners ListenersHealth `json:"listeners"`
 	Upstreams UpstreamsHealth `json:"upstreams"`
 	Clock     ClockHealth     `json:"clock"`
+	// Certificate is the DoT/DoH serving certificate, when nxdns serves TLS
+	// (certhealth.go).
+	Certificate *CertificateHealth `json:"certificate,omitempty"`
 }
 
 // ClockHealth is the system clock, which certificate checks depend on

@@ -1,0 +1,68 @@
+package ddr
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+var passed = query.HandlerFunc(func(_ context.Context, r *query.Request) (*dns.Msg, error) {
+	r.Event.Source = query.SourcePool
+	return new(dns.Msg).SetReply(r.Msg), nil
+})
+
+func ask(t *testing.T, s *Stage, name string, qtype uint16) (*dns.Msg, *query.Event) {
+	t.Helper()
+	ev := &query.Event{}
+	m, err := s.Answer(context.Background(), &query.Request{Msg: new(dns.Msg).SetQuestion(name, qtype), Event: ev}, passed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, ev
+}
+
+func TestStage_advertisesDoHAndDoT(t *testing.T) {
+	s := New(Config{DoTPort: 853, DoHPort: 443, Hints: []netip.Addr{netip.MustParseAddr("192.168.1.2")},
+		Names: func() []string { return []string{"*.home.example.org", "dns.home.example.org"} }})
+	m, ev := ask(t, s, "_DNS.resolver.arpa.", dns.TypeSVCB)
+	if ev.Source != query.SourceLocal || !m.Authoritative || len(m.Answer) != 2 {
+		t.Fatalf("source %q, answer %v", ev.Source, m.Answer)
+	}
+	doh, dot := m.Answer[0].String(), m.Answer[1].String()
+	for _, want := range []string{"1 dns.home.example.org.", `alpn="h2"`, `port="443"`, `dohpath="/dns-query{?dns}"`, `ipv4hint="192.168.1.2"`} {
+		if !strings.Contains(doh, want) {
+			t.Errorf("DoH record %s lacks %s", doh, want)
+		}
+	}
+	for _, want := range []string{"2 dns.home.example.org.", `alpn="dot"`, `port="853"`} {
+		if !strings.Contains(dot, want) {
+			t.Errorf("DoT record %s lacks %s", dot, want)
+		}
+	}
+	// The records survive the wire (the server packs them).
+	if _, err := m.Pack(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStage_nodataAndPassThrough(t *testing.T) {
+	s := New(Config{DoTPort: 853, Names: func() []string { return []string{"dns.home.example.org"} }})
+	if m, _ := ask(t, s, "_dns.resolver.arpa.", dns.TypeA); len(m.Answer) != 0 || m.Rcode != dns.RcodeSuccess {
+		t.Errorf("A at _dns.resolver.arpa: %v, want NODATA", m)
+	}
+	if m, _ := ask(t, s, "x.resolver.arpa.", dns.TypeSVCB); len(m.Answer) != 0 || m.Rcode != dns.RcodeSuccess {
+		t.Errorf("other name under resolver.arpa: %v, want NODATA", m)
+	}
+	if _, ev := ask(t, s, "resolver.arpa.example.", dns.TypeSVCB); ev.Source != query.SourcePool {
+		t.Errorf("a name outside resolver.arpa was not passed on: source %q", ev.Source)
+	}
+	only := New(Config{DoTPort: 853, Names: func() []string { return []string{"*.wild.example"} }})
+	if m, _ := ask(t, only, "_dns.resolver.arpa.", dns.TypeSVCB); len(m.Answer) != 0 {
+		t.Errorf("a wildcard-only certificate was advertised: %v", m.Answer)
+	}
+}

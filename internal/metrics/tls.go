@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/tlscert"
+)
+
+// DoT/DoH serving series (SPEC §8.8).
+var (
+	tlsCertExpiry = prometheus.NewDesc("nxdns_tls_cert_expiry_timestamp_seconds",
+		"Unix time at which the DoT/DoH serving certificate expires (the one serving now: a renewal that did not load leaves the old date). Alert well before it: phones refuse an expired certificate.",
+		nil, nil)
+	tlsCertReloads = prometheus.NewDesc("nxdns_tls_cert_reloads_total",
+		"Changes of the certificate files, by outcome: success (the new pair serves new handshakes), failure (it did not load; the previous pair keeps serving).",
+		[]string{"outcome"}, nil)
+	tlsRefused = prometheus.NewDesc("nxdns_tls_connections_refused_total",
+		"DoT and DoH connections closed at accept, before any TLS work, by proto and reason: access (the peer is outside dns.allow), capacity (the TCP per-family connection cap, shared with plain TCP, was reached).",
+		[]string{"proto", "reason"}, nil)
+	tlsHandshakeFailures = prometheus.NewDesc("nxdns_tls_handshake_failures_total",
+		"DoT and DoH connections cut off in the TLS handshake, by proto and reason: timeout (no handshake within the bound), error (not TLS, only TLS 1.0/1.1 offered, no common cipher, a rejected certificate).",
+		[]string{"proto", "reason"}, nil)
+	dohErrors = prometheus.NewDesc("nxdns_doh_errors_total",
+		"DoH requests answered with an HTTP error, by status: 400 (no or malformed dns parameter, not a DNS query), 404 (another path than /dns-query), 405 (neither GET nor POST), 413 (a POST body over the query size limit), 414 (a GET dns parameter over it), 415 (a POST that is not application/dns-message), 503 (no answer: shutting down).",
+		[]string{"status"}, nil)
+)
+
+// tlsCollector reads the server's TLS counters and, when nxdns serves TLS,
+// the certificate store's status.
+type tlsCollector struct {
+	snap func() server.TLSSnapshot
+	cert func() (tlscert.Status, bool)
+}
+
+func (tlsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{tlsCertExpiry, tlsCertReloads, tlsRefused, tlsHandshakeFailures, dohErrors} {
+		ch <- d
+	}
+}
+
+func (c tlsCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.cert != nil {
+		if st, ok := c.cert(); ok {
+			send(ch, tlsCertExpiry, prometheus.GaugeValue, float64(st.NotAfter.Unix()))
+			send(ch, tlsCertReloads, prometheus.CounterValue, float64(st.ReloadsOK), "success")
+			send(ch, tlsCertReloads, prometheus.CounterValue, float64(st.ReloadsFailed), "failure")
+		}
+	}
+	s := c.snap()
+	for _, f := range []struct {
+		proto string
+		snap  server.FrontSnapshot
+	}{{"dot", s.DoT}, {"doh", s.DoH}} {
+		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedAccess), f.proto, "access")
+		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedCapacity), f.proto, "capacity")
+		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeTimeouts), f.proto, "timeout")
+		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeFailures), f.proto, "error")
+	}
+	for _, e := range s.DoHErrors {
+		send(ch, dohErrors, prometheus.CounterValue, float64(e.Count), strconv.Itoa(e.Status))
+	}
+}
