@@ -1,5 +1,5 @@
 # NixOS module for nxdns: services.nxdns.{enable,package,settings,openFirewall,
-# checkConfig,monitoring}.
+# checkConfig,monitoring,tls.acmeHost,web.passwordFile,web.openFirewall}.
 #
 # Modelled on nixpkgs' blocky, adguardhome, routedns (settings rendered with
 # pkgs.formats) and unbound (config in /etc, reload by SIGHUP, hardening);
@@ -29,6 +29,25 @@ let
   hostPortOrEmpty = types.strMatching "^(${hostPortRegex})?$" // {
     description = "\"host:port\" or \"\" (disabled)";
   };
+  # nxdns rejects a relative path (a service's working directory is nobody's
+  # choice). A string, not types.path: a Nix path literal would copy a state
+  # file, a key or a password hash into the world-readable store.
+  absolutePath = types.strMatching "^/.*" // {
+    description = "absolute path (a string)";
+  };
+
+  # The service's state directory (StateDirectory=nxdns below): the default
+  # home of the cache file, the downloaded lists and the history store.
+  stateDir = "/var/lib/nxdns";
+  listsDir = "${stateDir}/lists";
+
+  # dns.allow is left to the binary (null: not written, so SPEC §3's default
+  # applies); this is how the option's description names that default.
+  allowDefaultText = ''`[ "local" ]`: loopback and every network this host is attached to (IPv4 and IPv6), followed as interfaces change'';
+
+  # The hash of web.passwordFile reaches nxdns as a systemd credential: copied
+  # by systemd at start into this path, readable by the dynamic user only.
+  passwordCredential = "/run/credentials/nxdns.service/web-password";
 
   # A typed option whose unset value (null) is left out of the file, so
   # nxdns's own default applies (SPEC §3 is the one table of defaults).
@@ -58,25 +77,36 @@ let
         description = ''
           Addresses nxdns answers on; each gets a UDP and a TCP listener.
           The module listens on port 53 on every address (the binary's own
-          default is loopback:5353).
+          default is loopback port 5300).
         '';
       };
       allow = optional (types.listOf types.str) ''
-        Client prefixes (CIDR) that are answered; others get REFUSED.
-        `null` keeps nxdns's default: loopback, RFC 1918, ULA and link-local.
+        Client prefixes (CIDR), or `"local"`, that are answered; others get
+        REFUSED. `null` keeps nxdns's default, ${allowDefaultText}.
       '';
       cache_size = optional (types.ints.between 0 1000000) "Answers the cache holds; 0 turns it off (default 10000).";
       cache_min_ttl = optional (types.ints.between 0 3600) "Shorter TTLs are cached this long, in seconds (default 0).";
       cache_max_ttl = optional (types.ints.between 1 604800) "Longer TTLs are cached only this long, in seconds (default 86400).";
       stale_max_age = optional (types.ints.between 0 604800) "How long past expiry an answer may be served stale, in seconds; 0 turns serve-stale off (default 86400).";
+      prefetch = optional types.bool "Refresh a name asked again in the last tenth of its TTL in the background (default true).";
+      cache_file = mkOption {
+        type = types.nullOr absolutePath;
+        default = "${stateDir}/cache";
+        description = ''
+          Where the cache is saved (on shutdown and every few minutes while it
+          changes) and loaded from at start, so a restart or a reboot starts
+          warm. The module puts it in the state directory; `null` keeps the
+          cache in memory only (nxdns's own default).
+        '';
+      };
     };
   };
 
   budgetMs = types.ints.between 100 120000;
   upstreamSection = {
     options = {
-      attempt_timeout_ms = optional budgetMs "One attempt against one upstream, connect included (default 2500).";
-      total_timeout_ms = optional budgetMs "Per-query budget of the upstream pool: every wait and attempt together (default 5000).";
+      attempt_timeout_ms = optional budgetMs "One attempt against one upstream, connect included (default 2000; at most half of total_timeout_ms, or `nxdns check` warns).";
+      total_timeout_ms = optional budgetMs "Per-query budget of the upstream pool: every wait and attempt together (default 4000; above 4500 `nxdns check` warns: clients give up at 5 s).";
       read_timeout_ms = optional budgetMs "Whole forward-zone exchange: UDP, TC=1 fallback and TCP retry together (default 3000).";
     };
   };
@@ -134,8 +164,17 @@ let
   webSection = {
     options = {
       listen = optional hostPortOrEmpty ''
-        Address of /metrics and /api/health; "" disables them. nxdns's default
-        is 127.0.0.1:9153. `openFirewall` does not open it.
+        Address of /metrics, /api and the dashboard; "" disables them. nxdns's
+        default is 127.0.0.1:9153. A non-loopback address needs a password
+        (`services.nxdns.web.passwordFile`). `openFirewall` does not open it;
+        `services.nxdns.web.openFirewall` does.
+      '';
+      password_file = optional absolutePath ''
+        File holding the password hash (`nxdns hash-password`) that guards the
+        dashboard and `/api/` (all but `/api/health`; `/metrics` stays open).
+        Set by `services.nxdns.web.passwordFile`, which hands the file to
+        nxdns as a systemd credential; set it here only for a file nxdns's
+        dynamic user can read, never one in the Nix store.
       '';
     };
   };
@@ -149,6 +188,144 @@ let
         "error"
       ]) "Log level (default info).";
       queries = optional types.bool "One structured journal line per query (default true).";
+    };
+  };
+
+  tlsSection = {
+    options = {
+      cert_file = optional absolutePath ''
+        PEM chain, leaf first (an ACME fullchain.pem). Set by `tls.acmeHost`.
+        Read when nxdns starts and whenever it changes, not at build time.
+      '';
+      key_file = optional absolutePath "PEM key of `cert_file`. Set by `tls.acmeHost`.";
+      dot_listen = optional (types.listOf hostPort) ''
+        DNS over TLS listeners (RFC 7858), e.g. `[ "0.0.0.0:853" "[::]:853" ]`.
+        `openFirewall` opens their ports (TCP).
+      '';
+      doh_listen = optional (types.listOf hostPort) ''
+        DNS over HTTPS listeners (RFC 8484, path /dns-query), e.g.
+        `[ "0.0.0.0:443" "[::]:443" ]`. `openFirewall` opens their ports (TCP).
+      '';
+    };
+  };
+
+  localSection = {
+    options = {
+      records = optional (types.listOf types.str) ''
+        Local records in zone-file syntax, one per string, answered
+        authoritatively, e.g. `"nas.home.arpa. 300 IN A 192.168.1.50"`
+        (PTR records are derived for A/AAAA; TTL 300 when none is given).
+      '';
+      forward_private = optional types.bool ''
+        Forward private reverse zones, single-label names and the
+        special-use names (`local`, `home.arpa`, …) to the upstreams
+        anyway, for networks that really route them (default false).
+      '';
+      bypass_guards = optional types.bool ''
+        Answer `use-application-dns.net` (NXDOMAIN, so Firefox keeps this
+        resolver) and `resolver.arpa` locally (default true).
+      '';
+    };
+  };
+
+  filterList = {
+    options = {
+      name = mkOption {
+        type = types.strMatching "^[A-Za-z0-9._-]{1,64}$";
+        example = "hagezi-pro";
+        description = "The list's name: the metrics label, and what `groups` refer to.";
+      };
+      url = optional (types.strMatching "^https?://.+") ''
+        Where the list is downloaded from (http or https), at start after its
+        last good copy in `state_dir` loads, and every `refresh_hours`.
+      '';
+      path = optional types.path "A local list file instead of `url` (a Nix path is copied to the store).";
+      kind = optional (types.enum [
+        "block"
+        "allow"
+      ]) "`block` (default) or `allow`: an allowlist wins over every block rule.";
+    };
+  };
+
+  filterWindow = {
+    options = {
+      days = optional (types.listOf (
+        types.enum [
+          "mon"
+          "tue"
+          "wed"
+          "thu"
+          "fri"
+          "sat"
+          "sun"
+        ]
+      )) "Days the window applies on (default every day).";
+      from = mkOption {
+        type = types.strMatching "^([01][0-9]|2[0-3]):[0-5][0-9]$";
+        example = "22:00";
+        description = "Start, HH:MM in the host's local time.";
+      };
+      to = mkOption {
+        type = types.strMatching "^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$";
+        example = "06:00";
+        description = "End, HH:MM (24:00 is the end of the day); before `from` runs past midnight.";
+      };
+    };
+  };
+
+  filterGroup = {
+    options = {
+      name = mkOption {
+        type = types.str;
+        example = "kids";
+        description = "The group's name; clients in no group get the group `default` (or every list, if there is none).";
+      };
+      clients = optional (types.listOf types.str) "Members: IP addresses, CIDR prefixes or `clients` names.";
+      lists = optional (types.listOf types.str) "Names of the `lists` that apply to the group.";
+      schedule = list filterWindow "When the group's lists apply (default always).";
+    };
+  };
+
+  filterSection = {
+    options = {
+      lists = list filterList "Block- and allowlists (hosts, plain domains, adblock syntax, wildcards, regexes; at most 63).";
+      groups = list filterGroup "Client groups and the lists each gets.";
+      block = optional (types.listOf types.str) "Inline block rules, in any list line format.";
+      allow = optional (types.listOf types.str) "Inline allow rules; they win over every block rule.";
+      block_response = optional (types.enum [
+        "null"
+        "nxdomain"
+        "refused"
+      ]) "What a blocked name gets: `null` (0.0.0.0 / ::, NODATA for other types; the default), `nxdomain` or `refused`.";
+      block_ttl = optional (types.ints.between 0 86400) "TTL of blocked answers, in seconds (default 60).";
+      refresh_hours = optional (types.ints.between 1 720) "How often downloaded lists are fetched again (default 24, with jitter).";
+      state_dir = mkOption {
+        type = types.nullOr absolutePath;
+        default = listsDir;
+        description = ''
+          Where each downloaded list's last good copy and its ETag are kept,
+          loaded at start before any download (a Pi that boots offline still
+          filters). The module's default is in the state directory, which
+          systemd creates; a list with a `url` needs it.
+        '';
+      };
+    };
+  };
+
+  historySection = {
+    options = {
+      path = mkOption {
+        type = types.nullOr absolutePath;
+        default = "${stateDir}/history.db";
+        description = ''
+          The query history store, for the dashboard and the API. The module
+          puts it in the state directory; `null` keeps the history in memory
+          only (nxdns's own default), lost on restart.
+        '';
+      };
+      max_bytes = optional (types.ints.between 1048576 68719476736) "The store never grows past this many bytes; oldest rows go first (default 268435456, 256 MiB).";
+      max_days = optional (types.ints.between 1 366) "Rows older than this many days are deleted (default 30).";
+      flush_seconds = optional (types.ints.between 1 3600) "Events are written in one transaction per interval; a power cut loses at most one (default 60).";
     };
   };
 
@@ -211,10 +388,21 @@ let
       };
       forward_zones = list forwardZone "Conditional forwarding of local zones to the LAN's resolver.";
       clients = list staticClient "Static client names for logs and metrics.";
-      web = section webSection "The metrics and health endpoint.";
+      web = section webSection "The metrics, API and dashboard endpoint.";
       log = section logSection "Logging to the journal.";
+      tls = section tlsSection "DoT and DoH served to the LAN (docs/how-to/serve-dot-doh.md).";
+      local = section localSection "Local records and the names nxdns answers itself.";
+      filter = section filterSection "Blocklists, allowlists and client groups.";
+      history = section historySection "The query history kept for the dashboard and the API.";
     };
   };
+
+  acmeHost = cfg.tls.acmeHost;
+  # security.acme.certs.<acmeHost>, and its directory and group as NixOS's
+  # acme module declares them (directory is read-only /var/lib/acme/<name>,
+  # group defaults to "acme"; the `or` only serves evaluations without it).
+  acmeCert = config.security.acme.certs.${acmeHost} or { };
+  acmeDir = acmeCert.directory or "/var/lib/acme/${acmeHost}";
 
   # TOML has no null. lib.filterAttrsRecursive does not descend into lists,
   # and upstreams / forward_zones are lists of tables, so strip by hand; a
@@ -266,9 +454,15 @@ let
     "${host}:${toString s.port}";
 
   isLoopback = host: lib.hasPrefix "127." host || host == "::1" || host == "localhost";
-  publicPorts = lib.unique (
-    map (a: a.port) (lib.filter (a: !isLoopback a.host) (map splitListen cfg.settings.dns.listen))
+  # The ports of the non-loopback addresses among addrs.
+  openPorts =
+    addrs: lib.unique (map (a: a.port) (lib.filter (a: !isLoopback a.host) (map splitListen addrs)));
+  publicPorts = openPorts cfg.settings.dns.listen;
+  # DoT and DoH are TCP only.
+  tlsPorts = openPorts (
+    lib.defaultTo [ ] cfg.settings.tls.dot_listen ++ lib.defaultTo [ ] cfg.settings.tls.doh_listen
   );
+  webPorts = openPorts (lib.optional (webListen != "") webListen);
   listensOnWildcard53 = lib.any (
     a:
     let
@@ -319,9 +513,53 @@ in
       type = types.bool;
       default = false;
       description = ''
-        Open the DNS ports of `settings.dns.listen` (TCP and UDP, loopback
-        addresses excluded) in the firewall. The metrics endpoint is not opened.
+        Open the DNS ports of `settings.dns.listen` (TCP and UDP) and of
+        `settings.tls.dot_listen` and `doh_listen` (TCP) in the firewall,
+        loopback addresses excluded. The web endpoint is not opened (see
+        `web.openFirewall`).
       '';
+    };
+
+    tls.acmeHost = mkOption {
+      type = types.nullOr types.str;
+      default = null;
+      example = "dns.home.example.org";
+      description = ''
+        Serve DoT/DoH with the certificate of `security.acme.certs.<name>`
+        (declare it there, e.g. with a DNS-01 `dnsProvider`): sets
+        `settings.tls.cert_file`/`key_file` to its fullchain.pem and key.pem,
+        gives nxdns the certificate's group, starts nxdns after the
+        certificate's `acme-<name>.service` (which puts a self-signed
+        placeholder in place until the first issuance) and reloads nxdns
+        (SIGHUP) after each renewal (`reloadServices`). The listeners are
+        `settings.tls.dot_listen` and `doh_listen`.
+      '';
+    };
+
+    web = {
+      passwordFile = mkOption {
+        type = types.nullOr absolutePath;
+        default = null;
+        example = "/run/secrets/nxdns-web-password";
+        description = ''
+          File holding the dashboard's password hash (`nxdns hash-password`),
+          outside the Nix store (agenix, sops-nix, or a file you put there).
+          systemd hands it to nxdns as a credential (LoadCredential, read as
+          root at start, visible to nxdns alone), and the module points
+          `settings.web.password_file` at it, so the hash never reaches the
+          store. A new hash takes effect on restart
+          (`systemctl restart nxdns`), not on reload.
+        '';
+      };
+      openFirewall = mkOption {
+        type = types.bool;
+        default = false;
+        description = ''
+          Open the port of `settings.web.listen` (TCP) in the firewall, when
+          it is not a loopback address: the dashboard and the API (behind the
+          password) and `/metrics` (open) for the LAN.
+        '';
+      };
     };
 
     monitoring = {
@@ -379,20 +617,48 @@ in
           assertion = cfg.monitoring.prometheusScrape -> webListen != "";
           message = "services.nxdns.monitoring.prometheusScrape needs /metrics, but settings.web.listen is \"\" (disabled).";
         }
+        {
+          assertion = lib.all (f: f == null || !lib.hasPrefix builtins.storeDir f) [
+            cfg.web.passwordFile
+            cfg.settings.web.password_file
+          ];
+          message = "services.nxdns: the web password hash is in the Nix store, readable by every user: set services.nxdns.web.passwordFile to a file outside it.";
+        }
       ];
 
-      warnings = lib.optional (listensOnWildcard53 && (config.services.resolved.enable or false)) ''
-        services.nxdns listens on port 53 on every address while systemd-resolved
-        is enabled: resolved's stub listener (127.0.0.53:53) can make that bind
-        fail. Disable resolved, or its stub listener, or list nxdns's addresses.
-      '';
+      warnings =
+        lib.optional (listensOnWildcard53 && (config.services.resolved.enable or false)) ''
+          services.nxdns listens on port 53 on every address while systemd-resolved
+          is enabled: resolved's stub listener (127.0.0.53:53) can make that bind
+          fail. Disable resolved, or its stub listener, or list nxdns's addresses.
+        ''
+        ++ lib.optional (acmeHost != null && tlsPorts == [ ]) ''
+          services.nxdns.tls.acmeHost is set but settings.tls.dot_listen and
+          doh_listen name no LAN address: nothing serves the certificate.
+        ''
+        ++ lib.optional (cfg.web.openFirewall && webPorts == [ ]) ''
+          services.nxdns.web.openFirewall is set but settings.web.listen is a
+          loopback address or disabled: no port is opened.
+        '';
 
       environment.etc."nxdns/nxdns.toml".source = configFile;
       environment.systemPackages = [ cfg.package ];
 
-      networking.firewall = lib.mkIf cfg.openFirewall {
-        allowedTCPPorts = publicPorts;
-        allowedUDPPorts = publicPorts;
+      networking.firewall = lib.mkMerge [
+        (lib.mkIf cfg.openFirewall {
+          allowedTCPPorts = publicPorts ++ tlsPorts;
+          allowedUDPPorts = publicPorts;
+        })
+        (lib.mkIf cfg.web.openFirewall { allowedTCPPorts = webPorts; })
+      ];
+
+      services.nxdns.settings.tls = lib.mkIf (acmeHost != null) {
+        cert_file = lib.mkDefault "${acmeDir}/fullchain.pem";
+        key_file = lib.mkDefault "${acmeDir}/key.pem";
+      };
+      services.nxdns.settings.web.password_file = lib.mkIf (cfg.web.passwordFile != null) passwordCredential;
+      security.acme.certs = lib.mkIf (acmeHost != null) {
+        ${acmeHost}.reloadServices = [ "nxdns.service" ];
       };
 
       system.checks =
@@ -407,11 +673,17 @@ in
       systemd.services.nxdns = {
         description = "nxdns DNS forwarder";
         wantedBy = [ "multi-user.target" ];
+        # acme-<name>.service (NixOS's acme module) puts the certificate, or
+        # a self-signed placeholder before the first issuance, in place
+        # without the network, so nxdns starts at once; ordering after
+        # acme-order-renew-<name>.service, which needs DNS, could wait on
+        # nxdns itself. The renewal reloads nxdns (reloadServices).
         wants = [
           "network-online.target"
           "nss-lookup.target"
-        ];
-        after = [ "network-online.target" ];
+        ]
+        ++ lib.optional (acmeHost != null) "acme-${acmeHost}.service";
+        after = [ "network-online.target" ] ++ lib.optional (acmeHost != null) "acme-${acmeHost}.service";
         before = [ "nss-lookup.target" ];
 
         # The unit reads the file through /etc, so a settings change leaves
@@ -455,15 +727,29 @@ in
           TimeoutStopSec = "130s";
 
           # /var/lib/nxdns (with DynamicUser: /var/lib/private/nxdns) for the
-          # cache file, lists and history.
-          StateDirectory = "nxdns";
+          # cache file, the downloaded lists (nxdns does not create
+          # filter.state_dir) and the history. Fixed, not computed from
+          # settings (see TimeoutStopSec).
+          StateDirectory = [
+            "nxdns"
+            "nxdns/lists"
+          ];
           StateDirectoryMode = "0700";
+
+          # The web password hash (services.nxdns.web.passwordFile), copied by
+          # systemd into /run/credentials/nxdns.service/, readable by nxdns
+          # alone. A module option, not a setting: changing it restarts.
+          LoadCredential = lib.mkIf (cfg.web.passwordFile != null) [
+            "web-password:${cfg.web.passwordFile}"
+          ];
 
           # No root: a dynamic user with only the capability to bind port 53.
           DynamicUser = true;
           AmbientCapabilities = [ "CAP_NET_BIND_SERVICE" ];
           CapabilityBoundingSet = [ "CAP_NET_BIND_SERVICE" ];
           NoNewPrivileges = true;
+          # Read the ACME certificate and key (mode 0640, the cert's group).
+          SupplementaryGroups = lib.mkIf (acmeHost != null) [ (acmeCert.group or "acme") ];
           # Not PrivateUsers: a capability held in a child user namespace does
           # not allow binding a privileged port in the host's network namespace.
 

@@ -50,20 +50,57 @@ func readUnit(t *testing.T, name, sample string) (unit, map[string]any) {
 	return u, all
 }
 
+// optionDriven is what the full sample's unit may have beyond the minimal
+// one, and must have: module options, not settings, that change the unit
+// (and so restart nxdns, which they need: systemd applies a group or a
+// credential only at start). services.nxdns.tls.acmeHost adds the
+// certificate's unit and group, services.nxdns.web.passwordFile the
+// credential.
+var optionDriven = struct {
+	wants, after []string
+	service      map[string]any
+}{
+	wants: []string{"acme-dns.home.example.org.service"},
+	after: []string{"acme-dns.home.example.org.service"},
+	service: map[string]any{
+		"SupplementaryGroups": []any{"acme"},
+		"LoadCredential":      []any{"web-password:/run/secrets/nxdns-web-password"},
+	},
+}
+
 // TestUnit_doesNotDependOnSettings: the smallest configuration and the full
-// sample (other budgets, listeners, sections) give the same unit. A unit
-// computed from settings (TimeoutStopSec from the budgets, say) changes with
-// them, and `nixos-rebuild switch` then restarts nxdns instead of reloading
-// it (the file is read through /etc, so ExecStart stays the same).
+// sample (other budgets, listeners, sections) give the same unit, but for
+// optionDriven. A unit computed from settings (TimeoutStopSec from the
+// budgets, say) changes with them, and `nixos-rebuild switch` then restarts
+// nxdns instead of reloading it (the file is read through /etc, so
+// ExecStart stays the same).
 func TestUnit_doesNotDependOnSettings(t *testing.T) {
 	_, minimal := readUnit(t, "minimal", "nixcheck-minimal.nix")
 	_, full := readUnit(t, "full", "nixcheck-sample.nix")
+	for key, extra := range map[string][]string{"wants": optionDriven.wants, "after": optionDriven.after} {
+		list, _ := full[key].([]any)
+		for _, e := range extra {
+			i := slices.Index(list, any(e))
+			if i < 0 {
+				t.Errorf("%s %v lacks %s (services.nxdns.tls.acmeHost)", key, list, e)
+				continue
+			}
+			list = slices.Delete(slices.Clone(list), i, i+1)
+		}
+		full[key] = list
+	}
+	sc, _ := full["serviceConfig"].(map[string]any)
+	for k, want := range optionDriven.service {
+		if !reflect.DeepEqual(sc[k], want) {
+			t.Errorf("serviceConfig.%s = %v with the full sample, want %v (set by a services.nxdns option)", k, sc[k], want)
+		}
+		delete(sc, k)
+	}
 	for _, k := range slices.Sorted(maps.Keys(full)) {
 		if !reflect.DeepEqual(full[k], minimal[k]) {
 			t.Errorf("%s differs with the settings:\n minimal: %v\n full:    %v", k, minimal[k], full[k])
 		}
 	}
-	sc, _ := full["serviceConfig"].(map[string]any)
 	for _, k := range slices.Sorted(maps.Keys(sc)) {
 		if m, _ := minimal["serviceConfig"].(map[string]any); !reflect.DeepEqual(sc[k], m[k]) {
 			t.Errorf("serviceConfig.%s: %v with the full sample, %v with the minimal one", k, sc[k], m[k])
@@ -84,7 +121,7 @@ func TestUnit_lifecycle(t *testing.T) {
 		"NotifyAccess":   "main",
 		"Restart":        "always",
 		"DynamicUser":    true,
-		"StateDirectory": "nxdns",
+		"StateDirectory": []any{"nxdns", "nxdns/lists"}, // lists: nxdns does not create filter.state_dir
 		"WatchdogSec":    "30s",
 	}
 	for k, v := range want {

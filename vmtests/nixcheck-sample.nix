@@ -13,6 +13,13 @@
     package = pkgs.callPackage ../nix/package.nix { };
     openFirewall = true;
     checkConfig = true;
+    # Module options that change the unit (the golden test knows which keys):
+    # the certificate's group and ordering, and the password credential.
+    tls.acmeHost = "dns.home.example.org";
+    web = {
+      passwordFile = "/run/secrets/nxdns-web-password";
+      openFirewall = true;
+    };
     monitoring = {
       grafanaDashboard = true;
       prometheusRules = true;
@@ -35,12 +42,15 @@
         cache_min_ttl = 60;
         cache_max_ttl = 43200;
         stale_max_age = 3600;
+        prefetch = false;
+        cache_file = "/var/lib/nxdns/answers.cache";
       };
       # Not the defaults: the unit must not change with them
       # (vmtests/golden/unit-*.json are compared).
+      # Within the budget inequalities (SPEC §3), so `nxdns check` does not warn.
       upstream = {
-        attempt_timeout_ms = 3000;
-        total_timeout_ms = 8000;
+        attempt_timeout_ms = 1500;
+        total_timeout_ms = 3500;
         read_timeout_ms = 4000;
       };
       upstreams = [
@@ -80,10 +90,96 @@
           name = "laptop";
         }
       ];
-      web.listen = "127.0.0.1:9153";
+      # Not loopback: nxdns demands the password (web.passwordFile above
+      # sets password_file).
+      web.listen = "0.0.0.0:9153";
       log = {
         level = "info";
         queries = true;
+      };
+      # cert_file and key_file come from tls.acmeHost.
+      tls = {
+        dot_listen = [
+          "0.0.0.0:853"
+          "[::]:853"
+        ];
+        doh_listen = [ "192.168.1.2:443" ];
+      };
+      local = {
+        records = [
+          "nas.home.arpa. 300 IN A 192.168.1.50"
+          "printer.home.arpa. CNAME nas.home.arpa."
+        ];
+        forward_private = false;
+        bypass_guards = true;
+      };
+      filter = {
+        lists = [
+          {
+            name = "ads";
+            url = "https://lists.example.org/ads.txt";
+          }
+          {
+            name = "family";
+            url = "https://lists.example.org/family.txt";
+            kind = "block";
+          }
+          {
+            name = "work-allow";
+            # A file the check can see (CI, NixOS); nxdns check reads no list.
+            path = "/etc/hosts";
+            kind = "allow";
+          }
+        ];
+        groups = [
+          {
+            name = "default";
+            lists = [
+              "ads"
+              "work-allow"
+            ];
+          }
+          {
+            name = "kids";
+            clients = [
+              "laptop"
+              "192.168.1.64/26"
+            ];
+            lists = [
+              "ads"
+              "family"
+            ];
+            schedule = [
+              {
+                days = [
+                  "mon"
+                  "tue"
+                  "wed"
+                  "thu"
+                  "fri"
+                ];
+                from = "20:00";
+                to = "07:00";
+              }
+              {
+                from = "00:00";
+                to = "24:00";
+              }
+            ];
+          }
+        ];
+        block = [ "||tracker.example.com^" ];
+        allow = [ "cdn.example.com" ];
+        block_response = "nxdomain";
+        block_ttl = 300;
+        refresh_hours = 12;
+        state_dir = "/var/lib/nxdns/lists";
+      };
+      history = {
+        path = "/var/lib/nxdns/queries.db";
+        max_bytes = 67108864;
+        max_days = 14;
+        flush_seconds = 120;
       };
     };
   };
