@@ -27,6 +27,7 @@
         fast-standby = vmTest pkgs ./vmtests/fast-standby.nix;
         reload = vmTest pkgs ./vmtests/reload.nix;
         clock-behind = vmTest pkgs ./vmtests/clock-behind.nix;
+        dot-doh = vmTest pkgs ./vmtests/dot-doh.nix;
       };
     in
     {
@@ -75,7 +76,8 @@
         };
       nixosModules.nxdns = self.nixosModules.default;
 
-      # The SPEC §10 scenarios as NixOS VM tests. x86_64 only: they need KVM,
+      # The SPEC §10 scenarios (and §8.8's DoT/DoH serving, dot-doh) as NixOS
+      # VM tests. x86_64 only: they need KVM,
       # and under aarch64 emulation three VMs would miss the tests' timing
       # bounds for the emulator's sake. The Pi's binary is the same source,
       # built (and its Go tests run) by packages.aarch64-linux.nxdns.

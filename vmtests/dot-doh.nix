@@ -5,9 +5,10 @@
 # dns.home.test; the client's trust store holds that CA and /etc/hosts maps
 # the name, as a LAN's DNS-01 certificate and local name would.
 #
-# The resolver sets settings.tls through the module's freeform settings and
-# opens 853/443 itself; with the module's services.nxdns.tls options (see
-# docs/how-to/serve-dot-doh.md) openFirewall does that.
+# The resolver sets the module's typed settings.tls by hand (a VM has no
+# ACME CA; services.nxdns.tls.acmeHost, docs/how-to/serve-dot-doh.md, sets
+# cert_file and key_file on a real host), and the module's openFirewall
+# opens 853 and 443: the client reaching them checks that too.
 { self, pkgs }:
 let
   c = import ./common.nix { inherit self pkgs; };
@@ -51,10 +52,6 @@ in
             doh_listen = [ "0.0.0.0:443" ];
           };
         }))
-      ];
-      networking.firewall.allowedTCPPorts = [
-        853
-        443
       ];
     };
 
