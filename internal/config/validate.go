@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -63,23 +65,6 @@ func checkListen(ps *Problems, listen []string) {
 			continue
 		}
 		seen[ap] = i
-	}
-}
-
-func checkAllow(ps *Problems, allow []string) {
-	if len(allow) == 0 {
-		// An empty list is ambiguous ("nobody" or "everybody"); neither is
-		// what a household wants, and everybody would be an open resolver.
-		ps.add("dns.allow", CodeRequired, "no allowed network: list the networks to answer, e.g. 192.168.0.0/16")
-	}
-	for i, s := range allow {
-		if _, err := netip.ParsePrefix(s); err != nil {
-			hint := ""
-			if _, err := netip.ParseAddr(s); err == nil {
-				hint = " (one address is a /32 or /128 prefix)"
-			}
-			ps.add(fmt.Sprintf("dns.allow[%d]", i), CodeInvalidCIDR, "%q is not a CIDR prefix%s", s, hint)
-		}
 	}
 }
 
@@ -167,6 +152,9 @@ func parseListen(s, port string) (netip.AddrPort, string) {
 	ap, err := netip.ParseAddrPort(s)
 	switch {
 	case err != nil:
+		if msg := portProblem(s); msg != "" {
+			return ap, msg
+		}
 		return ap, fmt.Sprintf("want IP:port, e.g. 127.0.0.1:%s or [::1]:%s (0.0.0.0:%s for every IPv4 address)", port, port, port)
 	case ap.Port() == 0:
 		return ap, "port 0 is not a port to serve on"
@@ -174,4 +162,30 @@ func parseListen(s, port string) (netip.AddrPort, string) {
 		return ap, "a multicast address"
 	}
 	return ap, ""
+}
+
+// portProblem explains a host:port that netip rejects although its host is an
+// IP address: the port is then what is wrong, and saying "want an IP
+// address" would send the operator looking in the wrong place. It returns ""
+// when the host is the problem (or nothing is).
+func portProblem(s string) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return ""
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return ""
+	}
+	n, err := strconv.Atoi(port)
+	switch {
+	case port == "":
+		return "no port after the address"
+	case err != nil && strings.Trim(port, "0123456789") == "":
+		return fmt.Sprintf("port %s is out of range: ports are 1 to 65535", port) // too long for an int
+	case err != nil:
+		return fmt.Sprintf("port %q is not a number (1 to 65535)", port)
+	case n < 1 || n > 65535:
+		return fmt.Sprintf("port %d is out of range: ports are 1 to 65535", n)
+	}
+	return ""
 }
