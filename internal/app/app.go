@@ -19,6 +19,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/localnet"
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/server"
@@ -46,9 +47,13 @@ type App struct {
 	web     *web.Server // nil when web.listen is empty
 	webAddr string      // web.listen as configured
 
-	mu      sync.Mutex                 // serialises Reload and Shutdown
+	mu      sync.Mutex                 // serialises Reload, Shutdown and local-network changes
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
+
+	local   *localnet.Watcher              // follows dns.allow's "local"; nil until a config uses it
+	drains  []func(context.Context) error // states the current generation served through, since its start (local.go)
+	stopped bool                          // Shutdown began: no more state swaps
 }
 
 // Start builds everything from cfg (already validated), binds the listeners
@@ -64,15 +69,21 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	}
 	a := &App{log: log, level: opts.Level}
 	a.gen.Store(gen)
-	a.srv = server.New(server.Options{Logger: log}, gen.state())
+	if err := a.followLocal(cfg); err != nil {
+		gen.close()
+		return nil, err
+	}
+	a.srv = server.New(server.Options{Logger: log}, gen.state(a.localPrefixes()))
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
 		a.srv.Shutdown(context.Background())
+		a.stopLocal()
 		gen.close()
 		return nil, err
 	}
 	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
 		a.srv.Shutdown(context.Background())
+		a.stopLocal()
 		gen.close()
 		return nil, err
 	}
@@ -93,6 +104,10 @@ func (a *App) Reload(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	if err := a.followLocal(cfg); err != nil {
+		gen.close()
+		return err
+	}
 	// The web endpoint is bound before the listeners change and released
 	// only after they did, so a failure in either leaves everything as it was.
 	ws, err := a.bindWeb(cfg.Web.Listen)
@@ -107,7 +122,8 @@ func (a *App) Reload(cfg config.Config) error {
 	}
 	a.commitWeb(ws)
 	old := a.gen.Swap(gen)
-	drained := a.srv.Swap(gen.state())
+	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
+	a.drains = nil
 	gen.start()
 	if lvl, err := logging.ParseLevel(cfg.Log.Level); err == nil {
 		a.level.SetLevel(lvl)
@@ -116,7 +132,7 @@ func (a *App) Reload(cfg config.Config) error {
 		// Every query that started on old ends within old's own budget.
 		ctx, cancel := context.WithTimeout(context.Background(), old.drainBound())
 		defer cancel()
-		if err := drained(ctx); err != nil {
+		if err := drainAll(ctx, drains); err != nil {
 			a.log.Warn("closing the previous configuration with queries still running", zap.Error(err))
 		}
 		old.close()
@@ -244,6 +260,7 @@ func (a *App) DrainBound() time.Duration { return a.gen.Load().drainBound() }
 // Shutdown stops accepting queries, lets running ones finish until ctx ends,
 // then closes everything.
 func (a *App) Shutdown(ctx context.Context) error {
+	a.stopLocal()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	err := a.srv.Shutdown(ctx)

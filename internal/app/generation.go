@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -83,11 +84,17 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 	return pool, nil
 }
 
-// state is the server's view of this generation.
-func (g *generation) state() *server.State {
+// state is the server's view of this generation. local is the host's own
+// networks, added to the allow list when dns.allow holds "local" (the app
+// builds a new state when they change, see App.localChanged).
+func (g *generation) state(local []netip.Prefix) *server.State {
+	allow := g.cfg.DNS.Allowed()
+	if g.cfg.DNS.AllowsLocal() {
+		allow = append(allow, local...)
+	}
 	return &server.State{
 		Router:   g,
-		Allow:    g.cfg.DNS.Allowed(),
+		Allow:    allow,
 		Names:    g.names,
 		QueryLog: g.cfg.Log.QueryLog(),
 	}
