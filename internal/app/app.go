@@ -51,7 +51,7 @@ type App struct {
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
 
-	local   *localnet.Watcher              // follows dns.allow's "local"; nil until a config uses it
+	local   *localnet.Watcher             // follows dns.allow's "local"; nil until a config uses it
 	drains  []func(context.Context) error // states the current generation served through, since its start (local.go)
 	stopped bool                          // Shutdown began: no more state swaps
 }

@@ -86,8 +86,8 @@ func Default() Config {
 		DNS: DNS{
 			// Port 5300: unprivileged, and not 5353, which avahi (mDNS) holds
 			// on most Linux desktops (SPEC §3).
-			Listen: []string{"127.0.0.1:5300", "[::1]:5300"},
-			Allow:  []string{AllowLocal},
+			Listen:      []string{"127.0.0.1:5300", "[::1]:5300"},
+			Allow:       []string{AllowLocal},
 			CacheSize:   10000,
 			CacheMinTTL: 0,
 			CacheMaxTTL: 86400, // one day
