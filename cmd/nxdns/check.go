@@ -58,6 +58,7 @@ func summary(name string, cfg config.Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: ok\n", name)
 	fmt.Fprintf(&b, "listen:    %s (UDP and TCP each)\n", strings.Join(cfg.DNS.Listen, ", "))
+	fmt.Fprintf(&b, "allow:     %s\n", strings.Join(cfg.DNS.Allow, ", "))
 	fmt.Fprintf(&b, "upstreams, in priority order:\n")
 	for i, u := range cfg.EnabledUpstreams() {
 		fmt.Fprintf(&b, "  %d. %s  priority %d\n", i+1, upstream.RedactString(u.URL), u.Priority)

@@ -19,7 +19,9 @@ import (
 const usage = `usage: nxdns <command> [flags]
 
 commands:
-  run     [--config FILE]            serve DNS (built-in loopback config without --config)
+  run     [--config FILE] [--listen IP:PORT]...
+                                     serve DNS (built-in config on 127.0.0.1:5300 and [::1]:5300
+                                     without --config; --listen replaces dns.listen)
   check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream
   version                            print the version and commit
 

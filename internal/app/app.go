@@ -36,6 +36,7 @@ const drainMargin = time.Second
 type Options struct {
 	Logger *zap.Logger
 	Level  zap.AtomicLevel // changed in place when a reload changes log.level
+	Listen []string        // nxdns run --listen: replaces dns.listen of every file ReloadFile loads
 }
 
 // App is a running nxdns.
@@ -54,6 +55,7 @@ type App struct {
 	local   *localnet.Watcher             // follows dns.allow's "local"; nil until a config uses it
 	drains  []func(context.Context) error // states the current generation served through, since its start (local.go)
 	stopped bool                          // Shutdown began: no more state swaps
+	listen  []string                      // Options.Listen
 }
 
 // Start builds everything from cfg (already validated), binds the listeners
@@ -67,7 +69,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level}
+	a := &App{log: log, level: opts.Level, listen: opts.Listen}
 	a.gen.Store(gen)
 	if err := a.followLocal(cfg); err != nil {
 		gen.close()
@@ -78,14 +80,14 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		a.srv.Shutdown(context.Background())
 		a.stopLocal()
 		gen.close()
-		return nil, err
+		return nil, explainListen(err)
 	}
 	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
 		a.srv.Shutdown(context.Background())
 		a.stopLocal()
 		gen.close()
-		return nil, err
+		return nil, explainListen(err)
 	}
 	a.commitWeb(ws)
 	gen.start()
@@ -118,7 +120,7 @@ func (a *App) Reload(cfg config.Config) error {
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
 		a.abortWeb(ws)
 		gen.close()
-		return err
+		return explainListen(err)
 	}
 	a.commitWeb(ws)
 	old := a.gen.Swap(gen)
@@ -145,6 +147,9 @@ func (a *App) Reload(cfg config.Config) error {
 // nothing: every problem is logged and the running configuration stays.
 func (a *App) ReloadFile(path string) error {
 	cfg, err := config.LoadFile(path)
+	if err == nil {
+		err = cfg.OverrideListen(a.listen).Err()
+	}
 	if err != nil {
 		var ps config.Problems
 		if errors.As(err, &ps) {
@@ -300,12 +305,18 @@ func (a *App) logEffective(cfg config.Config) {
 	for _, z := range cfg.ForwardZones {
 		zones = append(zones, z.FQDN()+"→"+z.Resolver)
 	}
-	a.log.Info("configuration",
+	fields := []zap.Field{
 		zap.Strings("listen", cfg.DNS.Listen),
+		zap.Strings("allow", cfg.DNS.Allow),
 		zap.Strings("upstreams", ups),
 		zap.Strings("zones", zones),
 		zap.Int("attempt_timeout_ms", cfg.Upstream.AttemptTimeoutMS),
 		zap.Int("total_timeout_ms", cfg.Upstream.TotalTimeoutMS),
 		zap.String("web", cfg.Web.Listen),
-		zap.Bool("query_log", cfg.Log.QueryLog()))
+		zap.Bool("query_log", cfg.Log.QueryLog()),
+	}
+	if cfg.DNS.AllowsLocal() {
+		fields = append(fields, zap.Stringers("local_networks", a.localPrefixes()))
+	}
+	a.log.Info("configuration", fields...)
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -102,4 +103,22 @@ func reexecInNetns(t *testing.T) bool {
 		t.Fatalf("in a network namespace: %v\n%s", err, out)
 	}
 	return false
+}
+
+// TestStart_summaryNamesAllowList: the start-up configuration line carries
+// dns.allow and, for "local", the networks it stands for (SPEC §9).
+func TestStart_summaryNamesAllowList(t *testing.T) {
+	r := newRig(t)
+	r.start(t, r.config(t, loopbackAddr(t), false))
+	lines := r.observed.FilterMessage("configuration").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d configuration lines, want 1", len(lines))
+	}
+	m := lines[0].ContextMap()
+	if got := fmt.Sprint(m["allow"]); got != "[local]" {
+		t.Errorf("allow = %s, want [local]", got)
+	}
+	if got := fmt.Sprint(m["local_networks"]); !strings.Contains(got, "127.0.0.0/8") || !strings.Contains(got, "::1/128") {
+		t.Errorf("local_networks = %s, want loopback among them", got)
+	}
 }

@@ -2,9 +2,7 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 	"unicode"
 )
@@ -48,20 +46,24 @@ func checkDNS(ps *Problems, d DNS) {
 	checkCache(ps, d)
 }
 
-func checkListen(ps *Problems, listen []string) {
+func checkListen(ps *Problems, listen []string) { checkListenAt(ps, "dns.listen", listen) }
+
+// checkListenAt checks a list of listen addresses; base names the list in
+// problems ("dns.listen", or "--listen" for the command line's).
+func checkListenAt(ps *Problems, base string, listen []string) {
 	if len(listen) == 0 {
-		ps.add("dns.listen", CodeRequired, "no listen address: nxdns would answer nobody")
+		ps.add(base, CodeRequired, "no listen address: nxdns would answer nobody")
 	}
 	seen := map[netip.AddrPort]int{}
 	for i, s := range listen {
-		path := fmt.Sprintf("dns.listen[%d]", i)
+		path := fmt.Sprintf("%s[%d]", base, i)
 		ap, msg := parseListen(s, "53")
 		if msg != "" {
 			ps.add(path, CodeInvalidListen, "%q: %s", s, msg)
 			continue
 		}
 		if j, dup := seen[ap]; dup {
-			ps.add(path, CodeDuplicate, "%s is already dns.listen[%d]", ap, j)
+			ps.add(path, CodeDuplicate, "%s is already %s[%d]", ap, base, j)
 			continue
 		}
 		seen[ap] = i
@@ -162,30 +164,4 @@ func parseListen(s, port string) (netip.AddrPort, string) {
 		return ap, "a multicast address"
 	}
 	return ap, ""
-}
-
-// portProblem explains a host:port that netip rejects although its host is an
-// IP address: the port is then what is wrong, and saying "want an IP
-// address" would send the operator looking in the wrong place. It returns ""
-// when the host is the problem (or nothing is).
-func portProblem(s string) string {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return ""
-	}
-	if _, err := netip.ParseAddr(host); err != nil {
-		return ""
-	}
-	n, err := strconv.Atoi(port)
-	switch {
-	case port == "":
-		return "no port after the address"
-	case err != nil && strings.Trim(port, "0123456789") == "":
-		return fmt.Sprintf("port %s is out of range: ports are 1 to 65535", port) // too long for an int
-	case err != nil:
-		return fmt.Sprintf("port %q is not a number (1 to 65535)", port)
-	case n < 1 || n > 65535:
-		return fmt.Sprintf("port %d is out of range: ports are 1 to 65535", n)
-	}
-	return ""
 }
