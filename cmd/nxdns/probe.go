@@ -7,6 +7,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/upstream"
 )
 
 // probeUpstreams prints one line per enabled upstream and exits 1 if any
@@ -16,10 +17,15 @@ func probeUpstreams(ctx context.Context, cfg config.Config, stdout io.Writer) in
 	for _, r := range app.Probe(ctx, cfg) {
 		status := "ok"
 		if r.Err != nil {
-			status = "FAILED: " + r.Err.Error()
+			// The explanation says what to change; the error itself stays
+			// for whoever needs the exact words (a bug report, a search).
+			status = "FAILED: " + upstream.Explain(r.Err)
 			failed++
 		}
 		fmt.Fprintf(stdout, "probe %s: %s (%.1f ms)\n", r.URL, status, float64(r.Latency.Microseconds())/1000)
+		if r.Err != nil {
+			fmt.Fprintf(stdout, "  detail: %v\n", r.Err)
+		}
 	}
 	if failed > 0 {
 		return exitProblems
