@@ -17,7 +17,7 @@ import (
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default: the built-in configuration)")
-	probe := fs.Bool("probe", false, "also send one query to each enabled upstream and report the result")
+	probe := fs.Bool("probe", false, "also send one query to each enabled upstream and forward-zone resolver and report the result")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}

@@ -22,7 +22,7 @@ commands:
   run     [--config FILE] [--listen IP:PORT]...
                                      serve DNS (built-in config on 127.0.0.1:5300 and [::1]:5300
                                      without --config; --listen replaces dns.listen)
-  check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream
+  check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream and zone resolver
   version                            print the version and commit
 
 Run 'nxdns <command> -h' for a command's flags.

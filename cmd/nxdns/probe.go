@@ -10,7 +10,8 @@ import (
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
-// probeUpstreams prints one line per enabled upstream and exits 1 if any
+// probeUpstreams prints one line per enabled upstream and forward-zone
+// resolver and exits 1 if any
 // failed, so `nxdns check --probe` can gate a deployment.
 func probeUpstreams(ctx context.Context, cfg config.Config, stdout io.Writer) int {
 	failed := 0
@@ -22,7 +23,11 @@ func probeUpstreams(ctx context.Context, cfg config.Config, stdout io.Writer) in
 			status = "FAILED: " + upstream.Explain(r.Err)
 			failed++
 		}
-		fmt.Fprintf(stdout, "probe %s: %s (%.1f ms)\n", r.URL, status, float64(r.Latency.Microseconds())/1000)
+		what := r.URL
+		if r.Zone != "" {
+			what = "zone " + r.Zone + " " + r.URL
+		}
+		fmt.Fprintf(stdout, "probe %s: %s (%.1f ms)\n", what, status, float64(r.Latency.Microseconds())/1000)
 		if r.Err != nil {
 			fmt.Fprintf(stdout, "  detail: %v\n", r.Err)
 		}

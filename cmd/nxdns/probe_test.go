@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,4 +47,31 @@ func writeFile(t *testing.T, dir, name, text string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestCheckProbe_probesForwardZones: --probe asks each forward zone's
+// resolver too; a dead one fails the check and is named (finding 18).
+func TestCheckProbe_probesForwardZones(t *testing.T) {
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", testutil.AnswerA("192.0.2.1"))
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	silent, err := net.ListenPacket("udp4", "127.0.0.1:0") // bound, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	text := fmt.Sprintf("[[upstreams]]\nurl = \"tls://%s\"\ntls_name = \"dot.test\"\nca_file = %q\n"+
+		"[[forward_zones]]\nzone = \"lan\"\nresolver = \"udp://%s\"\n", srv.Addr, caFile, silent.LocalAddr())
+	out, code := nxdns(t, "check", "--probe", "--config", writeFile(t, dir, "zone.toml", text))
+	if code != exitProblems {
+		t.Fatalf("exit %d, want 1 (the zone's resolver is silent):\n%s", code, out)
+	}
+	want := fmt.Sprintf("probe zone lan. udp://%s: FAILED: ", silent.LocalAddr())
+	if !strings.Contains(out, want) || !strings.Contains(out, "tls://"+srv.Addr.String()+": ok") {
+		t.Errorf("output lacks %q or the upstream's ok line:\n%s", want, out)
+	}
 }

@@ -292,7 +292,8 @@ func (a *App) registry() *prometheus.Registry {
 // health is /api/health's view of the current state.
 func (a *App) health() web.Health {
 	udp, _ := a.srv.Addrs()
-	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp))
+	g := a.gen.Load()
+	return web.HealthFrom(g.pool.Snapshot(), a.srv.Snapshot(), len(udp)).WithZones(g.zones.Snapshot())
 }
 
 // logEffective prints the configuration summary SPEC §9 asks for at start-up.

@@ -19,6 +19,7 @@ import (
 // names. A reload builds a new generation beside the running one and retires
 // the old one once no query uses it.
 type generation struct {
+	log   *zap.Logger
 	cfg   config.Config
 	pool  *upstream.Pool
 	zones *forward.Table
@@ -29,7 +30,7 @@ type generation struct {
 // started: the pool's probes start with start, so a generation that fails
 // half-way is closed without having sent anything.
 func build(cfg config.Config, log *zap.Logger) (*generation, error) {
-	g := &generation{cfg: cfg}
+	g := &generation{log: log, cfg: cfg}
 	pool, err := buildPool(cfg, log, 0)
 	if err != nil {
 		return nil, err
@@ -115,8 +116,12 @@ func (g *generation) drainBound() time.Duration {
 	return max(g.cfg.Upstream.Total(), g.cfg.Upstream.Read()) + drainMargin
 }
 
-// start begins the background work: the pool's start-up probes.
-func (g *generation) start() { g.pool.Start() }
+// start begins the background work: the start-up probes of the pool and of
+// the forward zones' resolvers.
+func (g *generation) start() {
+	g.pool.Start()
+	g.zones.Start(g.log.Named("forward"))
+}
 
 // close releases everything: probes, upstream connections, name lookups.
 func (g *generation) close() {
@@ -126,4 +131,5 @@ func (g *generation) close() {
 	if g.pool != nil {
 		g.pool.Close()
 	}
+	g.zones.Close() // nil-safe, like a table never started
 }
