@@ -56,6 +56,9 @@ type App struct {
 	drains  []func(context.Context) error // states the current generation served through, since its start (local.go)
 	stopped bool                          // Shutdown began: no more state swaps
 	listen  []string                      // Options.Listen
+
+	statMu sync.Mutex          // guards stat (reloads.go)
+	stat   metrics.ConfigState // reload outcomes and the running generation
 }
 
 // Start builds everything from cfg (already validated), binds the listeners
@@ -69,7 +72,8 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level, listen: opts.Listen}
+	a := &App{log: log, level: opts.Level, listen: opts.Listen,
+		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
 	a.gen.Store(gen)
 	if err := a.followLocal(cfg); err != nil {
 		gen.close()
@@ -99,7 +103,8 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 // why not. The new generation is built and its listeners bound before
 // anything changes; queries already running finish on the old generation,
 // which is closed in the background once they have.
-func (a *App) Reload(cfg config.Config) error {
+func (a *App) Reload(cfg config.Config) (err error) {
+	defer func() { a.recordReload(err) }()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	gen, err := build(cfg, a.log)
@@ -151,6 +156,7 @@ func (a *App) ReloadFile(path string) error {
 		err = cfg.OverrideListen(a.listen).Err()
 	}
 	if err != nil {
+		a.recordReload(err) // Reload, which counts the rest, is not reached
 		var ps config.Problems
 		if errors.As(err, &ps) {
 			for _, p := range ps {
@@ -286,6 +292,7 @@ func (a *App) registry() *prometheus.Registry {
 		Pool:   func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
 		Server: a.srv.Snapshot,
 		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
+		Config: a.configState,
 	})
 }
 

@@ -28,6 +28,7 @@ type Sources struct {
 	Pool   func() upstream.Snapshot
 	Server func() server.Snapshot
 	Zones  func() []forward.ZoneSnapshot
+	Config func() ConfigState
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -55,6 +56,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Zones != nil {
 		cs = append(cs, forwardCollector{src.Zones})
+	}
+	if src.Config != nil {
+		cs = append(cs, configCollector{src.Config})
 	}
 	return cs
 }
