@@ -32,7 +32,7 @@ func TestApp_localAllowFollowsInterfaces(t *testing.T) {
 	}
 	r.start(t, cfg)
 
-	query(t, addr, "loopback.example.") // loopback is always local
+	ask(t, addr, "loopback.example.") // loopback is always local
 	if rc := rcodeFrom(t, "192.0.2.1", addr); rc != dns.RcodeRefused {
 		t.Fatalf("client on a down interface's network: %s, want REFUSED", dns.RcodeToString[rc])
 	}

@@ -3,18 +3,16 @@ package server
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 const headerSize = 12 // a DNS header, RFC 1035 §4.1.1
-
-// errNoResolver carries no Kind, so Classify files it under LocalResource.
-var errNoResolver = errors.New("router returned no resolver")
 
 // headerOK reports whether wire can be a query at all: a whole header with
 // QR clear. Anything else is dropped unanswered (SPEC §9): an answer to
@@ -22,57 +20,52 @@ var errNoResolver = errors.New("router returned no resolver")
 // between two servers.
 func headerOK(wire []byte) bool { return len(wire) >= headerSize && wire[2]&0x80 == 0 }
 
-// Sources for the answers the server gives itself (SPEC §9 counts queries by
-// source; a resolver's source comes from the Router).
-const (
-	sourceRefused = "refused" // the client is outside State.Allow
-	sourceServer  = "server"  // FORMERR, NOTIMP, BADVERS: the query itself was the problem
-)
-
-// query is one query on its way through the handler, collecting what the
-// counters and the query-log line report.
-type query struct {
-	st       *State
-	client   netip.Addr
-	tcp      bool
-	start    time.Time
-	req      *dns.Msg       // nil when only the header parsed
-	opt      *dns.OPT       // the client's OPT record; nil without EDNS
-	source   string         // who answered: a Router source, sourceRefused or sourceServer
-	upstream string         // the attributed upstream, "" for none (never invented)
-	routed   bool           // a resolver was asked: the latency histogram counts it
-	rcode    int            // of the answer sent; rcodeNone when nothing was sent
-	ede      *dns.EDNS0_EDE // the Extended DNS Error sent, ours or relayed; nil for none
+// pending is one query on its way through the handler: the parsed message
+// and the query event (SPEC §2) it fills in for the log, the counters and
+// every query.Sink.
+type pending struct {
+	gen *generation
+	st  *State
+	ev  *query.Event
+	req *dns.Msg // nil when only the header parsed
+	opt *dns.OPT // the client's OPT record; nil without EDNS
 }
 
 // handle answers one query message: it returns the wire answer, or nil when
-// nothing is to be sent (no parsable header, a cancelled query). It counts
-// and logs the query, and returns by the time ctx ends plus the resolver's
-// own return.
-func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, tcp bool) []byte {
+// nothing is to be sent (no parsable header, a cancelled query). It records
+// the query's event, and returns by the time ctx ends plus the chain's own
+// return.
+func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto) []byte {
 	if !headerOK(wire) {
 		s.stats.malformed.Add(1)
 		return nil
 	}
 	g := s.acquire()
 	defer g.release()
-	q := &query{st: g.st, client: client, tcp: tcp, start: time.Now(), source: sourceServer, rcode: rcodeNone}
+	q := &pending{gen: g, st: g.st, ev: &query.Event{
+		Time: time.Now(), Client: client, Proto: proto, Source: query.SourceServer, Rcode: query.RcodeNone,
+	}}
 	var out []byte
 	if m := s.answer(ctx, q, wire); m != nil {
 		out = s.pack(q, m)
 	}
-	s.record(q, time.Since(q.start))
+	q.ev.Duration = time.Since(q.ev.Time)
+	s.record(q)
 	return out
 }
 
 // answer checks the query (SPEC §9: FORMERR, NOTIMP, REFUSED) and, if it
 // passes, resolves it. nil means send nothing.
-func (s *Server) answer(ctx context.Context, q *query, wire []byte) *dns.Msg {
+func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 	req := new(dns.Msg)
 	if err := req.Unpack(wire); err != nil {
 		return formErr(wire)
 	}
 	q.req = req
+	if len(req.Question) == 1 {
+		qq := req.Question[0]
+		q.ev.Name, q.ev.Qtype, q.ev.Qclass = qq.Name, qq.Qtype, qq.Qclass
+	}
 	opt, ok := clientOPT(req)
 	if !ok {
 		return q.reply(dns.RcodeFormatError) // RFC 6891 §6.1.1: more than one OPT
@@ -85,8 +78,8 @@ func (s *Server) answer(ctx context.Context, q *query, wire []byte) *dns.Msg {
 		return q.reply(dns.RcodeFormatError)
 	case opt != nil && opt.Version() != 0:
 		return q.reply(dns.RcodeBadVers) // RFC 6891 §6.1.3
-	case !allowed(q.st.Allow, q.client):
-		q.source = sourceRefused
+	case !allowed(q.st.Allow, q.ev.Client):
+		q.ev.Source = query.SourceRefused
 		return q.reply(dns.RcodeRefused)
 	case isTransfer(req.Question[0].Qtype):
 		// A zone transfer is several messages and no forwarder's business;
@@ -96,16 +89,20 @@ func (s *Server) answer(ctx context.Context, q *query, wire []byte) *dns.Msg {
 	return s.resolve(ctx, q)
 }
 
-// resolve routes the query and turns the resolver's outcome into the
-// client's answer.
-func (s *Server) resolve(ctx context.Context, q *query) *dns.Msg {
-	r, source := q.st.Router.Route(q.req.Question[0].Name)
-	q.source, q.routed = source, true
-	if r == nil { // a Router bug: SERVFAIL (EDE Other), blaming no upstream
-		return q.failure(ctx, errNoResolver)
+// resolve sends the query down the stage chain (SPEC §2: local answers,
+// policy, cache, then the route) and turns the outcome into the client's
+// answer.
+func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {
+	q.ev.Resolved = true
+	if q.st.Names != nil {
+		q.ev.ClientName = q.st.Names.Name(q.ev.Client)
 	}
-	resp, up, err := r.Resolve(ctx, upstreamQuery(q.req, q.opt))
-	q.upstream = up
+	r := &query.Request{
+		Msg:      upstreamQuery(q.req, q.opt),
+		Deadline: q.ev.Time.Add(q.st.budget()),
+		Event:    q.ev,
+	}
+	resp, err := q.gen.chain.Answer(ctx, r)
 	if err != nil || resp == nil {
 		return q.failure(ctx, err)
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // longAgo is a deadline in the past: setting it makes a blocked read or
@@ -192,7 +194,7 @@ func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort) {
 	}
 	l.wg.Go(func() {
 		defer slot.release()
-		if ans := s.handle(s.ctx, q, client, false); ans != nil {
+		if ans := s.handle(s.ctx, q, client, query.UDP); ans != nil {
 			// A failed write (the client's port closed, a full buffer) leaves
 			// nothing to do: UDP clients retry on their own timer.
 			l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)

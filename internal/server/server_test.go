@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 func TestServe_answersOverUDPAndTCP(t *testing.T) {
@@ -120,7 +122,7 @@ func TestHandler_rejectsBadQueries(t *testing.T) {
 			}
 		})
 	}
-	if n := count(s.Snapshot(), sourceServer, "FORMERR"); n != 3 {
+	if n := count(s.Snapshot(), query.SourceServer, "FORMERR"); n != 3 {
 		t.Errorf("server/FORMERR count = %d, want 3", n)
 	}
 }
@@ -138,8 +140,8 @@ func TestHandler_refusesClientOutsideAllow(t *testing.T) {
 		t.Errorf("rcode %s with %d answers, want REFUSED and none", dns.RcodeToString[resp.Rcode], len(resp.Answer))
 	}
 	snap := s.Snapshot()
-	if snap.Refused != 1 || count(snap, sourceRefused, "REFUSED") != 1 {
-		t.Errorf("refused = %d, refused/REFUSED = %d, want 1 and 1", snap.Refused, count(snap, sourceRefused, "REFUSED"))
+	if snap.Refused != 1 || count(snap, query.SourceRefused, "REFUSED") != 1 {
+		t.Errorf("refused = %d, refused/REFUSED = %d, want 1 and 1", snap.Refused, count(snap, query.SourceRefused, "REFUSED"))
 	}
 }
 

@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/stats"
 )
 
@@ -126,7 +126,7 @@ func (s *Server) Snapshot() Snapshot {
 				continue
 			}
 			snap.Queries = append(snap.Queries, QueryCount{Source: source, Rcode: rcodeLabel(slot), Count: n})
-			if source == sourceRefused {
+			if source == query.SourceRefused {
 				snap.Refused += n
 			}
 		}
@@ -138,13 +138,18 @@ func (s *Server) Snapshot() Snapshot {
 	return snap
 }
 
-// record counts the query and logs its line.
-func (s *Server) record(q *query, d time.Duration) {
-	s.stats.count(q.source, q.rcode)
-	if q.routed {
-		s.stats.latency.Observe(d)
+// record hands the finished event to its consumers: the counters, the
+// query-log line and every sink (SPEC §2: one event, read by all).
+func (s *Server) record(q *pending) {
+	e := q.ev
+	s.stats.count(e.Source, e.Rcode)
+	if e.Resolved {
+		s.stats.latency.Observe(e.Duration)
 	}
 	if q.st.QueryLog {
-		s.logQuery(q, d)
+		s.logQuery(e)
+	}
+	for _, sink := range q.st.Sinks {
+		sink.Record(e)
 	}
 }

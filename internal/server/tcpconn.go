@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // tcpConn serves one client connection with RFC 7766 §6.2.1.1 pipelining:
@@ -77,7 +79,7 @@ func (c *tcpConn) serve() {
 		}
 		c.queries.Go(func() {
 			defer func() { <-c.slots }()
-			if ans := c.s.handle(c.ctx, wire, c.client, true); ans != nil {
+			if ans := c.s.handle(c.ctx, wire, c.client, query.TCP); ans != nil {
 				c.write(ans)
 			}
 		})
