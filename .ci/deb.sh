@@ -30,7 +30,10 @@ for p in knot-dnsutils util-linux curl; do
 done
 
 echo "== release build"
-VERSION=0.0.0-ci OUT="$work/dist" ./scripts/release.sh
+commit=$(git rev-parse --short=12 HEAD)
+epoch=$(git log -1 --format=%ct)
+export VERSION=0.0.0-ci COMMIT=$commit SOURCE_DATE_EPOCH=$epoch # the copy below has no .git to read them from
+OUT="$work/dist" ./scripts/release.sh
 arch=$(dpkg --print-architecture)
 deb="$work/dist/nxdns_0.0.0-ci_${arch}.deb"
 bin="$work/dist/nxdns-0.0.0-ci-linux-${arch}"
@@ -40,8 +43,7 @@ if ldd "$bin" >/dev/null 2>&1; then echo "$bin is dynamically linked"; exit 1; f
 echo "== reproducible: another directory, an empty build cache"
 mkdir -p "$work/src2"
 git ls-files -z | xargs -0 -I{} cp --parents {} "$work/src2/"
-(cd "$work/src2" && GOCACHE="$work/gocache2" ARCHES="$arch" VERSION=0.0.0-ci OUT="$work/dist2" \
-  SOURCE_DATE_EPOCH="$(git -C "$OLDPWD" log -1 --format=%ct)" ./scripts/release.sh >/dev/null)
+(cd "$work/src2" && BUILD_GOCACHE="$work/gocache2" ARCHES="$arch" OUT="$work/dist2" ./scripts/release.sh >/dev/null)
 for f in "nxdns-0.0.0-ci-linux-$arch" "nxdns_0.0.0-ci_$arch.deb"; do
   a=$(grep " $f\$" "$work/dist/SHA256SUMS") b=$(grep " $f\$" "$work/dist2/SHA256SUMS")
   if [ "$a" != "$b" ]; then echo "not reproducible: $a vs $b"; exit 1; fi

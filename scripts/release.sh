@@ -12,6 +12,9 @@
 #   COMMIT   the commit stamped (default: git rev-parse --short=12 HEAD)
 #   OUT      where the files go (default: dist)
 #   ARCHES   which to build (default: "amd64 arm64")
+#   BUILD_GOCACHE  a Go build cache for nxdns's own build only (a fresh one
+#            shows the result does not depend on the cache; nfpm keeps the
+#            usual cache)
 #   NODEB=1  binaries and sums only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +39,7 @@ files=()
 for arch in ${ARCHES:-amd64 arm64}; do
   bin="$out/nxdns-$version-linux-$arch"
   echo "build $bin"
-  CGO_ENABLED=0 GOOS=linux GOARCH=$arch go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$bin" ./cmd/nxdns
+  env ${BUILD_GOCACHE:+GOCACHE="$BUILD_GOCACHE"} CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$bin" ./cmd/nxdns
   files+=("$(basename "$bin")")
   if [ "${NODEB:-}" != 1 ]; then
     deb="$out/nxdns_${debversion}_$arch.deb"
