@@ -47,7 +47,22 @@ func (a *App) localChanged(ps []netip.Prefix) {
 	if a.stopped || !g.cfg.DNS.AllowsLocal() {
 		return
 	}
-	a.drains = append(a.drains, a.srv.Swap(g.state(ps)))
+	a.drains = append(pending(a.drains), a.srv.Swap(g.state(ps)))
+}
+
+// pending drops the drains whose states have no query left, so a host whose
+// addresses change often (IPv6 privacy addresses, a flapping link) keeps
+// only the states that still carry queries.
+func pending(drains []func(context.Context) error) []func(context.Context) error {
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // a drain asked with a spent context answers at once: nil if finished
+	kept := drains[:0]
+	for _, d := range drains {
+		if d(done) != nil {
+			kept = append(kept, d)
+		}
+	}
+	return kept
 }
 
 // stopLocal ends the watcher. It must not be called with a.mu held: the

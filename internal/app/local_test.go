@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -120,5 +121,16 @@ func TestStart_summaryNamesAllowList(t *testing.T) {
 	}
 	if got := fmt.Sprint(m["local_networks"]); !strings.Contains(got, "127.0.0.0/8") || !strings.Contains(got, "::1/128") {
 		t.Errorf("local_networks = %s, want loopback among them", got)
+	}
+}
+
+// TestPending_keepsOnlyUnfinishedDrains: finished states are dropped, the
+// ones still carrying queries are kept, in order.
+func TestPending_keepsOnlyUnfinishedDrains(t *testing.T) {
+	finished := func(context.Context) error { return nil }
+	busy := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	got := pending([]func(context.Context) error{finished, busy, finished, busy})
+	if len(got) != 2 {
+		t.Fatalf("kept %d drains, want the 2 unfinished", len(got))
 	}
 }
