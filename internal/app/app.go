@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/localnet"
@@ -32,11 +33,17 @@ import (
 // margin covers writing its answer and the query log line.
 const drainMargin = time.Second
 
+// clockPoll is how often the clock's state is read (internal/clock): a stat
+// or two, and the delay between timesyncd setting the clock and nxdns
+// probing its upstreams again.
+const clockPoll = 2 * time.Second
+
 // Options are what the App needs besides the configuration.
 type Options struct {
 	Logger *zap.Logger
 	Level  zap.AtomicLevel // changed in place when a reload changes log.level
 	Listen []string        // nxdns run --listen: replaces dns.listen of every file ReloadFile loads
+	Clock  *clock.Watcher  // nil: the system's clock (clock.System), polled every clockPoll
 }
 
 // App is a running nxdns.
@@ -59,6 +66,10 @@ type App struct {
 
 	statMu sync.Mutex          // guards stat (reloads.go)
 	stat   metrics.ConfigState // reload outcomes and the running generation
+
+	clock     *clock.Watcher
+	stopClock context.CancelFunc
+	clockDone sync.WaitGroup
 }
 
 // Start builds everything from cfg (already validated), binds the listeners
@@ -72,8 +83,11 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level, listen: opts.Listen,
+	a := &App{log: log, level: opts.Level, listen: opts.Listen, clock: opts.Clock,
 		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
+	if a.clock == nil {
+		a.clock = clock.NewWatcher(clock.System(), clockPoll)
+	}
 	a.gen.Store(gen)
 	if err := a.followLocal(cfg); err != nil {
 		gen.close()
@@ -96,6 +110,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	a.commitWeb(ws)
 	gen.start()
 	a.logEffective(cfg)
+	a.watchClock()
 	return a, nil
 }
 
@@ -107,6 +122,11 @@ func (a *App) Reload(cfg config.Config) (err error) {
 	defer func() { a.recordReload(err) }()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.reloadLocked(cfg)
+}
+
+// reloadLocked is Reload with a.mu held.
+func (a *App) reloadLocked(cfg config.Config) error {
 	gen, err := build(cfg, a.log)
 	if err != nil {
 		return err
@@ -276,6 +296,9 @@ func (a *App) DrainBound() time.Duration { return a.gen.Load().drainBound() }
 // Shutdown stops accepting queries, lets running ones finish until ctx ends,
 // then closes everything.
 func (a *App) Shutdown(ctx context.Context) error {
+	// The clock watcher first: a re-probe it started takes a.mu.
+	a.stopClock()
+	a.clockDone.Wait()
 	a.stopLocal()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -305,7 +328,9 @@ func (a *App) registry() *prometheus.Registry {
 func (a *App) health() web.Health {
 	udp, _ := a.srv.Addrs()
 	g := a.gen.Load()
-	return web.HealthFrom(g.pool.Snapshot(), a.srv.Snapshot(), len(udp)).WithZones(g.zones.Snapshot())
+	return web.HealthFrom(g.pool.Snapshot(), a.srv.Snapshot(), len(udp)).
+		WithClock(a.clock.Current()).
+		WithZones(g.zones.Snapshot())
 }
 
 // logEffective prints the configuration summary SPEC §9 asks for at start-up.

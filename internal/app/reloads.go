@@ -22,6 +22,18 @@ func (a *App) recordReload(err error) {
 	}
 	a.stat.ReloadsOK++
 	a.stat.LastFailed = false
+	a.newGenerationLocked()
+}
+
+// recordGeneration notes a generation built without a reload (the clock's
+// re-probe): its counters restart too, and the generation gauge says so.
+func (a *App) recordGeneration() {
+	a.statMu.Lock()
+	defer a.statMu.Unlock()
+	a.newGenerationLocked()
+}
+
+func (a *App) newGenerationLocked() {
 	a.stat.Generation++
 	a.stat.LoadedAt = time.Now()
 }
