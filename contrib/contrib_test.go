@@ -29,7 +29,6 @@ const (
 var pending = []string{
 	"nxdns_cache_hits_total",
 	"nxdns_cache_misses_total",
-	"nxdns_config_reloads_total",
 	"nxdns_filter_blocked_total",
 	"nxdns_filter_list_age_seconds",
 	"nxdns_filter_list_refresh_failures_total",

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 // names. A reload builds a new generation beside the running one and retires
 // the old one once no query uses it.
 type generation struct {
+	log   *zap.Logger
 	cfg   config.Config
 	pool  *upstream.Pool
 	zones *forward.Table
@@ -31,7 +33,7 @@ type generation struct {
 // started: the pool's probes start with start, so a generation that fails
 // half-way is closed without having sent anything.
 func build(cfg config.Config, log *zap.Logger) (*generation, error) {
-	g := &generation{cfg: cfg}
+	g := &generation{log: log, cfg: cfg}
 	pool, err := buildPool(cfg, log, 0)
 	if err != nil {
 		return nil, err
@@ -86,11 +88,17 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 	return pool, nil
 }
 
-// state is the server's view of this generation.
-func (g *generation) state() *server.State {
+// state is the server's view of this generation. local is the host's own
+// networks, added to the allow list when dns.allow holds "local" (the app
+// builds a new state when they change, see App.localChanged).
+func (g *generation) state(local []netip.Prefix) *server.State {
+	allow := g.cfg.DNS.Allowed()
+	if g.cfg.DNS.AllowsLocal() {
+		allow = append(allow, local...)
+	}
 	return &server.State{
 		Router:   g,
-		Allow:    g.cfg.DNS.Allowed(),
+		Allow:    allow,
 		Names:    g.names,
 		QueryLog: g.cfg.Log.QueryLog(),
 		Budget:   g.cfg.Upstream.Total(),
@@ -137,8 +145,12 @@ func (g *generation) drainBound() time.Duration {
 	return max(g.cfg.Upstream.Total(), g.cfg.Upstream.Read()) + drainMargin
 }
 
-// start begins the background work: the pool's start-up probes.
-func (g *generation) start() { g.pool.Start() }
+// start begins the background work: the start-up probes of the pool and of
+// the forward zones' resolvers.
+func (g *generation) start() {
+	g.pool.Start()
+	g.zones.Start(g.log.Named("forward"))
+}
 
 // close releases everything: probes, upstream connections, name lookups.
 func (g *generation) close() {
@@ -148,4 +160,5 @@ func (g *generation) close() {
 	if g.pool != nil {
 		g.pool.Close()
 	}
+	g.zones.Close() // nil-safe, like a table never started
 }

@@ -72,6 +72,9 @@ func sampleSources() Sources {
 		Zones:  func() []forward.ZoneSnapshot { return zones },
 		TLS:    sampleTLS,
 		Cert:   sampleCert,
+		Config: func() ConfigState {
+			return ConfigState{ReloadsOK: 3, ReloadsFailed: 2, LastFailed: true, Generation: 4, LoadedAt: time.Unix(1700000000, 500e6)}
+		},
 	}
 }
 

@@ -31,8 +31,9 @@ type Sources struct {
 	Zones  func() []forward.ZoneSnapshot
 	// TLS and Cert are the DoT/DoH series (tls.go); Cert's ok is false
 	// while nxdns serves no TLS.
-	TLS  func() server.TLSSnapshot
-	Cert func() (tlscert.Status, bool)
+	TLS    func() server.TLSSnapshot
+	Cert   func() (tlscert.Status, bool)
+	Config func() ConfigState
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -63,6 +64,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Zones != nil {
 		cs = append(cs, forwardCollector{src.Zones})
+	}
+	if src.Config != nil {
+		cs = append(cs, configCollector{src.Config})
 	}
 	return cs
 }
