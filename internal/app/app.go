@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/logging"
@@ -42,6 +43,7 @@ type App struct {
 	log   *zap.Logger
 	level zap.AtomicLevel
 	srv   *server.Server
+	cache *cache.Cache // outlives generations: answers survive a reload
 
 	web     *web.Server // nil when web.listen is empty
 	webAddr string      // web.listen as configured
@@ -62,18 +64,21 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level}
+	a := &App{log: log, level: opts.Level, cache: cache.New(cacheOptions(cfg, log))}
+	gen.cache = a.cache.Stage()
 	a.gen.Store(gen)
 	a.srv = server.New(server.Options{Logger: log}, gen.state())
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
+		a.closeCache()
 		return nil, err
 	}
 	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
+		a.closeCache()
 		return nil, err
 	}
 	a.commitWeb(ws)
@@ -93,6 +98,7 @@ func (a *App) Reload(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	gen.cache = a.cache.Stage()
 	// The web endpoint is bound before the listeners change and released
 	// only after they did, so a failure in either leaves everything as it was.
 	ws, err := a.bindWeb(cfg.Web.Listen)
@@ -106,6 +112,7 @@ func (a *App) Reload(cfg config.Config) error {
 		return err
 	}
 	a.commitWeb(ws)
+	a.reconfigureCache(a.gen.Load().cfg, cfg)
 	old := a.gen.Swap(gen)
 	drained := a.srv.Swap(gen.state())
 	gen.start()
@@ -221,6 +228,7 @@ func (a *App) restoreWeb() {
 // feature's own routes (web.Server.Handle) with the access they need.
 func (a *App) newWeb(addr string) *web.Server {
 	s := web.New(addr, a.registry(), a.health, a.log)
+	a.cacheRoutes(s)
 	return s
 }
 
@@ -255,6 +263,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	stopWeb(a.web)
 	a.retired.Wait()
 	a.gen.Load().close()
+	a.closeCache()
 	return err
 }
 
@@ -269,6 +278,7 @@ func (a *App) registry() *prometheus.Registry {
 		Pool:   func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
 		Server: a.srv.Snapshot,
 		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
+		Cache:  a.cache.Snapshot,
 	})
 }
 

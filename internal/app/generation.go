@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/query"
@@ -23,6 +24,7 @@ type generation struct {
 	pool  *upstream.Pool
 	zones *forward.Table
 	names *forward.Names
+	cache *cache.Stage // the App's cache, seen by this generation's chain
 }
 
 // build makes a generation from a validated configuration. Nothing is
@@ -105,6 +107,9 @@ func (g *generation) stages() []query.Stage {
 	// local answers (SPEC §8.6)
 	// policy: lists, groups, pause (SPEC §8.7)
 	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
+	if g.cache != nil && g.cfg.DNS.CacheSize > 0 {
+		stages = append(stages, g.cache)
+	}
 	return stages
 }
 
@@ -136,6 +141,9 @@ func (g *generation) start() { g.pool.Start() }
 
 // close releases everything: probes, upstream connections, name lookups.
 func (g *generation) close() {
+	if g.cache != nil {
+		g.cache.Close() // its refreshes use the pool and zones closed below
+	}
 	if g.names != nil {
 		g.names.Close()
 	}

@@ -46,6 +46,7 @@ const (
 	CodeNoUpstreams       Code = "NoUpstreams"       // no enabled upstream
 	CodeTooManyUpstreams  Code = "TooManyUpstreams"  // more than MaxUpstreams enabled
 	CodeDuplicate         Code = "Duplicate"         // a second URL, zone, client IP or listen address
+	CodeCacheFile         Code = "CacheFile"         // dns.cache_file not absolute, or not a regular file
 )
 
 // Problem is one thing wrong with a configuration.
