@@ -27,9 +27,10 @@ type Explanation struct {
 	TTLLeftS    float64 `json:"ttl_left_s"`     // negative once expired
 	UpstreamTTL uint32  `json:"upstream_ttl_s"` // what the answer's records said
 	Clamp       string  `json:"clamp,omitempty"`
-	Origin      string  `json:"origin"` // the upstream or zone resolver
-	Via         string  `json:"via"`    // "pool" or "zone:NAME"
-	State       string  `json:"state"`  // fresh, stale (servable) or expired (past stale_max_age)
+	Origin      string  `json:"origin"`               // the upstream or zone resolver
+	Via         string  `json:"via"`                  // "pool" or "zone:NAME"
+	State       string  `json:"state"`                // fresh, stale (servable) or expired (past stale_max_age)
+	RetryInS    float64 `json:"retry_in_s,omitempty"` // after a failed refresh: served stale without asking for this long
 	Answer      string  `json:"answer,omitempty"`
 }
 
@@ -56,6 +57,9 @@ func (c *Cache) Explain(name string, qtype uint16) []Explanation {
 			TTLLeftS:    time.Duration(e.expires - now).Seconds(),
 			UpstreamTTL: e.upTTL, Clamp: e.clamp, Origin: e.origin, Via: e.source,
 			Answer: query.Summary(e.msg),
+		}
+		if r := e.retryAt.Load(); r > now {
+			x.RetryInS = time.Duration(r - now).Seconds()
 		}
 		switch {
 		case e.fresh(now):

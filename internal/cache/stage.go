@@ -80,12 +80,12 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	case ns < e.retryAt.Load():
 		return s.serveStale(r, e), nil // RFC 8767 §4: a refresh failed moments ago
 	}
-	return s.resolve(ctx, r, next, k, e, now)
+	return s.resolve(ctx, r, next, k, e)
 }
 
 // resolve waits for k's exchange (its own or one in flight) and, with a
 // stale entry at hand, for no longer than the stale point.
-func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handler, k key, stale *entry, now time.Time) (*dns.Msg, error) {
+func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handler, k key, stale *entry) (*dns.Msg, error) {
 	fl, leader := s.flights.join(k)
 	if leader {
 		s.start(k, fl, r, next, stale)
@@ -96,7 +96,9 @@ func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handle
 	}
 	var point <-chan time.Time
 	if stale != nil {
-		t := time.NewTimer(stalePoint(r.Deadline, now))
+		// The deadline is the query's, on the real clock, whatever the
+		// cache's clock says about entry ages.
+		t := time.NewTimer(stalePoint(r.Deadline, time.Now()))
 		defer t.Stop()
 		point = t.C
 	}
@@ -107,6 +109,11 @@ func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handle
 		}
 		s.c.misses.Add(1)
 		r.Event.Source, r.Event.Upstream, r.Event.Tried = fl.source, fl.upstream, fl.tried
+		if fl.entry != nil {
+			// The answer as the cache will give it from now on: TTLs
+			// clamped, DNSSEC records only for DO.
+			return fl.entry.render(s.c.now().UnixNano()), nil
+		}
 		return fl.msg, fl.err
 	case <-point:
 		return s.serveStale(r, stale), nil // the exchange goes on and refreshes the entry
@@ -193,6 +200,7 @@ func (c *Cache) learn(k key, fl *flight, old *entry) {
 	if e == nil {
 		return
 	}
+	fl.entry = e
 	c.evictions.Add(uint64(st.put(k, e)))
 	c.changes.Add(1)
 }
