@@ -1,0 +1,151 @@
+package cache
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// filled is a cache with one entry per name, saved to file and closed.
+func filled(t *testing.T, file string, names ...string) {
+	t.Helper()
+	c := New(Options{Size: 100, MaxTTL: time.Hour, StaleMaxAge: time.Hour, File: file})
+	st, set := c.state()
+	for _, n := range names {
+		q := new(dns.Msg).SetQuestion(n, dns.TypeA)
+		m := new(dns.Msg).SetReply(q)
+		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: n, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 1)}}
+		e := prepare(m, keyOf(q), set.lim, time.Now(), "tls://192.0.2.53:853", "pool")
+		st.put(keyOf(q), e)
+		c.changes.Add(1)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reopen loads file into a new cache and returns it with its warnings.
+func reopen(t *testing.T, file string, maxTTL time.Duration) (*Cache, []observer.LoggedEntry) {
+	t.Helper()
+	core, logs := observer.New(zapcore.WarnLevel)
+	c := New(Options{Size: 100, MaxTTL: maxTTL, StaleMaxAge: time.Hour, File: file, Logger: zap.New(core)})
+	t.Cleanup(func() { c.saver.stop() })
+	return c, logs.All()
+}
+
+func TestCacheFile_roundTrip(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cache")
+	filled(t, file, "a.example.", "b.example.")
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("cache file: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	c, warns := reopen(t, file, time.Hour)
+	if len(warns) != 0 || c.Snapshot().Entries != 2 {
+		t.Fatalf("entries %d, warnings %v; want 2 and none", c.Snapshot().Entries, warns)
+	}
+	x := c.Explain("a.example.", dns.TypeA)
+	if len(x) != 1 || x[0].State != "fresh" || x[0].Origin != "tls://192.0.2.53:853" || x[0].TTLLeftS < 290 {
+		t.Errorf("loaded entry %+v: want fresh, its origin and absolute expiry kept", x)
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(file), ".nxdns-cache-*"))
+	if len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+func TestCacheFile_badFilesIgnoredWithOneWarning(t *testing.T) {
+	good := filepath.Join(t.TempDir(), "good")
+	filled(t, good, "a.example.", "b.example.")
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := append([]byte(nil), data...)
+	flip[len(flip)/2] ^= 0xFF
+	otherVersion := append([]byte(nil), data...)
+	otherVersion[len(fileMagic)+1]++
+	cases := map[string][]byte{
+		"truncated":     data[:len(data)-7],
+		"damaged":       flip,
+		"foreign":       []byte("{\"not\": \"a cache\"}\n"),
+		"empty":         {},
+		"other version": otherVersion,
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "cache")
+			if err := os.WriteFile(file, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, warns := reopen(t, file, time.Hour)
+			if len(warns) != 1 || c.Snapshot().Entries != 0 {
+				t.Errorf("entries %d, warnings %d; want an empty cache and one warning", c.Snapshot().Entries, len(warns))
+			}
+		})
+	}
+	t.Run("other TTL clamps", func(t *testing.T) {
+		c, warns := reopen(t, good, 2*time.Hour)
+		if len(warns) != 1 || c.Snapshot().Entries != 0 {
+			t.Errorf("entries %d, warnings %d; want an empty cache and one warning", c.Snapshot().Entries, len(warns))
+		}
+	})
+	t.Run("a FIFO does not hang start-up", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "fifo")
+		if err := syscall.Mkfifo(file, 0o600); err != nil {
+			t.Skip("no FIFOs here:", err)
+		}
+		_, warns := reopen(t, file, time.Hour)
+		if len(warns) != 1 {
+			t.Errorf("%d warnings, want one", len(warns))
+		}
+	})
+	t.Run("missing is the first start", func(t *testing.T) {
+		_, warns := reopen(t, filepath.Join(t.TempDir(), "none"), time.Hour)
+		if len(warns) != 0 {
+			t.Errorf("warnings %v for a missing file", warns)
+		}
+	})
+}
+
+func TestCacheFile_expiredPastStaleAgeNotLoaded(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cache")
+	filled(t, file, "a.example.")
+	core, _ := observer.New(zapcore.WarnLevel)
+	later := func() time.Time { return time.Now().Add(300*time.Second + 2*time.Hour) }
+	c := New(Options{Size: 100, MaxTTL: time.Hour, StaleMaxAge: time.Hour, File: file, Logger: zap.New(core), Now: later})
+	defer c.saver.stop()
+	if n := c.Snapshot().Entries; n != 0 {
+		t.Errorf("%d entries loaded past their stale age", n)
+	}
+}
+
+func TestReconfigure_flushesOnlyWhenEntriesWouldBeWrong(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cache")
+	filled(t, file, "a.example.")
+	c, _ := reopen(t, file, time.Hour)
+	base := Options{Size: 100, MaxTTL: time.Hour, StaleMaxAge: time.Hour}
+	keep := base
+	keep.Prefetch, keep.StaleMaxAge = true, 2*time.Hour
+	if c.Reconfigure(keep) || c.Snapshot().Entries != 1 {
+		t.Fatal("prefetch or stale_max_age changes flushed the cache")
+	}
+	clamp := keep
+	clamp.MinTTL = time.Minute
+	if !c.Reconfigure(clamp) || c.Snapshot().Entries != 0 {
+		t.Error("a new cache_min_ttl kept entries sized under the old one")
+	}
+	off := clamp
+	off.Size = 0
+	c.Reconfigure(off)
+	if st, _ := c.state(); st != nil {
+		t.Error("cache_size 0 left a store")
+	}
+}
