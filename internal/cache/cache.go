@@ -59,8 +59,9 @@ type Cache struct {
 	mu  sync.Mutex // serialises Reconfigure, saves and Close
 	cur atomic.Pointer[current]
 
-	hits, misses, stale, prefetches, coalesced, evictions atomic.Uint64
-	changes                                               atomic.Uint64 // stores and removals, for the periodic save
+	hits, misses, stale, prefetches, coalesced atomic.Uint64
+	evictions                                  atomic.Uint64 // of stores replaced by Reconfigure
+	changes                                    atomic.Uint64 // stores and removals, for the periodic save
 
 	zones zoneHealth
 	saver saver
@@ -120,6 +121,10 @@ func (c *Cache) Reconfigure(opts Options) (flushed bool) {
 		flushed = old.st != nil && old.st.len() > 0
 	}
 	c.cur.Store(next)
+	if old.st != nil && next.st != old.st {
+		c.evictions.Add(old.st.evicted.Load()) // the counter outlives the store
+		old.st.close()
+	}
 	if flushed {
 		c.changes.Add(1)
 	}
@@ -129,7 +134,11 @@ func (c *Cache) Reconfigure(opts Options) (flushed bool) {
 // Close stops the periodic save and writes the cache file one last time.
 func (c *Cache) Close() error {
 	c.saver.stop()
-	return c.save()
+	err := c.save()
+	if st, _ := c.state(); st != nil {
+		st.close()
+	}
+	return err
 }
 
 // Flush removes every entry, or with name, the entries for name and every
@@ -169,6 +178,7 @@ func (c *Cache) Snapshot() Snapshot {
 	}
 	if st != nil {
 		s.Entries = st.len()
+		s.Evictions += st.evicted.Load()
 	}
 	return s
 }

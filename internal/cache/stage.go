@@ -201,7 +201,7 @@ func (c *Cache) learn(k key, fl *flight, old *entry) {
 		return
 	}
 	fl.entry = e
-	c.evictions.Add(uint64(st.put(k, e)))
+	st.put(k, e)
 	c.changes.Add(1)
 }
 
