@@ -32,7 +32,9 @@ type lruC struct{ c *lru.Cache[key, *entry] }
 func (c lruC) Get(k key) (*entry, bool) { return c.c.Get(k) }
 func (c lruC) Set(k key, e *entry)      { c.c.Add(k, e) }
 
-type twoQC struct{ c *lru.TwoQueueCache[key, *entry] }
+type twoQC struct {
+	c *lru.TwoQueueCache[key, *entry]
+}
 
 func (c twoQC) Get(k key) (*entry, bool) { return c.c.Get(k) }
 func (c twoQC) Set(k key, e *entry)      { c.c.Add(k, e) }
