@@ -109,11 +109,6 @@ func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handle
 		}
 		s.c.misses.Add(1)
 		r.Event.Source, r.Event.Upstream, r.Event.Tried = fl.source, fl.upstream, fl.tried
-		if fl.entry != nil {
-			// The answer as the cache will give it from now on: TTLs
-			// clamped, DNSSEC records only for DO.
-			return fl.entry.render(s.c.now().UnixNano()), nil
-		}
 		return fl.msg, fl.err
 	case <-point:
 		return s.serveStale(r, stale), nil // the exchange goes on and refreshes the entry
@@ -200,7 +195,11 @@ func (c *Cache) learn(k key, fl *flight, old *entry) {
 	if e == nil {
 		return
 	}
-	fl.entry = e
+	// Every waiter gets the answer as the cache gives it from now on: TTLs
+	// clamped, DNSSEC records only for DO. Rendered once for the flight and
+	// not kept on the entry: most entries are never asked again, and the
+	// copy would double their memory.
+	fl.msg = e.withTTLs(func(t uint32) uint32 { return t }, nil)
 	st.put(k, e)
 	c.changes.Add(1)
 }
