@@ -53,10 +53,9 @@ type entry struct {
 	origin   string   // the upstream or zone resolver that answered, redacted
 	source   string   // query.SourcePool or query.ZonePrefix+zone
 
-	view       atomic.Pointer[view] // the answer as last sent fresh, for one second of age
-	staleView  atomic.Pointer[dns.Msg]
-	refreshing atomic.Bool  // a background refresh (prefetch or after a stale answer) is running
-	retryAt    atomic.Int64 // Unix ns; until then a stale entry is served at once (RFC 8767 §4)
+	view      atomic.Pointer[view] // the answer as last sent fresh, for one second of age
+	staleView atomic.Pointer[dns.Msg]
+	retryAt   atomic.Int64 // Unix ns; until then a stale entry is served at once (RFC 8767 §4)
 }
 
 // view is the answer rendered for one whole second of the entry's age: every

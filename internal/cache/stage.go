@@ -105,6 +105,7 @@ func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handle
 	select {
 	case <-fl.done:
 		if stale != nil && failed(fl.msg, fl.err) {
+			r.Event.Tried = fl.tried // the log says whom the refresh tried
 			return s.serveStale(r, stale), nil
 		}
 		s.c.misses.Add(1)
