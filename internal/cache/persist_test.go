@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 )
 
 // filled is a cache with one entry per name, saved to file and closed.
-func filled(t *testing.T, file string, names ...string) {
+func filled(t testing.TB, file string, names ...string) {
 	t.Helper()
 	c := New(Options{Size: 100, MaxTTL: time.Hour, StaleMaxAge: time.Hour, File: file})
 	st, set := c.state()
@@ -148,4 +149,29 @@ func TestReconfigure_flushesOnlyWhenEntriesWouldBeWrong(t *testing.T) {
 	if st, _ := c.state(); st != nil {
 		t.Error("cache_size 0 left a store")
 	}
+}
+
+// FuzzDecode: whatever the cache file holds, decoding never panics, and an
+// accepted file yields only entries whose key is their own question.
+func FuzzDecode(f *testing.F) {
+	file := filepath.Join(f.TempDir(), "cache")
+	filled(f, file, "a.example.", "b.example.")
+	if data, err := os.ReadFile(file); err == nil {
+		f.Add(data)
+	}
+	f.Add([]byte(fileMagic))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cur := &current{st: newStore(100), set: settingsOf(Options{MaxTTL: time.Hour, StaleMaxAge: time.Hour})}
+		defer cur.st.close()
+		if _, err := decode(data, cur, time.Now().UnixNano()); err != nil {
+			return
+		}
+		cur.st.each(func(k key, e *entry) {
+			q := e.msg.Question[0]
+			if k.name != strings.ToLower(q.Name) || k.qtype != q.Qtype || k.qclass != q.Qclass {
+				t.Errorf("key %+v for question %v", k, q)
+			}
+		})
+	})
 }
