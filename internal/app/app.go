@@ -305,5 +305,7 @@ func (a *App) logEffective(cfg config.Config) {
 		zap.Int("attempt_timeout_ms", cfg.Upstream.AttemptTimeoutMS),
 		zap.Int("total_timeout_ms", cfg.Upstream.TotalTimeoutMS),
 		zap.String("web", cfg.Web.Listen),
+		zap.Int("cache_size", cfg.DNS.CacheSize),
+		zap.String("cache_file", cfg.DNS.CacheFile),
 		zap.Bool("query_log", cfg.Log.QueryLog()))
 }

@@ -121,6 +121,9 @@ func (c *Cache) Reconfigure(opts Options) (flushed bool) {
 		flushed = old.st != nil && old.st.len() > 0
 	}
 	c.cur.Store(next)
+	if set.file != old.set.file {
+		c.saver.saved = c.changes.Load() - 1 // the new file gets the cache at the next save
+	}
 	if old.st != nil && next.st != old.st {
 		c.evictions.Add(old.st.evicted.Load()) // the counter outlives the store
 		old.st.close()

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // filled is a cache with one entry per name, saved to file and closed.
@@ -174,4 +177,31 @@ func FuzzDecode(f *testing.F) {
 			}
 		})
 	})
+}
+
+func TestSizeZero_passesEverythingOn(t *testing.T) {
+	c := New(Options{Size: 0, MaxTTL: time.Hour})
+	defer c.Close()
+	s := c.Stage()
+	defer s.Close()
+	q := new(dns.Msg).SetQuestion("a.example.", dns.TypeA)
+	calls := 0
+	next := query.HandlerFunc(func(context.Context, *query.Request) (*dns.Msg, error) {
+		calls++
+		m := new(dns.Msg).SetReply(q)
+		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "a.example.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 1)}}
+		return m, nil
+	})
+	for range 2 {
+		ev := &query.Event{}
+		if _, err := s.Answer(context.Background(), &query.Request{Msg: q, Deadline: time.Now().Add(time.Second), Event: ev}, next); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Cache != "" {
+			t.Errorf("cache outcome %q with the cache off, want none", ev.Cache)
+		}
+	}
+	if calls != 2 || c.Snapshot().Entries != 0 {
+		t.Errorf("route called %d times, %d entries; want 2 and 0", calls, c.Snapshot().Entries)
+	}
 }
