@@ -87,8 +87,13 @@ func TestNegativeCaching(t *testing.T) {
 
 func TestNeverCached(t *testing.T) {
 	cases := map[string]func(*dns.Msg) *dns.Msg{
-		"SERVFAIL":                      func(q *dns.Msg) *dns.Msg { return new(dns.Msg).SetRcode(q, dns.RcodeServerFailure) },
-		"TTL 0":                         answerA("192.0.2.1", 0),
+		"SERVFAIL": func(q *dns.Msg) *dns.Msg { return new(dns.Msg).SetRcode(q, dns.RcodeServerFailure) },
+		"TTL 0":    answerA("192.0.2.1", 0),
+		"truncated": func(q *dns.Msg) *dns.Msg {
+			m := answerA("192.0.2.1", 300)(q)
+			m.Truncated = true
+			return m
+		},
 		"TTL top bit set (RFC 2181 §8)": answerA("192.0.2.1", 1<<31+5),
 	}
 	for name, f := range cases {
