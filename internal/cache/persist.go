@@ -39,13 +39,17 @@ const (
 	// maxFileBytes bounds what a load reads (SPEC §9: every file read has a
 	// size cap): a million entries of a few hundred bytes.
 	maxFileBytes = 512 << 20
-	// saveInterval is how often a changed cache is written while running:
+	// defaultSaveInterval is how often a changed cache is written while running:
 	// a power cut loses at most this much warmth, and an SD card sees a
 	// write every few minutes at most.
-	saveInterval = 5 * time.Minute
+	defaultSaveInterval = 5 * time.Minute
 )
 
 var errBadFile = errors.New("not an nxdns cache file of this version")
+
+// saveInterval is defaultSaveInterval; a variable only so a test can watch
+// the periodic save without waiting minutes.
+var saveInterval = defaultSaveInterval
 
 // saver writes the cache file every saveInterval while it changes.
 type saver struct {
@@ -56,8 +60,9 @@ type saver struct {
 
 func (s *saver) start(c *Cache) {
 	s.stopc = make(chan struct{})
+	interval := saveInterval // read here, not on the goroutine
 	s.wg.Go(func() {
-		t := time.NewTicker(saveInterval)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {

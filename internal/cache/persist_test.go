@@ -205,3 +205,34 @@ func TestSizeZero_passesEverythingOn(t *testing.T) {
 		t.Errorf("route called %d times, %d entries; want 2 and 0", calls, c.Snapshot().Entries)
 	}
 }
+
+// TestCacheFile_savedWhileRunning: a changed cache reaches its file at the
+// next periodic save, without a shutdown (a power cut loses at most one
+// interval).
+func TestCacheFile_savedWhileRunning(t *testing.T) {
+	old := saveInterval
+	saveInterval = 10 * time.Millisecond
+	t.Cleanup(func() { saveInterval = old })
+	file := filepath.Join(t.TempDir(), "cache")
+	c := New(Options{Size: 100, MaxTTL: time.Hour, StaleMaxAge: time.Hour, File: file})
+	defer c.saver.stop() // no Close: the periodic save alone must write it
+	st, set := c.state()
+	q := new(dns.Msg).SetQuestion("run.example.", dns.TypeA)
+	m := new(dns.Msg).SetReply(q)
+	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "run.example.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 1)}}
+	st.put(keyOf(q), prepare(m, keyOf(q), set.lim, time.Now(), "tls://192.0.2.53:853", "pool"))
+	c.changes.Add(1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(file); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache file was not written while running")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if r, warns := reopen(t, file, time.Hour); len(warns) != 0 || len(r.Explain("run.example.", dns.TypeA)) != 1 {
+		t.Errorf("the periodically written file: warnings %v, entries %d", warns, r.Snapshot().Entries)
+	}
+}
