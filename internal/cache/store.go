@@ -81,8 +81,10 @@ func (s *store) each(f func(key, *entry)) {
 	}
 }
 
-// len is the number of entries held (otter applies writes in batches: it
-// may lag a write or two behind).
+// len is the number of entries held. otter applies writes in batches on a
+// goroutine of its own, so for a moment after a burst of new names the
+// store may hold more than limit, by at most its write buffer (128 entries
+// per CPU); the bound holds again once that goroutine has run.
 func (s *store) len() int { return s.c.EstimatedSize() }
 
 // close stops otter's background maintenance.
