@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
@@ -51,6 +52,7 @@ type App struct {
 	log   *zap.Logger
 	level zap.AtomicLevel
 	srv   *server.Server
+	cache *cache.Cache // outlives generations: answers survive a reload
 
 	web     *web.Server // nil when web.listen is empty
 	webAddr string      // web.listen as configured
@@ -85,40 +87,42 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	a := &App{log: log, level: opts.Level, listen: opts.Listen, clock: opts.Clock,
-		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
+		stat:  metrics.ConfigState{Generation: 1, LoadedAt: time.Now()},
+		cache: cache.New(cacheOptions(cfg, log))}
 	if a.clock == nil {
 		a.clock = clock.NewWatcher(clock.System(), clockPoll)
 	}
+	gen.cache = a.cache.Stage()
+	// fail undoes whatever had started, in reverse, so an error leaves
+	// nothing running.
+	fail := func(err error) (*App, error) {
+		if a.srv != nil {
+			a.srv.Shutdown(context.Background())
+		}
+		a.stopLocal()
+		gen.close()
+		a.closeCache()
+		return nil, err
+	}
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
-		gen.close()
-		return nil, err
+		return fail(err)
 	}
 	gen.certs = store
 	a.gen.Store(gen)
 	if err := a.followLocal(cfg); err != nil {
-		gen.close()
-		return nil, err
+		return fail(err)
 	}
 	a.srv = server.New(server.Options{Logger: log}, gen.state(a.localPrefixes()))
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
-		a.srv.Shutdown(context.Background())
-		a.stopLocal()
-		gen.close()
-		return nil, explainListen(err)
+		return fail(explainListen(err))
 	}
 	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
-		a.srv.Shutdown(context.Background())
-		a.stopLocal()
-		gen.close()
-		return nil, explainListen(err)
+		return fail(explainListen(err))
 	}
 	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
-		a.srv.Shutdown(context.Background())
-		a.stopLocal()
-		gen.close()
-		return nil, explainListen(err)
+		return fail(explainListen(err))
 	}
 	a.commitWeb(ws)
 	a.commitCerts(store) // last: its poll goroutine runs only for an App that started
@@ -145,6 +149,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	gen.cache = a.cache.Stage()
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
 		gen.close()
@@ -177,6 +182,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	}
 	a.commitCerts(store)
 	a.commitWeb(ws)
+	a.reconfigureCache(a.gen.Load().cfg, cfg)
 	old := a.gen.Swap(gen)
 	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
 	a.drains = nil
@@ -297,6 +303,7 @@ func (a *App) restoreWeb() {
 // feature's own routes (web.Server.Handle) with the access they need.
 func (a *App) newWeb(addr string) *web.Server {
 	s := web.New(addr, a.registry(), a.health, a.log)
+	a.cacheRoutes(s)
 	return s
 }
 
@@ -336,6 +343,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopCerts()
 	a.retired.Wait()
 	a.gen.Load().close()
+	a.closeCache()
 	return err
 }
 
@@ -353,6 +361,7 @@ func (a *App) registry() *prometheus.Registry {
 		TLS:    a.srv.TLSSnapshot,
 		Cert:   a.certStatus,
 		Config: a.configState,
+		Cache:  a.cache.Snapshot,
 	})
 }
 
@@ -389,6 +398,8 @@ func (a *App) logEffective(cfg config.Config) {
 		zap.String("web", cfg.Web.Listen),
 		zap.Strings("dot_listen", cfg.TLS.DoTListen),
 		zap.Strings("doh_listen", cfg.TLS.DoHListen),
+		zap.Int("cache_size", cfg.DNS.CacheSize),
+		zap.String("cache_file", cfg.DNS.CacheFile),
 		zap.Bool("query_log", cfg.Log.QueryLog()),
 	}
 	if cfg.DNS.AllowsLocal() {

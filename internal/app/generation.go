@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/query"
@@ -27,6 +28,7 @@ type generation struct {
 	zones *forward.Table
 	names *forward.Names
 	certs *tlscert.Store // the App's serving certificate, for DDR (tls.go); nil without TLS
+	cache *cache.Stage // the App's cache, seen by this generation's chain
 }
 
 // build makes a generation from a validated configuration. Nothing is
@@ -119,6 +121,9 @@ func (g *generation) stages() []query.Stage {
 	// local answers (SPEC §8.6)
 	// policy: lists, groups, pause (SPEC §8.7)
 	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
+	if g.cache != nil && g.cfg.DNS.CacheSize > 0 {
+		stages = append(stages, g.cache)
+	}
 	return stages
 }
 
@@ -154,6 +159,9 @@ func (g *generation) start() {
 
 // close releases everything: probes, upstream connections, name lookups.
 func (g *generation) close() {
+	if g.cache != nil {
+		g.cache.Close() // its refreshes use the pool and zones closed below
+	}
 	if g.names != nil {
 		g.names.Close()
 	}

@@ -25,10 +25,12 @@ type DNS struct {
 
 	// The answer cache and serve-stale of SPEC §8.5. TTLs and ages are whole
 	// seconds, the unit of a DNS TTL.
-	CacheSize   int `toml:"cache_size"`    // answers held; 0 disables the cache
-	CacheMinTTL int `toml:"cache_min_ttl"` // shorter TTLs are raised to it; <= CacheMaxTTL
-	CacheMaxTTL int `toml:"cache_max_ttl"` // longer TTLs are lowered to it
-	StaleMaxAge int `toml:"stale_max_age"` // how long past expiry an answer may be served stale; 0 disables
+	CacheSize   int    `toml:"cache_size"`    // answers held; 0 disables the cache
+	CacheMinTTL int    `toml:"cache_min_ttl"` // shorter TTLs are raised to it; <= CacheMaxTTL
+	CacheMaxTTL int    `toml:"cache_max_ttl"` // longer TTLs are lowered to it
+	StaleMaxAge int    `toml:"stale_max_age"` // how long past expiry an answer may be served stale; 0 disables
+	Prefetch    *bool  `toml:"prefetch"`      // nil means true: refresh names asked again near expiry
+	CacheFile   string `toml:"cache_file"`    // absolute path the cache is saved to and loaded from; "" for none
 }
 
 // Upstream holds the time budgets shared by every upstream and zone.

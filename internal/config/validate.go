@@ -79,6 +79,7 @@ func checkCache(ps *Problems, d DNS) {
 		ps.add("dns.cache_min_ttl", CodeMinAboveMax, "%d is above dns.cache_max_ttl (%d)", d.CacheMinTTL, d.CacheMaxTTL)
 	}
 	checkRange(ps, "dns.stale_max_age", d.StaleMaxAge, 0, maxStaleMaxAge)
+	checkCacheFile(ps, d.CacheFile)
 }
 
 func checkTimeouts(ps *Problems, u Upstream) {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
@@ -34,6 +35,7 @@ type Sources struct {
 	TLS    func() server.TLSSnapshot
 	Cert   func() (tlscert.Status, bool)
 	Config func() ConfigState
+	Cache  func() cache.Snapshot
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -67,6 +69,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Config != nil {
 		cs = append(cs, configCollector{src.Config})
+	}
+	if src.Cache != nil {
+		cs = append(cs, cacheCollector{src.Cache})
 	}
 	return cs
 }
