@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Throughput on loopback with dnsperf (Debian package dnsperf): nxdns in front
 # of a zero-latency fake DoT upstream, next to the fake upstream's own UDP
-# ceiling. Every name is unique per run and nxdns has no cache, so every
+# ceiling. Every name is unique per run, so the cache never answers and every
 # query is forwarded over DoT. Bounded: each dnsperf run lasts SECONDS.
 # Usage: scripts/perf.sh [SECONDS]   (default 10)
 set -euo pipefail

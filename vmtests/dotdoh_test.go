@@ -177,15 +177,6 @@ func TestRealBinaryCertificateRenewalBySIGHUP(t *testing.T) {
 	}
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func dotSerial(t *testing.T, n *tlsNode) string {
 	t.Helper()
 	c := &dns.Client{Net: "tcp-tls", Timeout: 5 * time.Second, TLSConfig: tlsClientConfig(n)}

@@ -335,3 +335,13 @@ func (n *notifySocket) await(want string, bound time.Duration) error {
 		}
 	}
 }
+
+// readFile is path's contents; the test fails if it cannot be read.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

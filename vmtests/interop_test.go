@@ -43,10 +43,13 @@ func TestInteropUnbound(t *testing.T) {
 			for _, network := range []string{"udp", "tcp"} {
 				wantA(t, p.ask(t, network, "host.nxdns.test.", dns.TypeA), "192.0.2.10")
 			}
-			for _, line := range p.queryLog(t, "host.nxdns.test.", 2) {
-				if line["source"] != "pool" || line["rcode"] != "NOERROR" || line["upstream"] != tr.logged {
-					t.Errorf("query log %v: want source pool, NOERROR, upstream %s", line, tr.logged)
-				}
+			// The first query goes to the pool; the second (TCP) is the cache's.
+			lines := p.queryLog(t, "host.nxdns.test.", 2)
+			if line := lines[0]; line["source"] != "pool" || line["rcode"] != "NOERROR" || line["upstream"] != tr.logged {
+				t.Errorf("query log %v: want source pool, NOERROR, upstream %s", line, tr.logged)
+			}
+			if line := lines[1]; line["source"] != "cache" || line["rcode"] != "NOERROR" {
+				t.Errorf("query log %v: want the second answer from the cache", line)
 			}
 			// The start-up probe (". NS") runs as nxdns starts, and unbound
 			// answers it: no backoff episode. (While the launcher refused ".",
@@ -79,10 +82,15 @@ func TestInteropDnsmasqZones(t *testing.T) {
 				t.Errorf("PTR 50.1.168.192.in-addr.arpa: %s %v, want host.lan.", dns.RcodeToString[r.Rcode], r.Answer)
 			}
 
+			// Each name's first query goes to its zone; host.lan's second is
+			// answered by the cache.
 			for name, source := range map[string]string{"host.lan.": "zone:lan", "50.1.168.192.in-addr.arpa.": "zone:168.192.in-addr.arpa"} {
-				for _, line := range p.queryLog(t, name, 1) {
-					if line["source"] != source || line["upstream"] != resolver {
+				for i, line := range p.queryLog(t, name, 1) {
+					switch {
+					case i == 0 && (line["source"] != source || line["upstream"] != resolver):
 						t.Errorf("query log %v: want source %s, upstream %s", line, source, resolver)
+					case i > 0 && line["source"] != "cache":
+						t.Errorf("query log %v: want the repeated query from the cache", line)
 					}
 				}
 			}

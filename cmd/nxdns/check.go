@@ -17,7 +17,7 @@ import (
 func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default: the built-in configuration)")
-	probe := fs.Bool("probe", false, "also send one query to each enabled upstream and report the result")
+	probe := fs.Bool("probe", false, "also send one query to each enabled upstream and forward-zone resolver and report the result")
 	tlsCheck := fs.Bool("tls", false, "also check that Android's Private DNS will accept the [tls] certificate (tlscheck.go)")
 	tlsName := fs.String("tls-name", "", "with --tls: the host name the phones are set to")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -64,6 +64,7 @@ func summary(name string, cfg config.Config) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: ok\n", name)
 	fmt.Fprintf(&b, "listen:    %s (UDP and TCP each)\n", strings.Join(cfg.DNS.Listen, ", "))
+	fmt.Fprintf(&b, "allow:     %s\n", strings.Join(cfg.DNS.Allow, ", "))
 	fmt.Fprintf(&b, "upstreams, in priority order:\n")
 	for i, u := range cfg.EnabledUpstreams() {
 		fmt.Fprintf(&b, "  %d. %s  priority %d\n", i+1, upstream.RedactString(u.URL), u.Priority)

@@ -19,8 +19,10 @@ import (
 const usage = `usage: nxdns <command> [flags]
 
 commands:
-  run     [--config FILE]            serve DNS (built-in loopback config without --config)
-  check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream
+  run     [--config FILE] [--listen IP:PORT]...
+                                     serve DNS (built-in config on 127.0.0.1:5300 and [::1]:5300
+                                     without --config; --listen replaces dns.listen)
+  check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream and zone resolver
           [--tls [--tls-name NAME]]  --tls: will Android's Private DNS accept the DoT certificate?
   version                            print the version and commit
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -20,10 +21,15 @@ import (
 func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (default: the built-in loopback configuration)")
+	var listen listFlag
+	fs.Var(&listen, "listen", "`IP:port` to serve DNS on, replacing dns.listen; repeat for several")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	cfg, name, err := loadConfig(*path)
+	if err == nil {
+		err = cfg.OverrideListen(listen).Err()
+	}
 	if err != nil {
 		fmt.Fprint(stderr, problemLines(name, err))
 		return exitProblems
@@ -45,7 +51,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	a, err := app.Start(cfg, app.Options{Logger: log, Level: level})
+	a, err := app.Start(cfg, app.Options{Logger: log, Level: level, Listen: listen})
 	if err != nil {
 		log.Error("start failed", zap.Error(err))
 		return exitProblems
@@ -84,4 +90,14 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 			return exitOK
 		}
 	}
+}
+
+// listFlag is a flag that may be given several times (--listen A --listen B).
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ", ") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }

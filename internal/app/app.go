@@ -17,9 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/localnet"
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/server"
@@ -41,6 +43,7 @@ const clockPoll = 2 * time.Second
 type Options struct {
 	Logger *zap.Logger
 	Level  zap.AtomicLevel // changed in place when a reload changes log.level
+	Listen []string        // nxdns run --listen: replaces dns.listen of every file ReloadFile loads
 	Clock  *clock.Watcher  // nil: the system's clock (clock.System), polled every clockPoll
 }
 
@@ -49,14 +52,23 @@ type App struct {
 	log   *zap.Logger
 	level zap.AtomicLevel
 	srv   *server.Server
+	cache *cache.Cache // outlives generations: answers survive a reload
 
 	web     *web.Server // nil when web.listen is empty
 	webAddr string      // web.listen as configured
 	certs   certState   // the DoT/DoH certificate (tls.go); under mu
 
-	mu      sync.Mutex                 // serialises Reload and Shutdown
+	mu      sync.Mutex                 // serialises Reload, Shutdown and local-network changes
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
+
+	local   *localnet.Watcher             // follows dns.allow's "local"; nil until a config uses it
+	drains  []func(context.Context) error // states the current generation served through, since its start (local.go)
+	stopped bool                          // Shutdown began: no more state swaps
+	listen  []string                      // Options.Listen
+
+	statMu sync.Mutex          // guards stat (reloads.go)
+	stat   metrics.ConfigState // reload outcomes and the running generation
 
 	clock     *clock.Watcher
 	stopClock context.CancelFunc
@@ -74,33 +86,43 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level, clock: opts.Clock}
+	a := &App{log: log, level: opts.Level, listen: opts.Listen, clock: opts.Clock,
+		stat:  metrics.ConfigState{Generation: 1, LoadedAt: time.Now()},
+		cache: cache.New(cacheOptions(cfg, log))}
 	if a.clock == nil {
 		a.clock = clock.NewWatcher(clock.System(), clockPoll)
 	}
+	gen.cache = a.cache.Stage()
+	// fail undoes whatever had started, in reverse, so an error leaves
+	// nothing running.
+	fail := func(err error) (*App, error) {
+		if a.srv != nil {
+			a.srv.Shutdown(context.Background())
+		}
+		a.stopLocal()
+		gen.close()
+		a.closeCache()
+		return nil, err
+	}
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
-		gen.close()
-		return nil, err
+		return fail(err)
 	}
 	gen.certs = store
 	a.gen.Store(gen)
-	a.srv = server.New(server.Options{Logger: log}, gen.state())
+	if err := a.followLocal(cfg); err != nil {
+		return fail(err)
+	}
+	a.srv = server.New(server.Options{Logger: log}, gen.state(a.localPrefixes()))
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
-		a.srv.Shutdown(context.Background())
-		gen.close()
-		return nil, err
+		return fail(explainListen(err))
 	}
 	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
-		a.srv.Shutdown(context.Background())
-		gen.close()
-		return nil, err
+		return fail(explainListen(err))
 	}
 	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
-		a.srv.Shutdown(context.Background())
-		gen.close()
-		return nil, err
+		return fail(explainListen(err))
 	}
 	a.commitWeb(ws)
 	a.commitCerts(store) // last: its poll goroutine runs only for an App that started
@@ -114,7 +136,8 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 // why not. The new generation is built and its listeners bound before
 // anything changes; queries already running finish on the old generation,
 // which is closed in the background once they have.
-func (a *App) Reload(cfg config.Config) error {
+func (a *App) Reload(cfg config.Config) (err error) {
+	defer func() { a.recordReload(err) }()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.reloadLocked(cfg)
@@ -126,12 +149,17 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	gen.cache = a.cache.Stage()
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
 		gen.close()
 		return err
 	}
 	gen.certs = store
+	if err := a.followLocal(cfg); err != nil {
+		gen.close()
+		return err
+	}
 	// The web endpoint is bound before the listeners change and released
 	// only after they did, so a failure in either leaves everything as it was.
 	ws, err := a.bindWeb(cfg.Web.Listen)
@@ -142,7 +170,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
 		a.abortWeb(ws)
 		gen.close()
-		return err
+		return explainListen(err)
 	}
 	// After the plain listeners: a TLS address that fails to bind leaves them
 	// as the new file says, but keeps the running generation and TLS
@@ -154,8 +182,10 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	}
 	a.commitCerts(store)
 	a.commitWeb(ws)
+	a.reconfigureCache(a.gen.Load().cfg, cfg)
 	old := a.gen.Swap(gen)
-	drained := a.srv.Swap(gen.state())
+	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
+	a.drains = nil
 	gen.start()
 	if lvl, err := logging.ParseLevel(cfg.Log.Level); err == nil {
 		a.level.SetLevel(lvl)
@@ -164,7 +194,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		// Every query that started on old ends within old's own budget.
 		ctx, cancel := context.WithTimeout(context.Background(), old.drainBound())
 		defer cancel()
-		if err := drained(ctx); err != nil {
+		if err := drainAll(ctx, drains); err != nil {
 			a.log.Warn("closing the previous configuration with queries still running", zap.Error(err))
 		}
 		old.close()
@@ -177,7 +207,11 @@ func (a *App) reloadLocked(cfg config.Config) error {
 // nothing: every problem is logged and the running configuration stays.
 func (a *App) ReloadFile(path string) error {
 	cfg, err := config.LoadFile(path)
+	if err == nil {
+		err = cfg.OverrideListen(a.listen).Err()
+	}
 	if err != nil {
+		a.recordReload(err) // Reload, which counts the rest, is not reached
 		var ps config.Problems
 		if errors.As(err, &ps) {
 			for _, p := range ps {
@@ -269,6 +303,7 @@ func (a *App) restoreWeb() {
 // feature's own routes (web.Server.Handle) with the access they need.
 func (a *App) newWeb(addr string) *web.Server {
 	s := web.New(addr, a.registry(), a.health, a.log)
+	a.cacheRoutes(s)
 	return s
 }
 
@@ -300,6 +335,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	// The clock watcher first: a re-probe it started takes a.mu.
 	a.stopClock()
 	a.clockDone.Wait()
+	a.stopLocal()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	err := a.srv.Shutdown(ctx)
@@ -307,6 +343,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopCerts()
 	a.retired.Wait()
 	a.gen.Load().close()
+	a.closeCache()
 	return err
 }
 
@@ -323,14 +360,18 @@ func (a *App) registry() *prometheus.Registry {
 		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
 		TLS:    a.srv.TLSSnapshot,
 		Cert:   a.certStatus,
+		Config: a.configState,
+		Cache:  a.cache.Snapshot,
 	})
 }
 
 // health is /api/health's view of the current state.
 func (a *App) health() web.Health {
 	udp, _ := a.srv.Addrs()
-	h := web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp)).
-		WithClock(a.clock.Current())
+	g := a.gen.Load()
+	h := web.HealthFrom(g.pool.Snapshot(), a.srv.Snapshot(), len(udp)).
+		WithClock(a.clock.Current()).
+		WithZones(g.zones.Snapshot())
 	if st, ok := a.certStatus(); ok {
 		h.AddCertificate(st.NotAfter, st.LastError, time.Now())
 	}
@@ -347,8 +388,9 @@ func (a *App) logEffective(cfg config.Config) {
 	for _, z := range cfg.ForwardZones {
 		zones = append(zones, z.FQDN()+"→"+z.Resolver)
 	}
-	a.log.Info("configuration",
+	fields := []zap.Field{
 		zap.Strings("listen", cfg.DNS.Listen),
+		zap.Strings("allow", cfg.DNS.Allow),
 		zap.Strings("upstreams", ups),
 		zap.Strings("zones", zones),
 		zap.Int("attempt_timeout_ms", cfg.Upstream.AttemptTimeoutMS),
@@ -356,5 +398,12 @@ func (a *App) logEffective(cfg config.Config) {
 		zap.String("web", cfg.Web.Listen),
 		zap.Strings("dot_listen", cfg.TLS.DoTListen),
 		zap.Strings("doh_listen", cfg.TLS.DoHListen),
-		zap.Bool("query_log", cfg.Log.QueryLog()))
+		zap.Int("cache_size", cfg.DNS.CacheSize),
+		zap.String("cache_file", cfg.DNS.CacheFile),
+		zap.Bool("query_log", cfg.Log.QueryLog()),
+	}
+	if cfg.DNS.AllowsLocal() {
+		fields = append(fields, zap.Stringers("local_networks", a.localPrefixes()))
+	}
+	a.log.Info("configuration", fields...)
 }

@@ -59,5 +59,7 @@ func (a *App) reprobe() {
 	a.log.Info("probing the upstreams again after the clock was set", zap.Int("in_backoff", inBackoff))
 	if err := a.reloadLocked(g.cfg); err != nil {
 		a.log.Warn("could not probe the upstreams again; they return at their next backoff probe", zap.Error(err))
+		return
 	}
+	a.recordGeneration() // a new pool: its counters start at zero
 }

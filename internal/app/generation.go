@@ -2,11 +2,13 @@ package app
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/query"
@@ -20,18 +22,20 @@ import (
 // names. A reload builds a new generation beside the running one and retires
 // the old one once no query uses it.
 type generation struct {
+	log   *zap.Logger
 	cfg   config.Config
 	pool  *upstream.Pool
 	zones *forward.Table
 	names *forward.Names
 	certs *tlscert.Store // the App's serving certificate, for DDR (tls.go); nil without TLS
+	cache *cache.Stage // the App's cache, seen by this generation's chain
 }
 
 // build makes a generation from a validated configuration. Nothing is
 // started: the pool's probes start with start, so a generation that fails
 // half-way is closed without having sent anything.
 func build(cfg config.Config, log *zap.Logger) (*generation, error) {
-	g := &generation{cfg: cfg}
+	g := &generation{log: log, cfg: cfg}
 	pool, err := buildPool(cfg, log, 0)
 	if err != nil {
 		return nil, err
@@ -86,11 +90,17 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 	return pool, nil
 }
 
-// state is the server's view of this generation.
-func (g *generation) state() *server.State {
+// state is the server's view of this generation. local is the host's own
+// networks, added to the allow list when dns.allow holds "local" (the app
+// builds a new state when they change, see App.localChanged).
+func (g *generation) state(local []netip.Prefix) *server.State {
+	allow := g.cfg.DNS.Allowed()
+	if g.cfg.DNS.AllowsLocal() {
+		allow = append(allow, local...)
+	}
 	return &server.State{
 		Router:   g,
-		Allow:    g.cfg.DNS.Allowed(),
+		Allow:    allow,
 		Names:    g.names,
 		QueryLog: g.cfg.Log.QueryLog(),
 		Budget:   g.cfg.Upstream.Total(),
@@ -111,6 +121,9 @@ func (g *generation) stages() []query.Stage {
 	// local answers (SPEC §8.6)
 	// policy: lists, groups, pause (SPEC §8.7)
 	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
+	if g.cache != nil && g.cfg.DNS.CacheSize > 0 {
+		stages = append(stages, g.cache)
+	}
 	return stages
 }
 
@@ -137,15 +150,23 @@ func (g *generation) drainBound() time.Duration {
 	return max(g.cfg.Upstream.Total(), g.cfg.Upstream.Read()) + drainMargin
 }
 
-// start begins the background work: the pool's start-up probes.
-func (g *generation) start() { g.pool.Start() }
+// start begins the background work: the start-up probes of the pool and of
+// the forward zones' resolvers.
+func (g *generation) start() {
+	g.pool.Start()
+	g.zones.Start(g.log.Named("forward"))
+}
 
 // close releases everything: probes, upstream connections, name lookups.
 func (g *generation) close() {
+	if g.cache != nil {
+		g.cache.Close() // its refreshes use the pool and zones closed below
+	}
 	if g.names != nil {
 		g.names.Close()
 	}
 	if g.pool != nil {
 		g.pool.Close()
 	}
+	g.zones.Close() // nil-safe, like a table never started
 }

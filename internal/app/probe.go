@@ -8,17 +8,20 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
 // ProbeResult is one upstream's answer to `nxdns check --probe`.
 type ProbeResult struct {
+	Zone    string // the forward zone (FQDN) whose resolver URL is; "" for an upstream
 	URL     string // redacted
 	Latency time.Duration
 	Err     error
 }
 
-// Probe sends one query (". NS") to each enabled upstream, each through a
+// Probe sends one query (". NS") to each enabled upstream, then one (the
+// zone's SOA) to each forward zone's resolver, each through a
 // single-slot pool of its own, never through a serving pool: an operator's
 // check must not take a slot from live queries or touch their health. The
 // probes run one after another so each latency is the upstream's own.
@@ -47,6 +50,23 @@ func Probe(ctx context.Context, cfg config.Config) []ProbeResult {
 		}
 		pool.Close()
 		results = append(results, r)
+	}
+	return append(results, probeZones(ctx, cfg)...)
+}
+
+// probeZones asks each forward zone's resolver for its zone's SOA through a
+// table of its own (the probe the server runs in the background, SPEC §4.5),
+// one after another.
+func probeZones(ctx context.Context, cfg config.Config) []ProbeResult {
+	tab, err := forward.NewTable(cfg.ForwardZones, cfg.Upstream.Read())
+	if err != nil { // validated already; report rather than hide it
+		return []ProbeResult{{Zone: "forward_zones", Err: err}}
+	}
+	var results []ProbeResult
+	for _, z := range tab.Zones() {
+		start := time.Now()
+		err := z.Probe(ctx)
+		results = append(results, ProbeResult{Zone: z.Name(), URL: z.URL(), Latency: time.Since(start), Err: err})
 	}
 	return results
 }

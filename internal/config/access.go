@@ -46,7 +46,9 @@ func (d DNS) Addrs() []netip.AddrPort {
 	return out
 }
 
-// Allowed are the client networks, masked (192.168.1.7/24 is 192.168.1.0/24).
+// Allowed are the client networks given as prefixes, masked (192.168.1.7/24
+// is 192.168.1.0/24). "local" is not among them: it changes while nxdns runs
+// (AllowsLocal).
 func (d DNS) Allowed() []netip.Prefix {
 	out := make([]netip.Prefix, 0, len(d.Allow))
 	for _, s := range d.Allow {

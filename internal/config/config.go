@@ -21,14 +21,16 @@ type Config struct {
 // DNS is the serving side: where nxdns listens and whom it answers.
 type DNS struct {
 	Listen []string `toml:"listen"` // IP:port; each gets a UDP and a TCP listener
-	Allow  []string `toml:"allow"`  // CIDR prefixes; clients outside get REFUSED
+	Allow  []string `toml:"allow"`  // CIDR prefixes or "local"; clients outside get REFUSED
 
 	// The answer cache and serve-stale of SPEC §8.5. TTLs and ages are whole
 	// seconds, the unit of a DNS TTL.
-	CacheSize   int `toml:"cache_size"`    // answers held; 0 disables the cache
-	CacheMinTTL int `toml:"cache_min_ttl"` // shorter TTLs are raised to it; <= CacheMaxTTL
-	CacheMaxTTL int `toml:"cache_max_ttl"` // longer TTLs are lowered to it
-	StaleMaxAge int `toml:"stale_max_age"` // how long past expiry an answer may be served stale; 0 disables
+	CacheSize   int    `toml:"cache_size"`    // answers held; 0 disables the cache
+	CacheMinTTL int    `toml:"cache_min_ttl"` // shorter TTLs are raised to it; <= CacheMaxTTL
+	CacheMaxTTL int    `toml:"cache_max_ttl"` // longer TTLs are lowered to it
+	StaleMaxAge int    `toml:"stale_max_age"` // how long past expiry an answer may be served stale; 0 disables
+	Prefetch    *bool  `toml:"prefetch"`      // nil means true: refresh names asked again near expiry
+	CacheFile   string `toml:"cache_file"`    // absolute path the cache is saved to and loaded from; "" for none
 }
 
 // Upstream holds the time budgets shared by every upstream and zone.
@@ -85,13 +87,10 @@ func (l Log) QueryLog() bool { return l.Queries == nil || *l.Queries }
 func Default() Config {
 	return Config{
 		DNS: DNS{
-			Listen: []string{"127.0.0.1:5353", "[::1]:5353"},
-			Allow: []string{
-				"127.0.0.0/8", "::1/128", // loopback
-				"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", // RFC 1918
-				"fc00::/7",                    // ULA, RFC 4193
-				"169.254.0.0/16", "fe80::/10", // link-local
-			},
+			// Port 5300: unprivileged, and not 5353, which avahi (mDNS) holds
+			// on most Linux desktops (SPEC §3).
+			Listen:      []string{"127.0.0.1:5300", "[::1]:5300"},
+			Allow:       []string{AllowLocal},
 			CacheSize:   10000,
 			CacheMinTTL: 0,
 			CacheMaxTTL: 86400, // one day

@@ -26,6 +26,9 @@ func decodeProblems(err error, sites *siteMap) (ps Problems, complete bool) {
 			if s.header {
 				p.Message = "unknown table"
 			}
+			if hint := suggestKey(p.Path); hint != "" {
+				p.Message += fmt.Sprintf("; did you mean %q?", hint)
+			}
 			ps = append(ps, p)
 		}
 		return ps, true

@@ -43,6 +43,11 @@ func LoadFile(path string) (Config, error) {
 
 func parse(doc []byte) (Config, error) {
 	sites := locate(doc)
+	if ps := listTableProblems(sites); len(ps) > 0 {
+		// The decoder would either accept the table as a list or fail on it
+		// with a message that hides the fix; nothing after it is trustworthy.
+		return Config{}, ps
+	}
 	c := Default()
 	c.Upstreams = nil // see Load: a file names its own upstreams
 	// go-toml v2 truncates a slice before decoding an array into it, so every

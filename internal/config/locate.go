@@ -31,6 +31,12 @@ type siteMap struct {
 	sites []site
 	elems map[string]int // "upstreams[1]" → offset of its [[upstreams]] header or inline {
 	ok    bool           // the whole document parsed; false means a syntax error
+
+	// singleTables are [name] headers of keys the model holds as a list of
+	// tables ([upstreams] where [[upstreams]] is meant): go-toml takes one as
+	// a one-element list and fails confusingly on the next, so Load reports
+	// them itself (listTableProblems).
+	singleTables []site
 }
 
 // locate records the sites of doc. A syntax error stops it; the sites found
@@ -47,6 +53,9 @@ func locate(doc []byte) *siteMap {
 		case unstable.Table:
 			prefix = keyPath(e)
 			m.addRange(prefix, e)
+			if isTableList(modelType(prefix)) {
+				m.singleTables = append(m.singleTables, m.sites[len(m.sites)-1])
+			}
 		case unstable.ArrayTable:
 			name := keyPath(e)
 			prefix = name + "[" + strconv.Itoa(counts[name]) + "]"

@@ -48,6 +48,7 @@ const (
 	CodeTooManyUpstreams  Code = "TooManyUpstreams"  // more than MaxUpstreams enabled
 	CodeDuplicate         Code = "Duplicate"         // a second URL, zone, client IP or listen address
 	CodeListenConflict    Code = "ListenConflict"    // a TLS listen address that a wildcard on the same port overlaps
+	CodeCacheFile         Code = "CacheFile"         // dns.cache_file not absolute, or not a regular file
 )
 
 // Problem is one thing wrong with a configuration.

@@ -47,40 +47,27 @@ func checkDNS(ps *Problems, d DNS) {
 	checkCache(ps, d)
 }
 
-func checkListen(ps *Problems, listen []string) {
+func checkListen(ps *Problems, listen []string) { checkListenAt(ps, "dns.listen", listen) }
+
+// checkListenAt checks a list of listen addresses; base names the list in
+// problems ("dns.listen", or "--listen" for the command line's).
+func checkListenAt(ps *Problems, base string, listen []string) {
 	if len(listen) == 0 {
-		ps.add("dns.listen", CodeRequired, "no listen address: nxdns would answer nobody")
+		ps.add(base, CodeRequired, "no listen address: nxdns would answer nobody")
 	}
 	seen := map[netip.AddrPort]int{}
 	for i, s := range listen {
-		path := fmt.Sprintf("dns.listen[%d]", i)
+		path := fmt.Sprintf("%s[%d]", base, i)
 		ap, msg := parseListen(s, "53")
 		if msg != "" {
 			ps.add(path, CodeInvalidListen, "%q: %s", s, msg)
 			continue
 		}
 		if j, dup := seen[ap]; dup {
-			ps.add(path, CodeDuplicate, "%s is already dns.listen[%d]", ap, j)
+			ps.add(path, CodeDuplicate, "%s is already %s[%d]", ap, base, j)
 			continue
 		}
 		seen[ap] = i
-	}
-}
-
-func checkAllow(ps *Problems, allow []string) {
-	if len(allow) == 0 {
-		// An empty list is ambiguous ("nobody" or "everybody"); neither is
-		// what a household wants, and everybody would be an open resolver.
-		ps.add("dns.allow", CodeRequired, "no allowed network: list the networks to answer, e.g. 192.168.0.0/16")
-	}
-	for i, s := range allow {
-		if _, err := netip.ParsePrefix(s); err != nil {
-			hint := ""
-			if _, err := netip.ParseAddr(s); err == nil {
-				hint = " (one address is a /32 or /128 prefix)"
-			}
-			ps.add(fmt.Sprintf("dns.allow[%d]", i), CodeInvalidCIDR, "%q is not a CIDR prefix%s", s, hint)
-		}
 	}
 }
 
@@ -92,6 +79,7 @@ func checkCache(ps *Problems, d DNS) {
 		ps.add("dns.cache_min_ttl", CodeMinAboveMax, "%d is above dns.cache_max_ttl (%d)", d.CacheMinTTL, d.CacheMaxTTL)
 	}
 	checkRange(ps, "dns.stale_max_age", d.StaleMaxAge, 0, maxStaleMaxAge)
+	checkCacheFile(ps, d.CacheFile)
 }
 
 func checkTimeouts(ps *Problems, u Upstream) {
@@ -168,6 +156,9 @@ func parseListen(s, port string) (netip.AddrPort, string) {
 	ap, err := netip.ParseAddrPort(s)
 	switch {
 	case err != nil:
+		if msg := portProblem(s); msg != "" {
+			return ap, msg
+		}
 		return ap, fmt.Sprintf("want IP:port, e.g. 127.0.0.1:%s or [::1]:%s (0.0.0.0:%s for every IPv4 address)", port, port, port)
 	case ap.Port() == 0:
 		return ap, "port 0 is not a port to serve on"

@@ -56,6 +56,9 @@ func parseResolver(s string) (network string, addr netip.AddrPort, code Code, ms
 	}
 	addr, err := netip.ParseAddrPort(rest)
 	if err != nil {
+		if msg := portProblem(rest); msg != "" {
+			return "", addr, CodeInvalidResolver, msg
+		}
 		if _, err := netip.ParseAddr(strings.Trim(rest, "[]")); err == nil {
 			return "", addr, CodeInvalidResolver, "the port is mandatory, e.g. " + network + "://192.168.1.1:53"
 		}

@@ -48,6 +48,7 @@ func (z *Zone) Resolve(ctx context.Context, q *dns.Msg) (resp *dns.Msg, upstream
 		kind := upstream.Classify(err)
 		if kind.Group() == upstream.PeerFault {
 			z.failures.Add(1) // cancellation and our own shortages say nothing about the resolver
+			z.health.failure(err, false)
 		}
 		return nil, z.url, &upstream.QueryError{
 			Kind:       kind,
@@ -57,6 +58,7 @@ func (z *Zone) Resolve(ctx context.Context, q *dns.Msg) (resp *dns.Msg, upstream
 			Err:        err,
 		}
 	}
+	z.health.success()
 	return resp, z.url, nil
 }
 

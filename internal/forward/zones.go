@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,8 @@ type Zone struct {
 	queries   atomic.Uint64 // every Resolve call
 	failures  atomic.Uint64 // exchanges that failed on the resolver's account (peer faults)
 	truncated atomic.Uint64 // UDP answers with TC=1 that fell back to TCP
+
+	health zoneHealth // reachability, from live exchanges and probes (probe.go)
 }
 
 // Name is the zone, a lower-cased FQDN.
@@ -54,6 +57,9 @@ func (z *Zone) URL() string { return z.url }
 type Table struct {
 	zones  []*Zone          // configuration order, for Snapshot
 	byName map[string]*Zone // keyed by lower-cased FQDN
+
+	stop func()         // ends the probers; nil until Start
+	wg   sync.WaitGroup // the probers
 }
 
 // NewTable builds the forward zones of a configuration. readTimeout bounds
@@ -96,6 +102,7 @@ func newZone(fz config.ForwardZone, timeout time.Duration) (*Zone, error) {
 		udpAddr: net.UDPAddrFromAddrPort(addr),
 		tcpAddr: addr.String(),
 		timeout: timeout,
+		health:  newZoneHealth(),
 	}, nil
 }
 
@@ -167,6 +174,10 @@ type ZoneSnapshot struct {
 	Queries   uint64 // Resolve calls, PTR lookups for client names included
 	Failures  uint64 // failed on the resolver's account (peer faults only)
 	Truncated uint64 // TC=1 answers that fell back to TCP
+
+	Down         bool   // unreachable: consecutive failures or a failed probe, until an answer
+	ProbesOK     uint64 // background probes answered
+	ProbesFailed uint64 // background probes that failed
 }
 
 // Snapshot reads every zone's counters, in configuration order. Each counter
@@ -183,6 +194,10 @@ func (t *Table) Snapshot() []ZoneSnapshot {
 			Queries:   z.queries.Load(),
 			Failures:  z.failures.Load(),
 			Truncated: z.truncated.Load(),
+
+			Down:         z.health.down.Load(),
+			ProbesOK:     z.health.probesOK.Load(),
+			ProbesFailed: z.health.probesFailed.Load(),
 		}
 	}
 	return out

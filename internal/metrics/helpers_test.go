@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
@@ -66,12 +67,17 @@ func sampleSources() Sources {
 		{Zone: "168.192.in-addr.arpa.", Resolver: "udp://192.168.1.1:53", Queries: 43, Failures: 0, Truncated: 0},
 		{Zone: "iot.lan.", Resolver: "tcp://192.168.2.1:53", Queries: 47, Failures: 5, Truncated: 0},
 	}
+	cacheSnap := cache.Snapshot{Hits: 53, Misses: 59, Stale: 61, Prefetches: 67, Coalesced: 71, Evictions: 73, Entries: 79}
 	return Sources{
 		Pool:   func() upstream.Snapshot { return pool },
 		Server: func() server.Snapshot { return srv },
 		Zones:  func() []forward.ZoneSnapshot { return zones },
 		TLS:    sampleTLS,
 		Cert:   sampleCert,
+		Config: func() ConfigState {
+			return ConfigState{ReloadsOK: 3, ReloadsFailed: 2, LastFailed: true, Generation: 4, LoadedAt: time.Unix(1700000000, 500e6)}
+		},
+		Cache:  func() cache.Snapshot { return cacheSnap },
 	}
 }
 

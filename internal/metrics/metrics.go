@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
@@ -31,8 +32,10 @@ type Sources struct {
 	Zones  func() []forward.ZoneSnapshot
 	// TLS and Cert are the DoT/DoH series (tls.go); Cert's ok is false
 	// while nxdns serves no TLS.
-	TLS  func() server.TLSSnapshot
-	Cert func() (tlscert.Status, bool)
+	TLS    func() server.TLSSnapshot
+	Cert   func() (tlscert.Status, bool)
+	Config func() ConfigState
+	Cache  func() cache.Snapshot
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -63,6 +66,12 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Zones != nil {
 		cs = append(cs, forwardCollector{src.Zones})
+	}
+	if src.Config != nil {
+		cs = append(cs, configCollector{src.Config})
+	}
+	if src.Cache != nil {
+		cs = append(cs, cacheCollector{src.Cache})
 	}
 	return cs
 }

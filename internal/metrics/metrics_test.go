@@ -63,6 +63,11 @@ func TestCollectors_mapEverySnapshotField(t *testing.T) {
 		{"nxdns_forward_queries_total", dto.MetricType_COUNTER, lan, 41},
 		{"nxdns_forward_failures_total", dto.MetricType_COUNTER, iot, 5},
 		{"nxdns_forward_tcp_fallbacks_total", dto.MetricType_COUNTER, lan, 2},
+		{"nxdns_config_reloads_total", dto.MetricType_COUNTER, map[string]string{"outcome": "success"}, 3},
+		{"nxdns_config_reloads_total", dto.MetricType_COUNTER, map[string]string{"outcome": "failure"}, 2},
+		{"nxdns_config_last_reload_successful", dto.MetricType_GAUGE, none, 0},
+		{"nxdns_config_generation", dto.MetricType_GAUGE, none, 4},
+		{"nxdns_config_loaded_timestamp_seconds", dto.MetricType_GAUGE, none, 1700000000.5},
 	}
 	for _, c := range cases {
 		if got := fams[c.name].GetType(); got != c.typ {

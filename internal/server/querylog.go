@@ -17,7 +17,7 @@ func (s *Server) logQuery(e *query.Event) {
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 11)
+	fields := make([]zap.Field, 0, 13)
 	fields = append(fields, zap.String("client", e.Client.String()))
 	if e.ClientName != "" {
 		fields = append(fields, zap.String("client_name", e.ClientName))
@@ -32,6 +32,14 @@ func (s *Server) logQuery(e *query.Event) {
 	)
 	if e.Upstream != "" {
 		fields = append(fields, zap.String("upstream", e.Upstream))
+	}
+	if len(e.Tried) > 1 || len(e.Tried) == 1 && e.Tried[0] != e.Upstream {
+		// Every upstream tried, in order (SPEC §4.4), when that says more
+		// than upstream does: a failover, or a failure attributed to none.
+		fields = append(fields, zap.Strings("tried", e.Tried))
+	}
+	if a := query.Summary(e.Reply); a != "" {
+		fields = append(fields, zap.String("answer", a))
 	}
 	// Microsecond resolution: a cached or LAN answer takes well under 1 ms.
 	fields = append(fields, zap.Float64("duration_ms", float64(e.Duration.Microseconds())/1000))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -99,5 +100,52 @@ func TestQueryLog_offAndUnnamed(t *testing.T) {
 	}
 	if _, has := lines[0].ContextMap()["client_name"]; has {
 		t.Error("client_name logged for a client with no name")
+	}
+}
+
+// triedFunc is a Resolver that reports the upstreams it tried, as the pool
+// does after a failover.
+type triedFunc func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []string, error)
+
+func (f triedFunc) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+	resp, up, _, err := f(ctx, q)
+	return resp, up, err
+}
+
+func (f triedFunc) ResolveTried(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []string, error) {
+	return f(ctx, q)
+}
+
+// TestQueryLog_triedAndAnswer: an answer after a failover logs every
+// upstream tried, in order, and a summary of the answer (SPEC §9; issue 16
+// finding 19); the summary names the records, the line stays one line.
+func TestQueryLog_triedAndAnswer(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	const primary = "tls://192.0.2.1:853"
+	r := triedFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, string, []string, error) {
+		name := q.Question[0].Name
+		return reply(q, aRecord(name, "192.0.2.7"), aRecord(name, "192.0.2.8")), testUpstream, []string{primary, testUpstream}, nil
+	})
+	st := state(r)
+	st.QueryLog = true
+	s := New(Options{Logger: zap.New(core)}, st)
+	if err := s.Listen([]string{"127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	exchange(t, "udp", udpAddr(s), newQuery("two.example.", dns.TypeA))
+	entries := logs.FilterMessage("query").AllUntimed()
+	if len(entries) != 1 {
+		t.Fatalf("%d query lines, want 1", len(entries))
+	}
+	m := entries[0].ContextMap()
+	if got := fmt.Sprint(m["tried"]); got != fmt.Sprint([]any{primary, testUpstream}) {
+		t.Errorf("tried = %s, want [%s %s]", got, primary, testUpstream)
+	}
+	if m["upstream"] != testUpstream {
+		t.Errorf("upstream = %v, want %s", m["upstream"], testUpstream)
+	}
+	if m["answer"] != "A 192.0.2.7, A 192.0.2.8" {
+		t.Errorf("answer = %q", m["answer"])
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
@@ -135,6 +136,22 @@ func budgetText(qe *upstream.QueryError) string {
 	return fmt.Sprintf("%v after %d ms", upstream.KindBudgetExhausted, qe.Budget.Milliseconds())
 }
 
+// maxEDEText bounds EDE 23's text: with a 255-byte question name and the
+// OPT record, the SERVFAIL still fits a 512-byte UDP answer.
+const maxEDEText = 200
+
+// shorten cuts s to at most n bytes on a rune boundary, marking the cut.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // maxEDENames bounds the upstreams EDE 23's text lists, so that with many
 // upstreams the SERVFAIL still fits a 512-byte UDP answer.
 const maxEDENames = 4
@@ -143,14 +160,16 @@ const maxEDENames = 4
 // failure, e.g. "tried tls://9.9.9.9:853, tls://1.1.1.1:853: upstream timeout".
 func peerText(kind upstream.Kind, qe *upstream.QueryError, attributed string) string {
 	var tried []string
+	cause := kind.Error()
 	if qe != nil {
 		tried = qe.Tried
+		cause = upstream.Explain(qe) // "certificate signed by unknown authority: set ca_file …"
 	}
 	if len(tried) == 0 && attributed != "" {
 		tried = []string{attributed}
 	}
 	if len(tried) == 0 {
-		return kind.Error()
+		return cause
 	}
 	var b strings.Builder
 	b.WriteString("tried ")
@@ -159,8 +178,8 @@ func peerText(kind upstream.Kind, qe *upstream.QueryError, attributed string) st
 		fmt.Fprintf(&b, " and %d more", n)
 	}
 	b.WriteString(": ")
-	b.WriteString(kind.Error())
-	return b.String()
+	b.WriteString(cause)
+	return shorten(b.String(), maxEDEText)
 }
 
 // Size bounds of a UDP answer. Without EDNS a client takes 512 bytes (RFC

@@ -20,6 +20,13 @@ type Resolver interface {
 	Resolve(ctx context.Context, q *dns.Msg) (resp *dns.Msg, upstream string, err error)
 }
 
+// triedResolver is a Resolver that also reports every upstream it tried, in
+// order, whatever the outcome (the pool, after a failover): the event then
+// lists them on an answer too, not only on a failure's QueryError.
+type triedResolver interface {
+	ResolveTried(ctx context.Context, q *dns.Msg) (resp *dns.Msg, upstream string, tried []string, err error)
+}
+
 // Names gives a client's display name for the query log: a static name from
 // the configuration or one learned by PTR lookup, "" when none is known. It
 // must return at once; learning happens elsewhere, off the query's path.

@@ -25,6 +25,14 @@ func (rt route) Answer(ctx context.Context, r *query.Request) (*dns.Msg, error) 
 	if res == nil { // a Router bug: SERVFAIL (EDE Other), blaming no upstream
 		return nil, errNoResolver
 	}
+	if tr, ok := res.(triedResolver); ok {
+		resp, up, tried, err := tr.ResolveTried(ctx, r.Msg)
+		r.Event.Upstream, r.Event.Tried = up, tried
+		if qe, ok := errors.AsType[*upstream.QueryError](err); ok && up == "" {
+			r.Event.Upstream = qe.Attributed
+		}
+		return resp, err
+	}
 	resp, up, err := res.Resolve(ctx, r.Msg)
 	r.Event.Upstream = up
 	if qe, ok := errors.AsType[*upstream.QueryError](err); ok {

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,11 @@ func backoffInterval(step int, r float64) time.Duration {
 	}
 	return d/2 + time.Duration(r*float64(d/2))
 }
+
+// BackoffInterval is backoffInterval with fresh jitter, for the other
+// components that probe a dead peer on the same schedule (forward-zone
+// resolvers, SPEC §4.5's last paragraph): one schedule, written once.
+func BackoffInterval(step int) time.Duration { return backoffInterval(step, rand.Float64()) }
 
 // health is one entry's recorded outcomes. The fields admission reads on
 // every query are atomics; the mutex is taken only when the state may change,

@@ -208,6 +208,15 @@ func (qs *query) started(e *entry) {
 // it (SPEC §4.2). The string is the attributed upstream's redacted URL, "" for
 // none. Errors are *QueryError. Resolve does not modify q.
 func (p *Pool) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+	resp, up, _, err := p.ResolveTried(ctx, q)
+	return resp, up, err
+}
+
+// ResolveTried is Resolve that also returns every upstream whose exchange
+// ran, in order, redacted: the query log lists them on an answer after a
+// failover too (SPEC §4.4, "the query event also lists every upstream
+// tried"). On failure they are the QueryError's Tried as well.
+func (p *Pool) ResolveTried(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []string, error) {
 	deadline := time.Now().Add(p.total)
 	ctx, cancel := context.WithDeadlineCause(ctx, deadline, KindBudgetExhausted)
 	defer cancel()
@@ -215,12 +224,14 @@ func (p *Pool) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error
 	for {
 		e, err := p.admit(ctx, &qs)
 		if e == nil {
-			return p.finish(&qs, err)
+			resp, up, ferr := p.finish(&qs, err)
+			return resp, up, p.triedURLs(&qs), ferr
 		}
 		qs.tried |= e.bit
 		resp, aerr := p.attempt(ctx, deadline, e, q)
 		if p.record(&qs, e, resp, aerr) {
-			return p.finish(&qs, aerr)
+			resp, up, ferr := p.finish(&qs, aerr)
+			return resp, up, p.triedURLs(&qs), ferr
 		}
 	}
 }

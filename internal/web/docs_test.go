@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nxdns/nxdns/internal/forward"
 )
 
 const httpReference = "../../docs/reference/http.md"
@@ -31,7 +33,8 @@ func TestHTTPReference_documentsHealth(t *testing.T) {
 	for _, m := range rowRE.FindAllStringSubmatch(table, -1) {
 		documented[m[1]] = true
 	}
-	full := HealthFrom(poolOf(false, true), serverSnapshotBusy(), 0)
+	full := HealthFrom(poolOf(false, true), serverSnapshotBusy(), 0).
+		WithZones([]forward.ZoneSnapshot{{Zone: "lan.", Resolver: "udp://192.168.1.1:53", Down: true}})
 	raw, err := json.Marshal(full)
 	if err != nil {
 		t.Fatal(err)

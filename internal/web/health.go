@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/clock"
+	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
@@ -34,6 +36,7 @@ type Health struct {
 	Problems  []string        `json:"problems,omitempty"` // why the status is not ok, in words
 	Listeners ListenersHealth `json:"listeners"`
 	Upstreams UpstreamsHealth `json:"upstreams"`
+	Zones     *ZonesHealth    `json:"zones,omitempty"` // set by WithZones
 	Clock     ClockHealth     `json:"clock"`
 	// Certificate is the DoT/DoH serving certificate, when nxdns serves TLS
 	// (certhealth.go).
@@ -136,4 +139,34 @@ func healthHandler(health func() Health, log *zap.Logger) http.Handler {
 		w.WriteHeader(h.HTTPStatus())
 		w.Write(append(body, '\n'))
 	})
+}
+
+// ZonesHealth is the forward zones' resolvers (SPEC §4.5, §9).
+type ZonesHealth struct {
+	Configured int      `json:"configured"`           // forward zones of the running configuration
+	Down       int      `json:"down"`                 // of those, whose resolver is unreachable now
+	DownZones  []string `json:"down_zones,omitempty"` // "lan. udp://192.168.1.1:53", in configuration order
+}
+
+// WithZones adds the forward zones' condition to h. A zone whose resolver
+// is down makes the status degraded, never error: its names fail, every
+// other name is still answered. It is a step of its own, beside HealthFrom,
+// so conditions can be added without changing that function's signature.
+func (h Health) WithZones(zones []forward.ZoneSnapshot) Health {
+	h.Zones = &ZonesHealth{Configured: len(zones)}
+	for _, z := range zones {
+		if z.Down {
+			h.Zones.Down++
+			h.Zones.DownZones = append(h.Zones.DownZones, z.Zone+" "+z.Resolver)
+		}
+	}
+	if h.Zones.Down == 0 {
+		return h
+	}
+	h.Problems = append(h.Problems, fmt.Sprintf("%d of %d forward-zone resolvers unreachable: %s",
+		h.Zones.Down, h.Zones.Configured, strings.Join(h.Zones.DownZones, ", ")))
+	if h.Status == StatusOK {
+		h.Status = StatusDegraded
+	}
+	return h
 }

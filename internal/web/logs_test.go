@@ -59,7 +59,8 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 	buf := new(lockedBuffer)
 	log := logging.New(logging.Options{Level: zap.NewAtomicLevelAt(zap.InfoLevel), Journal: true, Out: buf})
 	primary := newFake(dotURL)
-	pool := newPool(t, upstream.Options{Attempt: time.Second, Total: 2 * time.Second, Logger: log}, primary)
+	standby := newFake("tls://192.0.2.2:853") // both fail: the query line lists both as tried
+	pool := newPool(t, upstream.Options{Attempt: time.Second, Total: 2 * time.Second, Logger: log}, primary, standby)
 	srv := server.New(server.Options{Logger: log}, &server.State{
 		Router:   router{pool: pool},
 		Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
@@ -83,10 +84,12 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 		}
 	}
 	primary.fails.Store(true)
+	standby.fails.Store(true)
 	for range 3 { // SERVFAIL with EDE 23; the third enters backoff
 		ask("ok.example.")
 	}
 	primary.fails.Store(false)
+	standby.fails.Store(false)
 	ask("ok.example.") // the last-resort pass answers: recovered
 
 	seen := map[string]logLine{} // by "logger message", with the union of fields seen

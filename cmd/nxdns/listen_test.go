@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/testutil"
+)
+
+// TestRun_listenTakenNamesAddressAndCulprits: with the port held by another
+// socket, `nxdns run` exits 1 and its error names the address, the usual
+// holders and how to find the one here (issue 16, finding 15).
+func TestRun_listenTakenNamesAddressAndCulprits(t *testing.T) {
+	held, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	addr := held.LocalAddr().String()
+	out, code := nxdns(t, "run", "--config", writeLoopbackConfig(t), "--listen", addr)
+	if code != exitProblems {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	for _, want := range []string{addr + " is taken", "systemd-resolved", "avahi", "another DNS server", "sport = :" + port, "--listen"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("error lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestRun_listenFlagReplacesFile: --listen (twice) replaces the file's
+// dns.listen: both flag addresses answer, the file's address is not bound.
+func TestRun_listenFlagReplacesFile(t *testing.T) {
+	cfg := writeLoopbackConfig(t) // listens on a free port of its own
+	a := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	b := fmt.Sprintf("[::1]:%d", testutil.FreePort(t))
+	if pc, err := net.ListenPacket("udp6", "[::1]:0"); err != nil {
+		b = fmt.Sprintf("127.0.0.2:%d", testutil.FreePort(t)) // no IPv6 loopback here
+	} else {
+		pc.Close()
+	}
+	cmd := exec.Command(binary, "run", "--config", cfg, "--listen", a, "--listen", b)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitForLine(t, stderr, "serving")
+	for _, addr := range []string{a, b} {
+		c := &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
+		resp, _, err := c.Exchange(new(dns.Msg).SetQuestion("example.org.", dns.TypeA), addr)
+		if err != nil {
+			t.Fatalf("--listen %s does not answer: %v", addr, err)
+		}
+		if resp.Rcode == dns.RcodeRefused {
+			t.Errorf("--listen %s: REFUSED a loopback client", addr)
+		}
+	}
+	fileAddr := listenOf(t, cfg)
+	if c, err := net.DialTimeout("tcp", fileAddr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("the file's dns.listen %s is bound although --listen replaces it", fileAddr)
+	}
+}
+
+func TestRun_listenFlagValidated(t *testing.T) {
+	out, code := nxdns(t, "run", "--config", writeLoopbackConfig(t), "--listen", "127.0.0.1:65536")
+	if code != exitProblems || !strings.Contains(out, `--listen[0]: "127.0.0.1:65536": port 65536 is out of range`) {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// TestCheck_builtInListensOn5300: the built-in configuration serves on port
+// 5300 (not 5353, which avahi holds) and answers the host's own networks.
+// check, not run: the built-in upstreams are public resolvers, which tests
+// never contact.
+func TestCheck_builtInListensOn5300(t *testing.T) {
+	out, code := nxdns(t, "check")
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"listen:    127.0.0.1:5300, [::1]:5300", `allow:     local`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// listenOf reads the dns.listen address writeLoopbackConfig chose.
+func listenOf(t *testing.T, path string) string {
+	t.Helper()
+	out, code := nxdns(t, "check", "--config", path)
+	if code != exitOK {
+		t.Fatalf("check %s: exit %d\n%s", path, code, out)
+	}
+	for line := range strings.SplitSeq(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "listen:    "); ok {
+			addr, _, _ := strings.Cut(rest, " ")
+			return strings.TrimSuffix(addr, ",")
+		}
+	}
+	t.Fatalf("no listen line in:\n%s", out)
+	return ""
+}

@@ -1,0 +1,136 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// TestApp_localAllowFollowsInterfaces: with dns.allow = ["local"] (the
+// default), a client on a network of an interface that is down is refused,
+// answered once the interface comes up, and refused again when it goes down,
+// without a reload. It runs in a network namespace of its own (see
+// reexecInNetns): it changes interfaces.
+func TestApp_localAllowFollowsInterfaces(t *testing.T) {
+	if !reexecInNetns(t) {
+		return
+	}
+	ipCmd(t, "link", "set", "lo", "up")
+	ipCmd(t, "link", "add", "nx0", "type", "bridge")
+	ipCmd(t, "addr", "add", "192.0.2.1/24", "dev", "nx0") // down: not attached yet
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	if !cfg.DNS.AllowsLocal() {
+		t.Fatalf("dns.allow = %q, want the default [\"local\"]", cfg.DNS.Allow)
+	}
+	r.start(t, cfg)
+
+	ask(t, addr, "loopback.example.") // loopback is always local
+	if rc := rcodeFrom(t, "192.0.2.1", addr); rc != dns.RcodeRefused {
+		t.Fatalf("client on a down interface's network: %s, want REFUSED", dns.RcodeToString[rc])
+	}
+	ipCmd(t, "link", "set", "nx0", "up")
+	waitRcode(t, "192.0.2.1", addr, dns.RcodeSuccess, "after nx0 came up")
+	ipCmd(t, "link", "set", "nx0", "down")
+	waitRcode(t, "192.0.2.1", addr, dns.RcodeRefused, "after nx0 went down")
+}
+
+// waitRcode asks until the answer has rcode want. The bound fails the test;
+// the kernel's notification usually lands within milliseconds.
+func waitRcode(t *testing.T, src, addr string, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rc := rcodeFrom(t, src, addr)
+		if rc == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s after 5s, want %s", what, dns.RcodeToString[rc], dns.RcodeToString[want])
+		}
+		time.Sleep(20 * time.Millisecond) // pacing the polls, not synchronisation: the loop checks the outcome
+	}
+}
+
+func rcodeFrom(t *testing.T, src, addr string) int {
+	t.Helper()
+	c := &dns.Client{Net: "udp", Timeout: 5 * time.Second,
+		Dialer: &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(src)}}}
+	resp, _, err := c.Exchange(new(dns.Msg).SetQuestion("local.example.", dns.TypeA), addr)
+	if err != nil {
+		t.Fatalf("query from %s: %v", src, err)
+	}
+	return resp.Rcode
+}
+
+func ipCmd(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// reexecInNetns reports whether the test runs in a network namespace of its
+// own; if not, it re-runs just this test under `unshare -rn` and reports
+// false, the child's verdict being the test's. It skips where unshare(1),
+// ip(8) or user namespaces are missing (the Nix build sandbox): the test
+// must never change the host's interfaces.
+func reexecInNetns(t *testing.T) bool {
+	t.Helper()
+	const env = "NXDNS_APP_IN_NETNS"
+	if os.Getenv(env) == "1" {
+		return true
+	}
+	for _, tool := range []string{"unshare", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (util-linux, iproute2): %v", tool, err)
+		}
+	}
+	if out, err := exec.Command("unshare", "-rn", "true").CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace here: %v %s", err, out)
+	}
+	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("in a network namespace: %v\n%s", err, out)
+	}
+	return false
+}
+
+// TestStart_summaryNamesAllowList: the start-up configuration line carries
+// dns.allow and, for "local", the networks it stands for (SPEC §9).
+func TestStart_summaryNamesAllowList(t *testing.T) {
+	r := newRig(t)
+	r.start(t, r.config(t, loopbackAddr(t), false))
+	lines := r.observed.FilterMessage("configuration").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d configuration lines, want 1", len(lines))
+	}
+	m := lines[0].ContextMap()
+	if got := fmt.Sprint(m["allow"]); got != "[local]" {
+		t.Errorf("allow = %s, want [local]", got)
+	}
+	if got := fmt.Sprint(m["local_networks"]); !strings.Contains(got, "127.0.0.0/8") || !strings.Contains(got, "::1/128") {
+		t.Errorf("local_networks = %s, want loopback among them", got)
+	}
+}
+
+// TestPending_keepsOnlyUnfinishedDrains: finished states are dropped, the
+// ones still carrying queries are kept, in order.
+func TestPending_keepsOnlyUnfinishedDrains(t *testing.T) {
+	finished := func(context.Context) error { return nil }
+	busy := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	got := pending([]func(context.Context) error{finished, busy, finished, busy})
+	if len(got) != 2 {
+		t.Fatalf("kept %d drains, want the 2 unfinished", len(got))
+	}
+}

@@ -1,0 +1,187 @@
+// Package cache is nxdns's answer cache (SPEC §8.5): the stage of the chain
+// between policy and the route that answers repeated questions from memory,
+// shares identical queries in flight, refreshes popular names before they
+// expire, and serves an expired answer (RFC 8767) when the upstreams or a
+// forward zone's router cannot answer in time.
+//
+// The Cache holds the entries and lives as long as the process: a reload
+// (SIGHUP) builds a new Stage over the same Cache, so answers survive it.
+// docs/cache.md explains the decisions and the numbers behind them.
+package cache
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+)
+
+// Options are the cache's settings, from the dns section of the
+// configuration (SPEC §8.5).
+type Options struct {
+	Size        int           // entries held; 0 disables the cache
+	MinTTL      time.Duration // dns.cache_min_ttl
+	MaxTTL      time.Duration // dns.cache_max_ttl
+	StaleMaxAge time.Duration // dns.stale_max_age; 0 disables serve-stale
+	Prefetch    bool          // dns.prefetch
+	File        string        // dns.cache_file; "" keeps the cache in memory only
+	Logger      *zap.Logger
+	Now         func() time.Time // the clock; nil is time.Now (tests set their own)
+}
+
+// settings are the options a query reads, swapped whole on reload.
+type settings struct {
+	lim         limits
+	staleMaxAge time.Duration
+	prefetch    bool
+	file        string
+}
+
+func settingsOf(o Options) *settings {
+	return &settings{
+		lim:         limits{min: seconds(o.MinTTL), max: seconds(o.MaxTTL)},
+		staleMaxAge: o.StaleMaxAge,
+		prefetch:    o.Prefetch,
+		file:        o.File,
+	}
+}
+
+func seconds(d time.Duration) uint32 { return uint32(min(max(d/time.Second, 0), maxTTLField)) }
+
+// Cache is the answer cache. Safe for concurrent use.
+type Cache struct {
+	log *zap.Logger
+	now func() time.Time
+
+	mu  sync.Mutex // serialises Reconfigure, saves and Close
+	cur atomic.Pointer[current]
+
+	hits, misses, stale, prefetches, coalesced atomic.Uint64
+	evictions                                  atomic.Uint64 // of stores replaced by Reconfigure
+	changes                                    atomic.Uint64 // stores and removals, for the periodic save
+
+	zones zoneHealth
+	saver saver
+}
+
+// current is the store and the settings in force, swapped together.
+type current struct {
+	st  *store // nil when the cache is disabled
+	set *settings
+}
+
+// New builds the cache and, when opts.File is set, loads it (a file that
+// cannot be used is logged once and ignored).
+func New(opts Options) *Cache {
+	c := &Cache{log: opts.Logger, now: opts.Now}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	c.log = c.log.Named("cache")
+	if c.now == nil {
+		c.now = time.Now
+	}
+	cur := &current{set: settingsOf(opts)}
+	if opts.Size > 0 {
+		cur.st = newStore(opts.Size)
+	}
+	c.cur.Store(cur)
+	if cur.st != nil && opts.File != "" {
+		c.load(cur, opts.File)
+	}
+	c.saver.start(c)
+	return c
+}
+
+func (c *Cache) state() (*store, *settings) {
+	cur := c.cur.Load()
+	return cur.st, cur.set
+}
+
+// Reconfigure applies a reloaded configuration. Entries are kept unless the
+// change makes them wrong: a new size starts an empty store of that size, and
+// new TTL clamps flush, since every entry's lifetime was computed under the
+// old ones. Prefetch, stale_max_age and cache_file apply from the next query.
+// It reports whether the entries were dropped.
+func (c *Cache) Reconfigure(opts Options) (flushed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.cur.Load()
+	set := settingsOf(opts)
+	next := &current{st: old.st, set: set}
+	sizeChanged := old.st == nil != (opts.Size == 0) || old.st != nil && old.st.limit != opts.Size
+	if sizeChanged || set.lim != old.set.lim {
+		next.st = nil
+		if opts.Size > 0 {
+			next.st = newStore(opts.Size)
+		}
+		flushed = old.st != nil && old.st.len() > 0
+	}
+	c.cur.Store(next)
+	if set.file != old.set.file {
+		c.saver.saved = c.changes.Load() - 1 // the new file gets the cache at the next save
+	}
+	if old.st != nil && next.st != old.st {
+		c.evictions.Add(old.st.evicted.Load()) // the counter outlives the store
+		old.st.close()
+	}
+	if flushed {
+		c.changes.Add(1)
+	}
+	return flushed
+}
+
+// Close stops the periodic save and writes the cache file one last time.
+func (c *Cache) Close() error {
+	c.saver.stop()
+	err := c.save()
+	if st, _ := c.state(); st != nil {
+		st.close()
+	}
+	return err
+}
+
+// Flush removes every entry, or with name, the entries for name and every
+// name below it. It returns how many it removed.
+func (c *Cache) Flush(name string) int {
+	st, _ := c.state()
+	if st == nil {
+		return 0
+	}
+	name = strings.ToLower(dns.Fqdn(name))
+	n := st.removeIf(func(k key, _ *entry) bool {
+		return name == "." || k.name == name || strings.HasSuffix(k.name, "."+name)
+	})
+	if n > 0 {
+		c.changes.Add(1)
+	}
+	return n
+}
+
+// Snapshot is the cache's counters at one instant, for /metrics (SPEC §8.5).
+type Snapshot struct {
+	Hits       uint64 // answered from a fresh entry
+	Misses     uint64 // passed on to the route, alone or sharing an exchange
+	Stale      uint64 // answered from an expired entry with EDE 3
+	Prefetches uint64 // background refreshes started near expiry
+	Coalesced  uint64 // queries that shared another's exchange in flight
+	Evictions  uint64 // entries dropped to make room
+	Entries    int    // entries held now
+}
+
+// Snapshot reads the counters; each is atomic, the set is not one instant.
+func (c *Cache) Snapshot() Snapshot {
+	st, _ := c.state()
+	s := Snapshot{
+		Hits: c.hits.Load(), Misses: c.misses.Load(), Stale: c.stale.Load(),
+		Prefetches: c.prefetches.Load(), Coalesced: c.coalesced.Load(), Evictions: c.evictions.Load(),
+	}
+	if st != nil {
+		s.Entries = st.len()
+		s.Evictions += st.evicted.Load()
+	}
+	return s
+}

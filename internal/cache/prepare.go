@@ -1,0 +1,181 @@
+package cache
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// Negative caching bounds (RFC 2308). The SOA's values are the upstream
+// zone's to choose, and a broken or hostile zone can say anything, so they
+// are capped as Unbound caps them (cache-max-negative-ttl 3600).
+const (
+	// maxNegativeTTL caps a negative answer's lifetime.
+	maxNegativeTTL = 3600
+	// noSOANegativeTTL is how long a negative answer without an SOA is kept:
+	// RFC 2308 §5 says not at all, but a few seconds absorb a burst of the
+	// same failing lookup (a client retrying in a loop) without hiding a
+	// name that appears.
+	noSOANegativeTTL = 5
+	// zoneNegativeTTL caps a forward zone's negative answers: a router that
+	// has just rebooted answers NXDOMAIN for LAN names it has not learned
+	// again yet, and that must not stick for the SOA's hour (AdGuard Home
+	// #8414).
+	zoneNegativeTTL = 60
+	// maxTTLField is RFC 2181 §8: a TTL with the top bit set is treated as 0.
+	maxTTLField = 1<<31 - 1
+)
+
+// limits are the clamps of SPEC §8.5 in seconds.
+type limits struct {
+	min, max uint32
+}
+
+// prepare turns an upstream's answer into an entry, or nil when the answer
+// must not be cached (SPEC §8.5's never-cache list: SERVFAIL and every rcode
+// but NOERROR and NXDOMAIN, truncated answers, a TTL that clamps to 0).
+// resp is not modified: the entry holds copies of its records.
+func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source string) *entry {
+	if resp == nil || resp.Truncated || len(resp.Question) != 1 {
+		return nil
+	}
+	if resp.Rcode != dns.RcodeSuccess && resp.Rcode != dns.RcodeNameError {
+		return nil
+	}
+	m := &dns.Msg{MsgHdr: resp.MsgHdr, Question: resp.Question}
+	m.Id = 0
+	keep := func(rr dns.RR) bool { return k.do() || !dnssecOnly(rr.Header().Rrtype, k.qtype) }
+	m.Answer = filterRRs(resp.Answer, keep)
+	m.Ns = filterRRs(resp.Ns, keep)
+	m.Extra = filterRRs(resp.Extra, func(rr dns.RR) bool { return rr.Header().Rrtype != dns.TypeOPT && keep(rr) })
+	if !k.do() {
+		m.AuthenticatedData = false // RFC 6840 §5.8: AD only for clients that asked with DO
+	}
+	e := &entry{msg: m, stored: now.UnixNano(), origin: origin, source: source}
+	e.negative = m.Rcode == dns.RcodeNameError || len(m.Answer) == 0
+	var ttl uint32
+	if e.negative {
+		ttl, e.upTTL, e.clamp = negativeTTL(m, lim, strings.HasPrefix(source, query.ZonePrefix))
+	} else {
+		ttl, e.upTTL, e.clamp = positiveTTL(m, lim)
+	}
+	if ttl == 0 {
+		return nil // RFC 1035 §3.2.1: TTL 0 means use once, never cache
+	}
+	e.ttl = ttl
+	e.expires = e.stored + int64(ttl)*int64(time.Second)
+	return e
+}
+
+// dnssecOnly reports whether a record of type t exists only for DNSSEC and
+// so goes only to DO clients (RFC 4035 §3.2.1), unless it was asked for.
+func dnssecOnly(t, qtype uint16) bool {
+	switch t {
+	case dns.TypeRRSIG, dns.TypeNSEC, dns.TypeNSEC3:
+		return t != qtype
+	}
+	return false
+}
+
+func filterRRs(rrs []dns.RR, keep func(dns.RR) bool) []dns.RR {
+	var out []dns.RR
+	for _, rr := range rrs {
+		if keep(rr) {
+			out = append(out, dns.Copy(rr))
+		}
+	}
+	return out
+}
+
+// positiveTTL sets every RRset's records to the set's smallest TTL (RFC 2181
+// §5.2: TTLs within an RRset must match; a mismatch is read as the minimum),
+// clamped to lim, and returns the entry's lifetime: the smallest of them.
+func positiveTTL(m *dns.Msg, lim limits) (ttl, upTTL uint32, clamp string) {
+	type set struct {
+		name   string
+		t, cls uint16
+	}
+	mins := map[set]uint32{}
+	all := [][]dns.RR{m.Answer, m.Ns, m.Extra}
+	for _, sec := range all {
+		for _, rr := range sec {
+			h := rr.Header()
+			s := set{strings.ToLower(h.Name), h.Rrtype, h.Class}
+			t := fieldTTL(h.Ttl)
+			if old, ok := mins[s]; !ok || t < old {
+				mins[s] = t
+			}
+		}
+	}
+	upTTL = ^uint32(0)
+	for _, t := range mins {
+		upTTL = min(upTTL, t)
+	}
+	for _, sec := range all {
+		for _, rr := range sec {
+			h := rr.Header()
+			h.Ttl, _ = lim.apply(mins[set{strings.ToLower(h.Name), h.Rrtype, h.Class}])
+		}
+	}
+	ttl, clamp = lim.apply(upTTL)
+	return ttl, upTTL, clamp
+}
+
+// negativeTTL is RFC 2308 §5: the smaller of the SOA's TTL and its MINIMUM,
+// capped (maxNegativeTTL, zoneNegativeTTL), then clamped to lim; the SOA
+// record goes out with that TTL so it counts down with the entry. Without
+// an SOA the answer is kept only noSOANegativeTTL, cache_min_ttl or not.
+func negativeTTL(m *dns.Msg, lim limits, zone bool) (ttl, upTTL uint32, clamp string) {
+	var soa *dns.SOA
+	for _, rr := range m.Ns {
+		if s, ok := rr.(*dns.SOA); ok {
+			soa = s
+			break
+		}
+	}
+	if soa == nil {
+		for _, rr := range m.Ns {
+			rr.Header().Ttl = noSOANegativeTTL
+		}
+		return noSOANegativeTTL, 0, fmt.Sprintf("negative without SOA: kept %d s", noSOANegativeTTL)
+	}
+	upTTL = min(fieldTTL(soa.Hdr.Ttl), fieldTTL(soa.Minttl))
+	capped, why := upTTL, ""
+	if c := uint32(maxNegativeTTL); capped > c {
+		capped, why = c, fmt.Sprintf("negative capped at %d s", c)
+	}
+	if c := uint32(zoneNegativeTTL); zone && capped > c {
+		capped, why = c, fmt.Sprintf("forward-zone negative capped at %d s", c)
+	}
+	ttl, clamp = lim.apply(capped)
+	if clamp == "" {
+		clamp = why
+	}
+	for _, rr := range m.Ns {
+		rr.Header().Ttl = ttl
+	}
+	return ttl, upTTL, clamp
+}
+
+// fieldTTL reads a TTL field per RFC 2181 §8: the top bit set means 0.
+func fieldTTL(t uint32) uint32 {
+	if t > maxTTLField {
+		return 0
+	}
+	return t
+}
+
+// apply clamps t to [min, max]; a 0 stays 0 unless min raises it.
+func (l limits) apply(t uint32) (uint32, string) {
+	switch {
+	case t < l.min:
+		return l.min, fmt.Sprintf("raised to dns.cache_min_ttl (%d s)", l.min)
+	case t > l.max:
+		return l.max, fmt.Sprintf("lowered to dns.cache_max_ttl (%d s)", l.max)
+	}
+	return t, ""
+}

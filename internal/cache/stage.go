@@ -1,0 +1,242 @@
+package cache
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// Serve-stale timing (SPEC §8.5, RFC 8767).
+const (
+	// maxStalePoint is RFC 8767 §5's client-response timer: 1.8 s, before a
+	// stub's first retry.
+	maxStalePoint = 1800 * time.Millisecond
+	// staleMargin is what relaying, packing and writing the stale answer may
+	// take after the stale point, so it still lands before Request.Deadline.
+	staleMargin = 100 * time.Millisecond
+	// failureRecheck is RFC 8767 §4's failure-recheck timer: after a failed
+	// refresh, stale answers go out at once for this long before the next
+	// refresh is tried, so an outage costs each client no wait.
+	failureRecheck = 30 * time.Second
+)
+
+// Stage is the cache's link of the stage chain (SPEC §2) for one
+// configuration generation. The entries live in the Cache, which survives
+// reloads; the Stage owns only the exchanges it started (coalesced
+// queries, prefetches, refreshes after a stale answer), which Close ends.
+type Stage struct {
+	c       *Cache
+	flights flights
+	ctx     context.Context // the background exchanges'; cancelled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var _ query.Stage = (*Stage)(nil)
+
+// Stage returns a new link over c for one generation of the chain.
+func (c *Cache) Stage() *Stage {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Stage{c: c, ctx: ctx, cancel: cancel}
+}
+
+// Close cancels the exchanges the stage started and waits for them.
+func (s *Stage) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Answer answers from a fresh entry, or passes the query on, sharing an
+// identical query's exchange in flight, and falls back to an expired entry
+// when no fresh answer comes by the stale point.
+func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler) (*dns.Msg, error) {
+	c := s.c
+	st, set := c.state()
+	if st == nil {
+		return next.Answer(ctx, r)
+	}
+	k := keyOf(r.Msg)
+	now := c.now()
+	ns := now.UnixNano()
+	e := st.get(k)
+	switch {
+	case e == nil:
+	case e.fresh(ns):
+		c.hits.Add(1)
+		r.Event.Cache, r.Event.Source = query.CacheHit, query.SourceCache
+		if set.prefetch && e.nearExpiry(ns) && ns >= e.retryAt.Load() {
+			s.prefetch(k, e, r, next)
+		}
+		return e.render(ns), nil
+	case !e.usableStale(ns, set.staleMaxAge):
+		st.remove(k, e) // past stale_max_age: no use to anyone
+		e = nil
+	case ns < e.retryAt.Load():
+		return s.serveStale(r, e), nil // RFC 8767 §4: a refresh failed moments ago
+	}
+	return s.resolve(ctx, r, next, k, e)
+}
+
+// resolve waits for k's exchange (its own or one in flight) and, with a
+// stale entry at hand, for no longer than the stale point.
+func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handler, k key, stale *entry) (*dns.Msg, error) {
+	fl, leader := s.flights.join(k)
+	if leader {
+		s.start(k, fl, r, next, stale)
+		r.Event.Cache = query.CacheMiss
+	} else {
+		s.c.coalesced.Add(1)
+		r.Event.Cache = query.CacheCoalesced
+	}
+	var point <-chan time.Time
+	if stale != nil {
+		// The deadline is the query's, on the real clock, whatever the
+		// cache's clock says about entry ages.
+		t := time.NewTimer(stalePoint(r.Deadline, time.Now()))
+		defer t.Stop()
+		point = t.C
+	}
+	select {
+	case <-fl.done:
+		if stale != nil && failed(fl.msg, fl.err) {
+			r.Event.Tried = fl.tried // the log says whom the refresh tried
+			return s.serveStale(r, stale), nil
+		}
+		s.c.misses.Add(1)
+		r.Event.Source, r.Event.Upstream, r.Event.Tried = fl.source, fl.upstream, fl.tried
+		return fl.msg, fl.err
+	case <-point:
+		return s.serveStale(r, stale), nil // the exchange goes on and refreshes the entry
+	case <-ctx.Done():
+		s.c.misses.Add(1)
+		return nil, ctx.Err()
+	}
+}
+
+// stalePoint is how long a query with a stale entry waits for a fresh
+// answer: the earlier of 1.8 s and the query's budget less the margin
+// (SPEC §8.5), so the stale answer always lands before the client gives up.
+func stalePoint(deadline, now time.Time) time.Duration {
+	return max(min(maxStalePoint, deadline.Sub(now)-staleMargin), 0)
+}
+
+// prefetch refreshes a fresh entry near its expiry in the background, at
+// most one exchange per key (a flight in progress is that one).
+func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) {
+	fl, leader := s.flights.join(k)
+	if !leader {
+		return
+	}
+	s.c.prefetches.Add(1)
+	s.start(k, fl, r, next, e)
+}
+
+// start runs k's exchange on a goroutine of the stage, detached from the
+// query that started it: that query's client may give up, the others
+// waiting on the flight still get the answer. The exchange spends the
+// starting query's budget, as any query does (the pool and the zones bound
+// themselves by it).
+func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, old *entry) {
+	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{}}
+	s.wg.Go(func() {
+		msg, err := next.Answer(s.ctx, req)
+		fl.msg, fl.err = msg, err
+		fl.source, fl.upstream, fl.tried = req.Event.Source, req.Event.Upstream, req.Event.Tried
+		if s.ctx.Err() == nil { // a cancelled exchange says nothing about the upstream
+			s.c.learn(k, fl, old)
+		}
+		s.flights.finish(k, fl)
+	})
+}
+
+// serveStale answers with an expired entry: TTL 30, EDE 3 (SPEC §8.5).
+func (s *Stage) serveStale(r *query.Request, e *entry) *dns.Msg {
+	s.c.stale.Add(1)
+	r.Event.Cache, r.Event.Source = query.CacheStale, query.SourceStale
+	return e.renderStale()
+}
+
+// failed reports whether an exchange's outcome is a failure to resolve
+// (RFC 8767 §4): an error, or an answer whose rcode says the upstream could
+// not resolve the name. NXDOMAIN is an answer.
+func failed(msg *dns.Msg, err error) bool {
+	return err != nil || msg == nil || msg.Rcode != dns.RcodeSuccess && msg.Rcode != dns.RcodeNameError
+}
+
+// learn records an exchange's outcome: the answer stored, or for a failure
+// the failure-recheck timer of the stale entry it would have refreshed. A
+// forward zone's failure marks the zone down; its first good answer
+// afterwards drops the zone's stale and negative entries (SPEC §8.5).
+func (c *Cache) learn(k key, fl *flight, old *entry) {
+	st, set := c.state()
+	if st == nil {
+		return
+	}
+	now := c.now()
+	zone := strings.HasPrefix(fl.source, query.ZonePrefix)
+	if failed(fl.msg, fl.err) {
+		if zone {
+			c.zones.down(fl.source)
+		}
+		if old != nil {
+			old.retryAt.Store(now.Add(failureRecheck).UnixNano())
+		}
+		return
+	}
+	if zone && c.zones.up(fl.source) {
+		c.dropZone(st, fl.source, now.UnixNano())
+	}
+	e := prepare(fl.msg, k, set.lim, now, fl.upstream, fl.source)
+	if e == nil {
+		return
+	}
+	// Every waiter gets the answer as the cache gives it from now on: TTLs
+	// clamped, DNSSEC records only for DO. Rendered once for the flight and
+	// not kept on the entry: most entries are never asked again, and the
+	// copy would double their memory.
+	fl.msg = e.withTTLs(func(t uint32) uint32 { return t }, nil)
+	st.put(k, e)
+	c.changes.Add(1)
+}
+
+// dropZone removes a recovered zone's stale and negative entries.
+func (c *Cache) dropZone(st *store, source string, now int64) {
+	n := st.removeIf(func(_ key, e *entry) bool {
+		return e.source == source && (e.negative || !e.fresh(now))
+	})
+	if n > 0 {
+		c.changes.Add(1)
+		c.log.Info("forward zone answering again: dropped its stale and negative cache entries",
+			zap.String("zone", strings.TrimPrefix(source, query.ZonePrefix)), zap.Int("entries", n))
+	}
+}
+
+// zoneHealth is which forward zones failed since their last good answer.
+type zoneHealth struct {
+	mu      sync.Mutex
+	failing map[string]bool // by Event.Source ("zone:lan")
+}
+
+func (z *zoneHealth) down(source string) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.failing == nil {
+		z.failing = map[string]bool{}
+	}
+	z.failing[source] = true
+}
+
+// up records a good answer and reports whether the zone had been failing.
+func (z *zoneHealth) up(source string) bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	was := z.failing[source]
+	delete(z.failing, source)
+	return was
+}

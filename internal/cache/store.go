@@ -1,0 +1,91 @@
+package cache
+
+import (
+	"sync/atomic"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// store is the cache's bounded map: at most limit entries, evicted by
+// otter's W-TinyLFU, which admits a new name over an old one only when the
+// new one has been asked more often recently. A flood of names asked once
+// (a scanner, random-subdomain queries, a looping device) then cycles
+// through a small window while the household's hot names stay, where an LRU,
+// 2Q or CLOCK store loses every hot name as soon as the flood between two
+// asks of it exceeds the bound (docs/cache.md has the numbers).
+//
+// Only the bound is otter's: expiry and refresh are the cache's own, since
+// an expired entry must stay for serve-stale and a refresh must spend the
+// query's budget (SPEC §8.5), neither of which otter's expiry and refresh
+// calculators model. Safe for concurrent use.
+type store struct {
+	c       *otter.Cache[key, *entry]
+	limit   int
+	evicted atomic.Uint64 // entries dropped to keep the bound
+}
+
+func newStore(limit int) *store {
+	s := &store{limit: limit}
+	s.c = otter.Must(&otter.Options[key, *entry]{
+		MaximumSize: limit,
+		// Runs under a bucket lock: it may touch nothing of the cache.
+		OnAtomicDeletion: func(e otter.DeletionEvent[key, *entry]) {
+			if e.Cause == otter.CauseOverflow {
+				s.evicted.Add(1)
+			}
+		},
+	})
+	return s
+}
+
+// get returns k's entry, or nil; it counts as a use of k for eviction.
+func (s *store) get(k key) *entry {
+	e, _ := s.c.GetIfPresent(k)
+	return e
+}
+
+// put stores e under k, replacing what k held.
+func (s *store) put(k key, e *entry) { s.c.Set(k, e) }
+
+// remove deletes k if it still holds e (nil: whatever it holds), so a
+// cleanup of an old entry never removes its fresh replacement.
+func (s *store) remove(k key, e *entry) {
+	s.c.ComputeIfPresent(k, func(old *entry) (*entry, otter.ComputeOp) {
+		if e == nil || old == e {
+			return nil, otter.InvalidateOp
+		}
+		return old, otter.CancelOp
+	})
+}
+
+// removeIf deletes every entry drop returns true for and returns how many.
+// An entry replaced meanwhile is judged again on its new value.
+func (s *store) removeIf(drop func(key, *entry) bool) int {
+	n := 0
+	for k := range s.c.Keys() {
+		s.c.ComputeIfPresent(k, func(old *entry) (*entry, otter.ComputeOp) {
+			if drop(k, old) {
+				n++
+				return nil, otter.InvalidateOp
+			}
+			return old, otter.CancelOp
+		})
+	}
+	return n
+}
+
+// each calls f for every entry; f must not call the store.
+func (s *store) each(f func(key, *entry)) {
+	for k, e := range s.c.All() {
+		f(k, e)
+	}
+}
+
+// len is the number of entries held. otter applies writes in batches on a
+// goroutine of its own, so for a moment after a burst of new names the
+// store may hold more than limit, by at most its write buffer (128 entries
+// per CPU); the bound holds again once that goroutine has run.
+func (s *store) len() int { return s.c.EstimatedSize() }
+
+// close stops otter's background maintenance.
+func (s *store) close() { s.c.StopAllGoroutines() }

@@ -1,0 +1,166 @@
+package localnet
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPrefixOf_masksAndDropsZone(t *testing.T) {
+	for _, tc := range []struct {
+		cidr string
+		want string
+	}{
+		{"192.168.1.7/24", "192.168.1.0/24"},
+		{"2001:db8:1:2::5/64", "2001:db8:1:2::/64"},
+		{"fe80::1/64", "fe80::/64"},
+		{"10.8.0.1/32", "10.8.0.1/32"},
+	} {
+		ip, ipn, err := net.ParseCIDR(tc.cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ipn.IP = ip // an interface address keeps its host bits
+		got, ok := prefixOf(ipn)
+		if !ok || got.String() != tc.want {
+			t.Errorf("prefixOf(%s) = %v, %v; want %s", tc.cidr, got, ok, tc.want)
+		}
+	}
+	v4in16 := &net.IPNet{IP: net.ParseIP("192.0.2.9"), Mask: net.CIDRMask(24, 32)} // 16-byte form
+	if got, ok := prefixOf(v4in16); !ok || got.String() != "192.0.2.0/24" {
+		t.Errorf("16-byte IPv4: %v, %v", got, ok)
+	}
+	if _, ok := prefixOf(&net.IPAddr{IP: net.ParseIP("192.0.2.1")}); ok {
+		t.Error("a bare address has no prefix")
+	}
+}
+
+func TestPrefixes_includesLoopbackSortedUnique(t *testing.T) {
+	ps, err := Prefixes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range loopback {
+		if !slices.Contains(ps, want) {
+			t.Errorf("%v lacks loopback %v", ps, want)
+		}
+	}
+	if n := normalize(slices.Clone(ps)); !slices.Equal(n, ps) {
+		t.Errorf("not normalized: %v", ps)
+	}
+}
+
+// TestWatcher_followsInterfaces runs in a network namespace of its own (the
+// test binary re-executes itself under `unshare -rn`), adds and removes
+// addresses and an interface with ip(8), and waits for each change to reach
+// the watcher through the kernel's notifications.
+func TestWatcher_followsInterfaces(t *testing.T) {
+	if !inNetns(t) {
+		return
+	}
+	changes := make(chan []netip.Prefix, 16)
+	w, err := Watch(func(ps []netip.Prefix) { changes <- ps }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if w.sock == nil {
+		t.Fatal("no netlink socket: the watcher fell back to polling")
+	}
+	v4 := netip.MustParsePrefix("192.0.2.0/24")
+	v6 := netip.MustParsePrefix("2001:db8:1::/64") // a global-scope prefix
+	dummy := netip.MustParsePrefix("198.51.100.0/24")
+
+	ip(t, "link", "set", "lo", "up")
+	ip(t, "addr", "add", "192.0.2.1/24", "dev", "lo")
+	waitFor(t, w, changes, "IPv4 address added", func(ps []netip.Prefix) bool { return slices.Contains(ps, v4) })
+	ip(t, "-6", "addr", "add", "2001:db8:1::1/64", "dev", "lo", "nodad")
+	waitFor(t, w, changes, "global IPv6 address added", func(ps []netip.Prefix) bool { return slices.Contains(ps, v6) })
+	ip(t, "addr", "del", "192.0.2.1/24", "dev", "lo")
+	waitFor(t, w, changes, "IPv4 address removed", func(ps []netip.Prefix) bool { return !slices.Contains(ps, v4) })
+
+	ip(t, "link", "add", "nx0", "type", "bridge")
+	ip(t, "addr", "add", "198.51.100.1/24", "dev", "nx0")
+	if slices.Contains(w.Prefixes(), dummy) {
+		// Not a timing claim: the address is on a link that is down, and a
+		// rescan triggered by it must not count it.
+		t.Errorf("a down interface's prefix is local: %v", w.Prefixes())
+	}
+	ip(t, "link", "set", "nx0", "up")
+	waitFor(t, w, changes, "interface up", func(ps []netip.Prefix) bool { return slices.Contains(ps, dummy) })
+	ip(t, "link", "del", "nx0")
+	waitFor(t, w, changes, "interface removed", func(ps []netip.Prefix) bool { return !slices.Contains(ps, dummy) })
+}
+
+// waitFor waits for an onChange call whose set satisfies ok. The bound is a
+// failure deadline, not a pause: notifications arrive in milliseconds.
+func waitFor(t *testing.T, w *Watcher, changes <-chan []netip.Prefix, what string, ok func([]netip.Prefix) bool) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case ps := <-changes:
+			if ok(ps) {
+				if !slices.Equal(ps, w.Prefixes()) {
+					t.Errorf("%s: onChange got %v, Prefixes says %v", what, ps, w.Prefixes())
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("%s: not seen within 5s; current set %v", what, w.Prefixes())
+		}
+	}
+}
+
+func ip(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+const netnsEnv = "NXDNS_LOCALNET_IN_NETNS"
+
+// inNetns reports whether the test runs inside its own network namespace. If
+// not, it re-runs this test there and reports false: the caller returns, and
+// the child's verdict is this test's. Without unshare(1) and ip(8), or
+// without user namespaces (some sandboxes), it skips: the test changes
+// interfaces and must never run in the host's namespace.
+func inNetns(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(netnsEnv) == "1" {
+		return true
+	}
+	for _, tool := range []string{"unshare", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (util-linux, iproute2): %v", tool, err)
+		}
+	}
+	if out, err := exec.Command("unshare", "-rn", "true").CombinedOutput(); err != nil {
+		t.Skipf("cannot create a network namespace here: %v %s", err, out)
+	}
+	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), netnsEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+		t.Fatalf("in a network namespace: %v\n%s", err, out)
+	}
+	return false
+}
+
+func TestWatcher_closeStopsEverything(t *testing.T) {
+	w, err := Watch(func([]netip.Prefix) {}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		w.trigger() // a rescan may be running when Close comes
+	}
+	w.Close()
+	w.Close() // idempotent
+}

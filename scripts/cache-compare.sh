@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The comparison behind docs/cache.md: a hand-written CLOCK store against
+# maypok86/otter/v2 and hashicorp/golang-lru/v2 (LRU and 2Q) on hit cost,
+# insert cost at the bound, memory per entry and keeping hot names under a
+# flood. Runs in a nested throwaway module, so nxdns itself never depends on
+# the candidates. Bounded: a few seconds per benchmark.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$here/cache-compare
+cd "$dir"
+go mod tidy >/dev/null 2>&1 || true
+go test -run 'MemoryPerEntry|HotNames' -v -count=1 . | grep -E 'bytes/entry|miss rate'
+go test -run '^$' -bench . -benchtime=${BENCHTIME:-1s} -count=${COUNT:-1} .

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Cache-hit throughput on loopback (docs/performance.md "Answer cache"):
+# nxdns, dnsdist with its packet cache and Unbound, started side by side in
+# one run, each forwarding over DoT to the same fake upstream, asked a small
+# set of names over and over with dnsperf. Then nxdns's memory per cached
+# entry: RSS at 0, 10 000 and 100 000 entries.
+#
+# Every process is started here and stopped by its PID. Bounded: one warm-up
+# and one measured dnsperf run per server (SECONDS each), one fixed-rate run
+# for latency percentiles (5 s), and two fills for the memory figures.
+# Usage: scripts/cache-perf.sh [SECONDS]   (default 10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-10}
+for t in dnsperf dnsdist unbound curl; do
+  command -v "$t" >/dev/null || { echo "$t not installed"; exit 1; }
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+go build -o "$work/nxdns" ./cmd/nxdns
+go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
+base=$(( 20000 + RANDOM % 20000 ))
+dot=$base fk=$((base + 1)) nx=$((base + 2)) web=$((base + 3)) dd=$((base + 4)) ub=$((base + 5)) ddc=$((base + 6))
+
+# The upstream: TTL one day, so nothing expires during the run.
+"$work/nxdns-fakeup" -listen "dot://127.0.0.1:$dot" -ttl 86400 \
+  -ca-cert "$work/ca.pem" -ca-key "$work/ca.key" -cert-names "upstream.test,127.0.0.1" -http "127.0.0.1:$fk" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$fk/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+
+cat >"$work/nxdns.toml" <<TOML
+[dns]
+listen = ["127.0.0.1:$nx"]
+cache_size = 200000
+[web]
+listen = "127.0.0.1:$web"
+[log]
+queries = false
+[[upstreams]]
+url = "tls://127.0.0.1:$dot"
+tls_name = "upstream.test"
+ca_file = "$work/ca.pem"
+TOML
+"$work/nxdns" run --config "$work/nxdns.toml" 2>"$work/nxdns.log" &
+nxpid=$!
+pids+=($nxpid)
+
+cat >"$work/dnsdist.conf" <<LUA
+setLocal("127.0.0.1:$dd")
+controlSocket("127.0.0.1:$ddc")
+setSecurityPollSuffix("")
+newServer({address="127.0.0.1:$dot", tls="openssl", subjectName="upstream.test", caStore="$work/ca.pem"})
+pc = newPacketCache(200000)
+getPool(""):setCache(pc)
+LUA
+dnsdist --supervised --disable-syslog -C "$work/dnsdist.conf" >"$work/dnsdist.log" 2>&1 &
+pids+=($!)
+
+cat >"$work/unbound.conf" <<CONF
+server:
+  interface: 127.0.0.1@$ub
+  port: $ub
+  num-threads: 2
+  do-daemonize: no
+  use-syslog: no
+  chroot: ""
+  username: ""
+  directory: "$work"
+  pidfile: ""
+  access-control: 127.0.0.0/8 allow
+  do-not-query-localhost: no
+  tls-cert-bundle: "$work/ca.pem"
+  qname-minimisation: no
+  module-config: "iterator"
+forward-zone:
+  name: "."
+  forward-tls-upstream: yes
+  forward-addr: 127.0.0.1@$dot#upstream.test
+CONF
+unbound -d -c "$work/unbound.conf" >"$work/unbound.log" 2>&1 &
+pids+=($!)
+
+ready() { # port: answers a query
+  for _ in $(seq 1 100); do
+    dnsperf -s 127.0.0.1 -p "$1" -d <(echo "ready.cache.test A") -n 1 -t 1 2>/dev/null | grep -q "Queries completed: *1 " && return 0
+    sleep 0.1
+  done
+  echo "server on port $1 did not come up" >&2; return 1
+}
+ready "$nx"; ready "$dd"; ready "$ub"
+
+# 100 names asked over and over: after the first pass, every query is a hit.
+for i in $(seq 1 100); do echo "host$i.cache.test A"; done >"$work/hot"
+
+measure() { # label port
+  dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 2 -c 8 -T 2 -q 256 -t 5 -S 0 >/dev/null 2>&1 # warm-up
+  echo "== $1: max throughput, ${secs} s"
+  dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l "$secs" -c 8 -T 2 -q 256 -t 5 -S 0 2>&1 |
+    grep -E "Queries completed|Queries lost|Queries per second|Average Latency"
+}
+percentiles() { # label port: latency at a fixed rate every server sustains
+  dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 5 -Q 20000 -c 8 -T 2 -t 5 -v 2>/dev/null |
+    awk '/^> /{print $NF}' | sort -g |
+    awk -v l="$1" '{a[NR]=$1} END {if (NR==0) {print l": no samples"; exit}
+      printf "== %s: latency at 20000 QPS for 5 s (%d answers): p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
+        l, NR, a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000, a[int(NR*0.999)]*1000}'
+}
+for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do measure "${s%:*}" "${s##*:}"; done
+for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do percentiles "${s%:*}" "${s##*:}"; done
+echo "== nxdns cache series after the runs"
+curl -fsS "http://127.0.0.1:$web/metrics" | grep -E '^nxdns_cache_(hits|misses|coalesced)_total|^nxdns_cache_entries'
+
+# Memory per entry: RSS with N unique names cached, from nxdns's own
+# process_resident_memory_bytes (after a GC would be kinder; this is what an
+# operator sees).
+rss() { curl -fsS "http://127.0.0.1:$web/metrics" | awk '/^process_resident_memory_bytes/{printf "%d", $2}'; }
+heap() { curl -fsS "http://127.0.0.1:$web/metrics" | awk '/^go_memstats_heap_inuse_bytes/{printf "%d", $2}'; }
+entries() { curl -fsS "http://127.0.0.1:$web/metrics" | awk '/^nxdns_cache_entries/{printf "%d", $2}'; }
+fill() { # count
+  prefix=$(head -c 4 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  for i in $(seq 1 "$1"); do echo "m$prefix-$i.fill.test A"; done >"$work/fill"
+  dnsperf -s 127.0.0.1 -p "$nx" -d "$work/fill" -n 1 -c 8 -T 2 -q 100 -t 5 >/dev/null 2>&1
+}
+curl -fsS -X POST "http://127.0.0.1:$web/api/cache/flush" >/dev/null
+r0=$(rss); h0=$(heap); e0=$(entries)
+fill 10000; r1=$(rss); h1=$(heap); e1=$(entries)
+fill 90000; r2=$(rss); h2=$(heap); e2=$(entries)
+echo "== nxdns memory: RSS $((r0 >> 20)) MiB at $e0 entries, $((r1 >> 20)) MiB at $e1, $((r2 >> 20)) MiB at $e2"
+echo "   Go heap in use $((h0 >> 20)) MiB, $((h1 >> 20)) MiB, $((h2 >> 20)) MiB"
+echo "   per entry from 0 to $e2: RSS $(( (r2 - r0) / (e2 > e0 ? e2 - e0 : 1) )) bytes, heap in use $(( (h2 - h0) / (e2 > e0 ? e2 - e0 : 1) )) bytes"
