@@ -36,7 +36,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	level := zap.NewAtomicLevelAt(lvl)
 	opts := logging.FromEnv(level)
 	opts.Out = stderr
+	opts.Async = true // a stalled journald costs log lines, never queries (SPEC §9)
 	log := logging.New(opts)
+	// A reader of stderr that went away (journald restarted, a closed pipe)
+	// must not kill the process: ignored, SIGPIPE becomes an EPIPE that the
+	// logger counts as dropped lines (SPEC §9).
+	signal.Ignore(syscall.SIGPIPE)
 	defer log.Sync() //nolint:errcheck // stderr: nothing to do about a failed flush
 
 	// Subscribe before starting, so a SIGHUP sent right after READY is never

@@ -264,6 +264,8 @@ func (a *App) registry() *prometheus.Registry {
 		Pool:   func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
 		Server: a.srv.Snapshot,
 		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
+
+		LogDropped: logging.Dropped,
 	})
 }
 

@@ -69,6 +69,8 @@ func sampleSources() Sources {
 		Pool:   func() upstream.Snapshot { return pool },
 		Server: func() server.Snapshot { return srv },
 		Zones:  func() []forward.ZoneSnapshot { return zones },
+
+		LogDropped: func() uint64 { return 43 },
 	}
 }
 

@@ -28,6 +28,9 @@ type Sources struct {
 	Pool   func() upstream.Snapshot
 	Server func() server.Snapshot
 	Zones  func() []forward.ZoneSnapshot
+	// LogDropped is the count of log lines dropped because the sink stalled
+	// (logging.Dropped).
+	LogDropped func() uint64
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -55,6 +58,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Zones != nil {
 		cs = append(cs, forwardCollector{src.Zones})
+	}
+	if src.LogDropped != nil {
+		cs = append(cs, logCollector{src.LogDropped})
 	}
 	return cs
 }

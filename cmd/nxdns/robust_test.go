@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/testutil"
+)
+
+// A stderr nobody drains (a stand-in for a busy journald) costs log lines,
+// counted, never DNS service; a stderr whose reader went away does not kill
+// the process (SIGPIPE); SIGTERM still stops it (SPEC §9, issue 13 finding
+// 2). Before the fix the query-log write blocked inside the listener slot:
+// after about 270 queries nothing was answered, SIGTERM hung on its own log
+// line, and closing the reader killed nxdns with SIGPIPE (exit 141).
+func TestRun_stderrNotDrainedKeepsServing(t *testing.T) {
+	dnsPort, webPort := testutil.FreePort(t), testutil.FreePort(t)
+	// 127.0.0.1 is outside dns.allow: every query is REFUSED at once, with
+	// its query-log line, and no upstream is involved.
+	cfg := fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+allow = ["10.0.0.0/8"]
+[web]
+listen = "127.0.0.1:%d"
+[log]
+queries = true
+[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "dot.test"
+`, dnsPort, webPort, testutil.FreePort(t))
+	path := filepath.Join(t.TempDir(), "nxdns.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "--config", path)
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer cmd.Process.Kill()
+	readUntil(t, r, "serving") // then stop reading: the pipe fills
+
+	addr := fmt.Sprintf("127.0.0.1:%d", dnsPort)
+	const queries = 6000 // 4096 queued lines plus a full pipe: some must drop
+	if got := refusedAnswers(t, addr, queries); got != queries {
+		t.Fatalf("%d of %d queries answered while stderr was not drained", got, queries)
+	}
+	if n := scrapeCounter(t, webPort, "nxdns_log_dropped_total"); n == 0 {
+		t.Error("nxdns_log_dropped_total is 0 after more lines than the queue holds")
+	}
+
+	r.Close() // the reader goes away: writes now fail with EPIPE
+	if got := refusedAnswers(t, addr, 200); got != 200 {
+		t.Fatalf("%d of 200 queries answered after stderr's reader went away", got)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("nxdns exited with %v after SIGTERM", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("nxdns did not stop within 15 s of SIGTERM with stderr stalled")
+	}
+}
+
+// readUntil reads r line by line until one contains want, then stops.
+func readUntil(t *testing.T, r io.Reader, want string) {
+	t.Helper()
+	found := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), want) {
+				found <- true
+				return
+			}
+		}
+		found <- false
+	}()
+	select {
+	case ok := <-found:
+		if !ok {
+			t.Fatalf("stderr ended before a line containing %q", want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no line containing %q within 10 s", want)
+	}
+}
+
+// refusedAnswers sends n queries one at a time over UDP and counts the
+// REFUSED answers; it gives up after five queries in a row go unanswered.
+func refusedAnswers(t *testing.T, addr string, n int) int {
+	t.Helper()
+	c := &dns.Client{Net: "udp", Timeout: time.Second}
+	conn, err := c.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got, misses := 0, 0
+	for i := range n {
+		q := new(dns.Msg).SetQuestion(fmt.Sprintf("q%d.example.", i), dns.TypeA)
+		resp, _, err := c.ExchangeWithConn(q, conn)
+		if err != nil || resp.Rcode != dns.RcodeRefused {
+			if misses++; misses == 5 {
+				return got
+			}
+			continue
+		}
+		got, misses = got+1, 0
+	}
+	return got
+}
+
+// scrapeCounter reads one unlabelled series from /metrics.
+func scrapeCounter(t *testing.T, port uint16, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s not in /metrics", name)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
