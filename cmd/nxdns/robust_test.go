@@ -157,3 +157,104 @@ func scrapeCounter(t *testing.T, port uint16, name string) float64 {
 	}
 	return v
 }
+
+// A ca_file that is a FIFO fails `nxdns check` at once, and a SIGHUP reload
+// that meets one leaves SIGTERM working (issue 13 finding 3: both hung, and
+// SIGTERM was ignored because the reload ran in the signal loop).
+func TestRun_caFileFIFOFailsFastAndSIGTERMStillStops(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewCA(t)
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "ca.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(ca string) string {
+		cfg := fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+[web]
+listen = ""
+[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "dot.test"
+ca_file = %q
+`, testutil.FreePort(t), testutil.FreePort(t), ca)
+		path := filepath.Join(dir, "nxdns.toml")
+		if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	path := write(fifo)
+	start := time.Now()
+	out, code := nxdns(t, "check", "--config", path)
+	if code != exitProblems || !strings.Contains(out, "ca_file") || !strings.Contains(out, "not a regular file") {
+		t.Errorf("check with a FIFO ca_file: exit %d, output:\n%s", code, out)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("check took %v", d)
+	}
+
+	path = write(caFile)
+	cmd := exec.Command(binary, "run", "--config", path)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+	}()
+	awaitLine(t, lines, "serving")
+	write(fifo)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	awaitLine(t, lines, "reload rejected")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("nxdns exited with %v after SIGTERM", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("nxdns did not stop within 15 s of SIGTERM after a reload met a FIFO")
+	}
+}
+
+func awaitLine(t *testing.T, lines <-chan string, want string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("stderr ended before a line containing %q", want)
+			}
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no line containing %q within 10 s", want)
+		}
+	}
+}

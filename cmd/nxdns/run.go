@@ -59,16 +59,37 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	sd.Ready()
 	log.Info("serving", zap.String("version", buildinfo.Get().String()), zap.String("config", name))
 
+	// A reload runs off this loop, so SIGTERM is handled whatever a reload
+	// meets (SPEC §9: files are read off the signal-handling path). A SIGHUP
+	// during a reload is kept and runs once that one ends.
+	reloaded := make(chan struct{}, 1) // buffered: a reload ending after SIGTERM does not block
+	reloading, again := false, false
+	reload := func() {
+		reloading = true
+		sd.Reloading()
+		go func() {
+			a.ReloadFile(*path) // logs its own outcome; a bad file keeps the running configuration
+			reloaded <- struct{}{}
+		}()
+	}
 	for {
 		select {
 		case <-hup:
-			if *path == "" {
+			switch {
+			case *path == "":
 				log.Warn("SIGHUP ignored: running the built-in configuration, there is no file to reload")
-				continue
+			case reloading:
+				again = true
+			default:
+				reload()
 			}
-			sd.Reloading()
-			a.ReloadFile(*path) // logs its own outcome; a bad file keeps the running configuration
+		case <-reloaded:
+			reloading = false
 			sd.Ready()
+			if again {
+				again = false
+				reload()
+			}
 		case <-sd.Watchdog():
 			sd.Alive()
 		case <-ctx.Done():

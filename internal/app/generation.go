@@ -63,7 +63,11 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 			closeAll()
 			return nil, fmt.Errorf("upstream %d (%s): %w", i, upstream.RedactString(u.URL), err)
 		}
-		c, err := upstream.NewClient(ep, u.CAFile, log.Named("transport"))
+		if u.CAFile != "" && len(u.CA) == 0 {
+			closeAll()
+			return nil, fmt.Errorf("upstream %s: ca_file %s was not read (config.ReadFiles)", ep.Redacted(), u.CAFile)
+		}
+		c, err := upstream.NewClient(ep, u.CA, log.Named("transport"))
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("upstream %s: %w", ep.Redacted(), err)

@@ -25,9 +25,10 @@ const (
 var logLevels = []string{"debug", "info", "warn", "error"}
 
 // Validate checks c against every rule of SPEC §3 and returns all problems,
-// in the order of the model's sections; nil means c is valid. It is pure but
-// for one read: an upstream's ca_file must be a readable PEM file (checkCAFile).
-// The problems carry no line: Load adds lines for the keys a file declares.
+// in the order of the model's sections; nil means c is valid. It is pure:
+// the files c names are read and checked by ReadFiles, which Load calls
+// first. The problems carry no line: Load adds lines for the keys a file
+// declares.
 func Validate(c Config) Problems {
 	var ps Problems
 	checkDNS(&ps, c.DNS)
