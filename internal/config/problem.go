@@ -46,6 +46,7 @@ const (
 	CodeNoUpstreams       Code = "NoUpstreams"       // no enabled upstream
 	CodeTooManyUpstreams  Code = "TooManyUpstreams"  // more than MaxUpstreams enabled
 	CodeDuplicate         Code = "Duplicate"         // a second URL, zone, client IP or listen address
+	CodeLoop              Code = "Loop"              // a forward zone's resolver is one of nxdns's own listen addresses
 )
 
 // Problem is one thing wrong with a configuration.

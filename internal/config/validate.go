@@ -34,7 +34,7 @@ func Validate(c Config) Problems {
 	checkDNS(&ps, c.DNS)
 	checkTimeouts(&ps, c.Upstream)
 	checkUpstreams(&ps, c.Upstreams)
-	checkZones(&ps, c.ForwardZones)
+	checkZones(&ps, c.ForwardZones, c.DNS.Listen)
 	checkClients(&ps, c.Clients)
 	checkWeb(&ps, c.Web)
 	checkLog(&ps, c.Log)

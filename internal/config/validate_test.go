@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -280,6 +281,34 @@ func TestValidName(t *testing.T) {
 		}
 		if got := validZone(tc.s); got != tc.zone {
 			t.Errorf("validZone(%q) = %v, want %v", tc.s, got, tc.zone)
+		}
+	}
+}
+
+// A zone resolver that is nxdns itself is a loop, also through a wildcard
+// listen address and the host's own addresses (issue 13 finding 6).
+func TestListensOn(t *testing.T) {
+	own := netip.MustParseAddr("192.168.1.2")
+	defer func(f func() []netip.Addr) { localAddrs = f }(localAddrs)
+	localAddrs = func() []netip.Addr { return []netip.Addr{own} }
+	for _, tc := range []struct {
+		listen   []string
+		resolver string
+		loop     bool
+	}{
+		{[]string{"127.0.0.1:53"}, "127.0.0.1:53", true},
+		{[]string{"127.0.0.1:53"}, "127.0.0.1:5353", false},
+		{[]string{"127.0.0.1:53"}, "127.0.0.2:53", false},
+		{[]string{"0.0.0.0:53"}, "127.0.0.53:53", true},
+		{[]string{"0.0.0.0:53"}, "192.168.1.2:53", true},
+		{[]string{"0.0.0.0:53"}, "192.168.1.1:53", false},
+		{[]string{"0.0.0.0:53"}, "[::1]:53", false},
+		{[]string{"[::]:53"}, "[::1]:53", true},
+		{[]string{"[::1]:53", "192.168.1.2:53"}, "192.168.1.2:53", true},
+	} {
+		_, got := listensOn(tc.listen, netip.MustParseAddrPort(tc.resolver))
+		if got != tc.loop {
+			t.Errorf("listensOn(%v, %s) = %v, want %v", tc.listen, tc.resolver, got, tc.loop)
 		}
 	}
 }
