@@ -39,7 +39,7 @@ func build(cfg config.Config, log *zap.Logger) (*generation, error) {
 		g.close()
 		return nil, err
 	}
-	g.names = forward.NewNames(cfg.ClientNames(), g.zones, forward.NamesOptions{Logger: log.Named("names")})
+	g.names = forward.NewNames(cfg.ClientNames(), g.zones, forward.NamesOptions{Logger: log.Named("names"), Allow: cfg.DNS.Allowed()})
 	return g, nil
 }
 

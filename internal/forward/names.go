@@ -45,6 +45,7 @@ const (
 // changes nothing but the cache. Close stops and waits for every lookup.
 type Names struct {
 	static  map[netip.Addr]string // immutable after NewNames
+	allow   []netip.Prefix        // only these clients are learned; immutable
 	reverse *Table                // nil when no zone can cover a reverse name
 	log     *zap.Logger
 	ctx     context.Context // ends the lookups on Close
@@ -71,6 +72,10 @@ type learnedName struct {
 // NamesOptions configures NewNames.
 type NamesOptions struct {
 	Logger *zap.Logger // failed lookups at debug level; nil logs nothing
+	// Allow is dns.allow: only clients inside it are looked up and cached
+	// (SPEC §9). A refused or spoofed source must not make nxdns query the
+	// LAN resolver or take a cache entry; nil learns no name at all.
+	Allow []netip.Prefix
 }
 
 // NewNames builds the name source. static maps client addresses to
@@ -81,6 +86,7 @@ func NewNames(static map[netip.Addr]string, zones *Table, opts NamesOptions) *Na
 	n := &Names{
 		static:     make(map[netip.Addr]string, len(static)),
 		log:        opts.Logger,
+		allow:      opts.Allow,
 		ctx:        ctx,
 		cancel:     cancel,
 		learned:    make(map[netip.Addr]learnedName),
@@ -114,7 +120,8 @@ func coversReverse(t *Table) bool {
 }
 
 // Name returns the client's static or learned name, or "" when none is
-// known yet. On a miss (or an expired entry, whose old name is returned
+// known yet (always "" for a client outside Allow without a static name:
+// it is neither looked up nor cached). On a miss (or an expired entry, whose old name is returned
 // meanwhile) it starts a background lookup when a reverse zone covers the
 // address, no lookup for it is in flight, and fewer than maxPTRLookups are.
 func (n *Names) Name(client netip.Addr) string {
@@ -122,7 +129,7 @@ func (n *Names) Name(client netip.Addr) string {
 	if name, ok := n.static[ip]; ok {
 		return name
 	}
-	if n.reverse == nil {
+	if n.reverse == nil || !n.allowed(ip) {
 		return ""
 	}
 	n.mu.Lock()
@@ -133,6 +140,17 @@ func (n *Names) Name(client netip.Addr) string {
 	}
 	n.startLocked(ip)
 	return e.name
+}
+
+// allowed reports whether ip is a client nxdns answers, and so one whose
+// name is worth a lookup.
+func (n *Names) allowed(ip netip.Addr) bool {
+	for _, p := range n.allow {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // startLocked starts a lookup for ip unless one is running, the bound is
