@@ -112,6 +112,34 @@ func dialUDP(t *testing.T, addr string) *net.UDPConn {
 	return c.(*net.UDPConn)
 }
 
+// dialUDPFrom is dialUDP from the loopback source address src (127.x.y.z:
+// distinct hosts on one machine).
+func dialUDPFrom(t *testing.T, src, addr string) *net.UDPConn {
+	t.Helper()
+	raddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(src)}, raddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dialTCPFrom is dialTCP from the loopback source address src.
+func dialTCPFrom(t *testing.T, src, addr string) *dns.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &dns.Conn{Conn: c}
+}
+
 // dialTCP is a DNS-over-TCP client connection (miekg frames messages).
 func dialTCP(t *testing.T, addr string) *dns.Conn {
 	t.Helper()

@@ -103,9 +103,11 @@ type Server struct {
 
 	retiring sync.WaitGroup // goroutines closing removed listeners; Add only under mu, before closed
 
-	udpCap [numFamilies]capacity
-	tcpCap [numFamilies]capacity
-	stats  counters
+	udpCap   [numFamilies]capacity
+	tcpCap   [numFamilies]capacity
+	udpShare *clientShares // one client's share of udpCap
+	tcpShare *clientShares // one client's share of tcpCap
+	stats    counters
 
 	// TCP bounds, fields so tests can shorten them (set before Listen).
 	tcpIdle, tcpRead, tcpWrite time.Duration
@@ -130,6 +132,8 @@ func New(opts Options, st *State) *Server {
 		tcpIdle:  tcpIdleTimeout,
 		tcpRead:  tcpReadTimeout,
 		tcpWrite: tcpWriteTimeout,
+		udpShare: newClientShares(udpClientShare),
+		tcpShare: newClientShares(tcpClientShare),
 	}
 	for f := range numFamilies {
 		s.udpCap[f].max = maxUDPInFlight
