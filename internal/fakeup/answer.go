@@ -64,7 +64,7 @@ func respond(q *dns.Msg, b Behaviour, ttl uint32, udp bool) *dns.Msg {
 		r.Rcode = dns.RcodeFormatError
 	case b.Refuse:
 		r.Rcode = dns.RcodeRefused
-	case udp && b.TC:
+	case b.TC:
 		r.Truncated = true
 	default:
 		r.Answer = synthesize(q.Question[0], ttl)
