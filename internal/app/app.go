@@ -217,7 +217,12 @@ func (a *App) restoreWeb() {
 	a.web = w
 }
 
-func (a *App) newWeb(addr string) *web.Server { return web.New(addr, a.registry(), a.health, a.log) }
+// newWeb builds the HTTP endpoint: /metrics, /api/health, and each
+// feature's own routes (web.Server.Handle) with the access they need.
+func (a *App) newWeb(addr string) *web.Server {
+	s := web.New(addr, a.registry(), a.health, a.log)
+	return s
+}
 
 // samePort reports whether two host:port strings name the same port.
 func samePort(a, b string) bool {

@@ -117,7 +117,7 @@ func (r *rig) start(t *testing.T, cfg config.Config) *App {
 	return a
 }
 
-func query(t *testing.T, addr, name string) *dns.Msg {
+func ask(t *testing.T, addr, name string) *dns.Msg {
 	t.Helper()
 	c := &dns.Client{Net: "udp", Timeout: 5 * time.Second}
 	resp, _, err := c.Exchange(new(dns.Msg).SetQuestion(name, dns.TypeA), addr)
@@ -150,7 +150,7 @@ func TestReload_goodFileChangesRoutingAndListener(t *testing.T) {
 	addr1 := loopbackAddr(t)
 	a := r.start(t, r.config(t, addr1, false))
 
-	query(t, addr1, "host.lan.")
+	ask(t, addr1, "host.lan.")
 	if got := r.lan.Counters().Queries; got != 0 {
 		t.Fatalf("before reload the LAN resolver saw %d queries, want 0 (no zone yet)", got)
 	}
@@ -159,11 +159,11 @@ func TestReload_goodFileChangesRoutingAndListener(t *testing.T) {
 	if err := a.Reload(r.config(t, addr2, true)); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	query(t, addr2, "host.lan.")
+	ask(t, addr2, "host.lan.")
 	if got := r.lan.Counters().Queries; got != 1 {
 		t.Errorf("after reload the LAN resolver saw %d queries, want 1: the new zone routes host.lan", got)
 	}
-	query(t, addr2, "example.org.") // still the pool
+	ask(t, addr2, "example.org.") // still the pool
 	c := &dns.Client{Net: "udp", Timeout: 300 * time.Millisecond}
 	if _, _, err := c.Exchange(new(dns.Msg).SetQuestion("old.example.", dns.TypeA), addr1); err == nil {
 		t.Errorf("the old listener %s still answers after it was removed", addr1)
@@ -192,7 +192,7 @@ func TestReload_badFileKeepsServingAndLogsEveryProblem(t *testing.T) {
 			t.Errorf("no logged problem for %s; logged: %q", want, problems)
 		}
 	}
-	query(t, addr, "still.example.") // the old configuration answers
+	ask(t, addr, "still.example.") // the old configuration answers
 }
 
 func TestReload_unbindableListenerKeepsRunningConfiguration(t *testing.T) {
@@ -207,7 +207,7 @@ func TestReload_unbindableListenerKeepsRunningConfiguration(t *testing.T) {
 	if err := a.Reload(r.config(t, busy.LocalAddr().String(), true)); err == nil {
 		t.Fatal("reload onto a busy address succeeded")
 	}
-	query(t, addr, "host.lan.")
+	ask(t, addr, "host.lan.")
 	if got := r.lan.Counters().Queries; got != 0 {
 		t.Errorf("the rejected configuration's zone was used (%d LAN queries)", got)
 	}
@@ -254,7 +254,7 @@ func TestReload_webBindFailureKeepsListenersAndRouting(t *testing.T) {
 	if err := a.Reload(cfg); err == nil {
 		t.Fatal("reload onto a busy web address succeeded")
 	}
-	query(t, addr1, "host.lan.") // the old listener, the old routing (no zone)
+	ask(t, addr1, "host.lan.") // the old listener, the old routing (no zone)
 	if got := r.lan.Counters().Queries; got != 0 {
 		t.Errorf("the rejected configuration's zone was used (%d LAN queries)", got)
 	}
@@ -298,7 +298,7 @@ func TestReload_failureAfterReleasingTheWebPortBindsItAgain(t *testing.T) {
 		t.Fatal("reload onto a busy DNS address succeeded")
 	}
 	scrape(t, port) // the old web address serves again
-	query(t, addr, "still.example.")
+	ask(t, addr, "still.example.")
 }
 
 // scrape fetches /metrics from 127.0.0.1:port.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
@@ -94,7 +95,29 @@ func (g *generation) state() *server.State {
 		Allow:    g.cfg.DNS.Allowed(),
 		Names:    g.names,
 		QueryLog: g.cfg.Log.QueryLog(),
+		Budget:   g.cfg.Upstream.Total(),
+		Stages:   g.stages(),
+		Sinks:    g.sinks(),
 	}
+}
+
+// stages is the chain between access control and the route, in SPEC §2's
+// order; each feature appends its stage on its own line, or nothing when
+// the configuration turns it off.
+func (g *generation) stages() []query.Stage {
+	var stages []query.Stage
+	// local answers (SPEC §8.6)
+	// policy: lists, groups, pause (SPEC §8.7)
+	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
+	return stages
+}
+
+// sinks are the consumers of every query event besides the server's own log
+// and counters.
+func (g *generation) sinks() []query.Sink {
+	var sinks []query.Sink
+	// history (SPEC §9)
+	return sinks
 }
 
 // Route sends a name to the forward zone with the longest matching suffix,

@@ -61,6 +61,7 @@ func sampleSources() Sources {
 		UDPBadSource:   61,
 		TCPClientShare: 67,
 		TCPNotAllowed:  71,
+		Undelivered:    73,
 		Refused:        13,
 		TCPIdleClosed:  29,
 		TCPSlowClosed:  31,

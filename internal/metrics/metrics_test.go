@@ -60,6 +60,7 @@ func TestCollectors_mapEverySnapshotField(t *testing.T) {
 		{"nxdns_listener_dropped_total", dto.MetricType_COUNTER, map[string]string{"reason": "udp_client_share"}, 53},
 		{"nxdns_listener_dropped_total", dto.MetricType_COUNTER, map[string]string{"reason": "kernel_receive_queue"}, 59},
 		{"nxdns_listener_dropped_total", dto.MetricType_COUNTER, map[string]string{"reason": "bad_source"}, 61},
+		{"nxdns_listener_dropped_total", dto.MetricType_COUNTER, map[string]string{"reason": "undelivered"}, 73},
 		{"nxdns_listener_tcp_refused_total", dto.MetricType_COUNTER, map[string]string{"reason": "capacity"}, 23},
 		{"nxdns_listener_tcp_refused_total", dto.MetricType_COUNTER, map[string]string{"reason": "client_share"}, 67},
 		{"nxdns_listener_tcp_refused_total", dto.MetricType_COUNTER, map[string]string{"reason": "not_allowed"}, 71},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // instant answers at once with a prebuilt record, like a cache hit: the
@@ -31,7 +33,7 @@ func BenchmarkHandle(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if s.handle(ctx, wire, client, false) == nil {
+			if s.handle(ctx, wire, client, query.UDP) == nil {
 				b.Fatal("no answer")
 			}
 		}

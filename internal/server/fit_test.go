@@ -8,8 +8,16 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
+
+func protoOf(tcp bool) query.Proto {
+	if tcp {
+		return query.TCP
+	}
+	return query.UDP
+}
 
 // hostileEDE answers SERVFAIL with a 65 000-byte EDE text, as the hostile
 // DoT upstream of issue 13 finding 1 did.
@@ -91,7 +99,7 @@ func TestAnswer_fitsClientLimitWhateverTheUpstreamSent(t *testing.T) {
 			if tc.edns != 0 {
 				q.SetEdns0(tc.edns, false)
 			}
-			wire := s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), tc.tcp)
+			wire := s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), protoOf(tc.tcp))
 			if wire == nil {
 				t.Fatal("no answer")
 			}
@@ -134,7 +142,7 @@ func TestRelay_boundsEDETextAtRuneBoundary(t *testing.T) {
 	q := newQuery("a.example.", dns.TypeA)
 	q.SetEdns0(1232, false)
 	m := new(dns.Msg)
-	if err := m.Unpack(s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), true)); err != nil {
+	if err := m.Unpack(s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), query.TCP)); err != nil {
 		t.Fatal(err)
 	}
 	e := edeOf(m)

@@ -88,7 +88,7 @@ func FuzzHandle(f *testing.F) {
 	s := New(Options{}, state(resolverFunc(fuzzResolver)))
 	client := netip.MustParseAddr("127.0.0.1")
 	f.Fuzz(func(t *testing.T, wire []byte, tcp bool) {
-		out := s.handle(context.Background(), wire, client, tcp)
+		out := s.handle(context.Background(), wire, client, protoOf(tcp))
 		if out == nil {
 			return
 		}

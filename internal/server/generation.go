@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // generation is one State and the queries that started on it. Swap retires a
@@ -16,14 +18,15 @@ import (
 // once, after every query that joined it has released it.
 type generation struct {
 	st      *State
-	refs    atomic.Int64 // queries holding this generation
-	retired atomic.Bool  // set once by Swap, under genMu's write lock
+	chain   query.Handler // st.Stages, then the route: built once per State
+	refs    atomic.Int64  // queries holding this generation
+	retired atomic.Bool   // set once by Swap, under genMu's write lock
 	once    sync.Once
 	done    chan struct{} // closed when retired and refs is zero
 }
 
 func newGeneration(st *State) *generation {
-	return &generation{st: st, done: make(chan struct{})}
+	return &generation{st: st, chain: query.Chain(route{st.Router}, st.Stages...), done: make(chan struct{})}
 }
 
 // acquire pins the current generation for one query; release it when the

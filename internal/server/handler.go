@@ -3,18 +3,16 @@ package server
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 const headerSize = 12 // a DNS header, RFC 1035 §4.1.1
-
-// errNoResolver carries no Kind, so Classify files it under LocalResource.
-var errNoResolver = errors.New("router returned no resolver")
 
 // headerOK reports whether wire can be a query at all: a whole header with
 // QR clear. Anything else is dropped unanswered (SPEC §9): an answer to
@@ -22,72 +20,80 @@ var errNoResolver = errors.New("router returned no resolver")
 // between two servers.
 func headerOK(wire []byte) bool { return len(wire) >= headerSize && wire[2]&0x80 == 0 }
 
-// Sources for the answers the server gives itself (SPEC §9 counts queries by
-// source; a resolver's source comes from the Router).
-const (
-	sourceRefused = "refused" // the client is outside State.Allow
-	sourceServer  = "server"  // FORMERR, NOTIMP, BADVERS: the query itself was the problem
-)
-
-// query is one query on its way through the handler, collecting what the
-// counters and the query-log line report.
-type query struct {
-	st       *State
-	client   netip.Addr
-	tcp      bool
-	start    time.Time
-	req      *dns.Msg       // nil when only the header parsed
-	opt      *dns.OPT       // the client's OPT record; nil without EDNS
-	source   string         // who answered: a Router source, sourceRefused or sourceServer
-	upstream string         // the attributed upstream, "" for none (never invented)
-	routed   bool           // a resolver was asked: the latency histogram counts it
-	rcode    int            // of the answer sent; rcodeNone when nothing was sent
-	ede      *dns.EDNS0_EDE // the Extended DNS Error sent, ours or relayed; nil for none
+// pending is one query on its way through the handler: the parsed message
+// and the query event (SPEC §2) it fills in for the log, the counters and
+// every query.Sink.
+type pending struct {
+	gen *generation
+	st  *State
+	ev  *query.Event
+	req *dns.Msg // nil when only the header parsed
+	opt *dns.OPT // the client's OPT record; nil without EDNS
 }
 
-// handle answers one query message: it returns the wire answer, or nil when
-// nothing is to be sent (no parsable header, a cancelled query). It counts
-// and logs the query, and returns by the time ctx ends plus the resolver's
-// own return.
-func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, tcp bool) []byte {
+// serve answers one query message and hands the wire answer to send, unless
+// nothing is to be sent (no parsable header, a cancelled query). It records
+// the query's event after send returns, so an answer that could not be
+// delivered (send's error: UDP to a closed port, a failed TCP write) is
+// counted as such, not as answered (SPEC §9). It returns by the time ctx
+// ends plus the chain's own return and send's.
+func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto, send func([]byte) error) {
 	if !headerOK(wire) {
 		s.stats.malformed.Add(1)
-		return nil
+		return
 	}
 	g := s.acquire()
 	defer g.release()
-	q := &query{st: g.st, client: client, tcp: tcp, start: time.Now(), source: sourceServer, rcode: rcodeNone}
+	q := &pending{gen: g, st: g.st, ev: &query.Event{
+		Time: time.Now(), Client: client, Proto: proto, Source: query.SourceServer, Rcode: query.RcodeNone,
+	}}
 	var out []byte
 	if m := s.answer(ctx, q, wire); m != nil {
 		out = s.pack(q, m)
 	}
-	s.record(q, time.Since(q.start))
-	return out
+	q.ev.Duration = time.Since(q.ev.Time)
+	if out != nil && send(out) != nil {
+		s.stats.undelivered.Add(1)
+		q.ev.Rcode, q.ev.Reply = query.RcodeNone, nil // nothing reached the client
+	}
+	s.record(q)
 }
 
-// answer checks the query (SPEC §9: FORMERR, NOTIMP, REFUSED) and, if it
-// passes, resolves it. nil means send nothing.
-func (s *Server) answer(ctx context.Context, q *query, wire []byte) *dns.Msg {
+// answer checks the query (SPEC §9: REFUSED first, then FORMERR, NOTIMP,
+// BADVERS) and, if it passes, resolves it. nil means send nothing.
+func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 	req := new(dns.Msg)
 	if err := req.Unpack(wire); err != nil {
-		return formErr(wire)
+		if !allowed(q.st.Allow, q.ev.Client) {
+			q.ev.Source = query.SourceRefused
+			return headerOnly(wire, dns.RcodeRefused)
+		}
+		return headerOnly(wire, dns.RcodeFormatError)
 	}
 	q.req = req
-	opt, ok := clientOPT(req)
-	if !ok {
-		return q.reply(dns.RcodeFormatError) // RFC 6891 §6.1.1: more than one OPT
+	if len(req.Question) == 1 {
+		qq := req.Question[0]
+		q.ev.Name, q.ev.Qtype, q.ev.Qclass = qq.Name, qq.Qtype, qq.Qclass
 	}
+	opt, ok := clientOPT(req)
 	q.opt = opt
 	switch {
+	case !allowed(q.st.Allow, q.ev.Client):
+		// Before every other check: a client nxdns does not serve learns
+		// nothing about what it would have said (SPEC §9).
+		q.ev.Source = query.SourceRefused
+		if !ok || opt != nil && opt.Version() != 0 {
+			q.opt = nil // no OPT the client could not have meant
+		}
+		return q.reply(dns.RcodeRefused)
+	case !ok:
+		return q.reply(dns.RcodeFormatError) // RFC 6891 §6.1.1: more than one OPT
 	case req.Opcode != dns.OpcodeQuery:
 		return q.reply(dns.RcodeNotImplemented)
 	case len(req.Question) != 1:
 		return q.reply(dns.RcodeFormatError)
 	case opt != nil && opt.Version() != 0:
 		return q.reply(dns.RcodeBadVers) // RFC 6891 §6.1.3
-	case !allowed(q.st.Allow, q.client):
-		q.source = sourceRefused
-		return q.reply(dns.RcodeRefused)
 	case isTransfer(req.Question[0].Qtype):
 		// A zone transfer is several messages and no forwarder's business;
 		// forwarded, the upstream's REFUSED would count against its health.
@@ -96,16 +102,20 @@ func (s *Server) answer(ctx context.Context, q *query, wire []byte) *dns.Msg {
 	return s.resolve(ctx, q)
 }
 
-// resolve routes the query and turns the resolver's outcome into the
-// client's answer.
-func (s *Server) resolve(ctx context.Context, q *query) *dns.Msg {
-	r, source := q.st.Router.Route(q.req.Question[0].Name)
-	q.source, q.routed = source, true
-	if r == nil { // a Router bug: SERVFAIL (EDE Other), blaming no upstream
-		return q.failure(ctx, errNoResolver)
+// resolve sends the query down the stage chain (SPEC §2: local answers,
+// policy, cache, then the route) and turns the outcome into the client's
+// answer.
+func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {
+	q.ev.Resolved = true
+	if q.st.Names != nil {
+		q.ev.ClientName = q.st.Names.Name(q.ev.Client)
 	}
-	resp, up, err := r.Resolve(ctx, upstreamQuery(q.req, q.opt))
-	q.upstream = up
+	r := &query.Request{
+		Msg:      upstreamQuery(q.req, q.opt),
+		Deadline: q.ev.Time.Add(q.st.budget()),
+		Event:    q.ev,
+	}
+	resp, err := q.gen.chain.Answer(ctx, r)
 	if err != nil || resp == nil {
 		return q.failure(ctx, err)
 	}
@@ -180,16 +190,18 @@ func allowed(allow []netip.Prefix, client netip.Addr) bool {
 
 func isTransfer(qtype uint16) bool { return qtype == dns.TypeAXFR || qtype == dns.TypeIXFR }
 
-// formErr answers a message whose header parsed but whose body did not: the
+// headerOnly answers a message whose header parsed but whose body did not,
+// with rcode (FORMERR, or REFUSED to a client outside dns.allow): the
 // header's ID, opcode and RD echoed, no question (it could not be read) and
 // no OPT (RFC 6891 §7: FORMERR for a malformed OPT carries none).
-func formErr(wire []byte) *dns.Msg {
+func headerOnly(wire []byte, rcode int) *dns.Msg {
 	bits := binary.BigEndian.Uint16(wire[2:])
 	return &dns.Msg{MsgHdr: dns.MsgHdr{
-		Id:               binary.BigEndian.Uint16(wire),
-		Response:         true,
-		Opcode:           int(bits>>11) & 0xF,
-		RecursionDesired: bits&(1<<8) != 0,
-		Rcode:            dns.RcodeFormatError,
+		Id:                 binary.BigEndian.Uint16(wire),
+		Response:           true,
+		Opcode:             int(bits>>11) & 0xF,
+		RecursionDesired:   bits&(1<<8) != 0,
+		RecursionAvailable: true,
+		Rcode:              rcode,
 	}}
 }

@@ -10,9 +10,19 @@ import (
 
 	"github.com/miekg/dns"
 	"go.uber.org/goleak"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// handle is serve with the answer returned instead of sent: what the tests
+// and benchmarks call to see the handler's wire answer.
+func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto) []byte {
+	var out []byte
+	s.serve(ctx, wire, client, proto, func(b []byte) error { out = b; return nil })
+	return out
+}
 
 // testUpstream is the attributed upstream the fake resolvers report.
 const testUpstream = "tls://192.0.2.53:853"

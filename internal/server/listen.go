@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // longAgo is a deadline in the past: setting it makes a blocked read or
@@ -212,11 +214,12 @@ func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort) {
 	l.wg.Go(func() {
 		defer s.udpShare.release(key)
 		defer slot.release()
-		if ans := s.handle(s.ctx, q, client, false); ans != nil {
-			// A failed write (the client's port closed, a full buffer) leaves
-			// nothing to do: UDP clients retry on their own timer.
-			l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)
-		}
+		// A failed write (the client's port closed, a full buffer) is
+		// counted as undelivered; UDP clients retry on their own timer.
+		s.serve(s.ctx, q, client, query.UDP, func(ans []byte) error {
+			_, _, err := l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)
+			return err
+		})
 	})
 }
 

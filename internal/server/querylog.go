@@ -1,10 +1,10 @@
 package server
 
 import (
-	"time"
-
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // logQuery writes the query's one line (SPEC §9 "Logs") at Info on the
@@ -12,38 +12,31 @@ import (
 // filled with a placeholder: no client_name when none is known, no upstream
 // when none is attributed (SPEC §4.4: never a fake identity), no ede when
 // none was sent, no name or type when the question did not parse.
-func (s *Server) logQuery(q *query, d time.Duration) {
+func (s *Server) logQuery(e *query.Event) {
 	ce := s.qlog.Check(zap.InfoLevel, "query")
 	if ce == nil {
 		return
 	}
 	fields := make([]zap.Field, 0, 11)
-	fields = append(fields, zap.String("client", q.client.String()))
-	if q.st.Names != nil {
-		if name := q.st.Names.Name(q.client); name != "" {
-			fields = append(fields, zap.String("client_name", name))
-		}
+	fields = append(fields, zap.String("client", e.Client.String()))
+	if e.ClientName != "" {
+		fields = append(fields, zap.String("client_name", e.ClientName))
 	}
-	if q.req != nil && len(q.req.Question) == 1 {
-		qq := q.req.Question[0]
-		fields = append(fields, zap.String("name", qq.Name), zap.String("type", dns.Type(qq.Qtype).String()))
-	}
-	proto := "udp"
-	if q.tcp {
-		proto = "tcp"
+	if e.Name != "" {
+		fields = append(fields, zap.String("name", e.Name), zap.String("type", dns.Type(e.Qtype).String()))
 	}
 	fields = append(fields,
-		zap.String("proto", proto),
-		zap.String("rcode", rcodeLabel(rcodeSlot(q.rcode))),
-		zap.String("source", q.source),
+		zap.String("proto", e.Proto.String()),
+		zap.String("rcode", rcodeLabel(rcodeSlot(e.Rcode))),
+		zap.String("source", e.Source),
 	)
-	if q.upstream != "" {
-		fields = append(fields, zap.String("upstream", q.upstream))
+	if e.Upstream != "" {
+		fields = append(fields, zap.String("upstream", e.Upstream))
 	}
 	// Microsecond resolution: a cached or LAN answer takes well under 1 ms.
-	fields = append(fields, zap.Float64("duration_ms", float64(d.Microseconds())/1000))
-	if q.ede != nil {
-		fields = append(fields, zap.Uint16("ede", q.ede.InfoCode))
+	fields = append(fields, zap.Float64("duration_ms", float64(e.Duration.Microseconds())/1000))
+	if e.EDE != nil {
+		fields = append(fields, zap.Uint16("ede", e.EDE.Code))
 	}
 	ce.Write(fields...)
 }

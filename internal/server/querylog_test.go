@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nxdns/nxdns/internal/upstream"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 func TestQueryLog_oneLinePerQueryWithFields(t *testing.T) {
@@ -83,14 +85,14 @@ func TestQueryLog_offAndUnnamed(t *testing.T) {
 	wire := mustPack(t, newQuery("a.example.", dns.TypeA))
 	client := netip.MustParseAddr("127.0.0.1")
 
-	s.handle(context.Background(), wire, client, false)
+	s.handle(context.Background(), wire, client, query.UDP)
 	if n := logs.FilterMessage("query").Len(); n != 0 {
 		t.Errorf("%d query lines with the query log off", n)
 	}
 	st2 := *st
 	st2.QueryLog = true
 	s.Swap(&st2)
-	s.handle(context.Background(), wire, client, false)
+	s.handle(context.Background(), wire, client, query.UDP)
 	lines := logs.FilterMessage("query").AllUntimed()
 	if len(lines) != 1 {
 		t.Fatalf("%d query lines, want 1", len(lines))

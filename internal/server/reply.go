@@ -9,6 +9,7 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -16,7 +17,7 @@ import (
 // opcode, RD and CD echoed, and its question as it sent it (the resolver's
 // answer may differ in case, and 0x20 clients compare it). RA is set: nxdns
 // offers recursion.
-func (q *query) base() *dns.Msg {
+func (q *pending) base() *dns.Msg {
 	req := q.req
 	m := &dns.Msg{MsgHdr: dns.MsgHdr{
 		Id:                 req.Id,
@@ -33,7 +34,7 @@ func (q *query) base() *dns.Msg {
 }
 
 // reply is an answer the server gives itself, with an rcode and no records.
-func (q *query) reply(rcode int) *dns.Msg {
+func (q *pending) reply(rcode int) *dns.Msg {
 	m := q.base()
 	m.Rcode = rcode
 	q.attachOPT(m)
@@ -45,7 +46,7 @@ func (q *query) reply(rcode int) *dns.Msg {
 // answer to a query without one, and an Extended DNS Error lives only in an
 // OPT (RFC 8914 §2). So a client without EDNS gets a bare SERVFAIL; the
 // query log and the counters still record why.
-func (q *query) attachOPT(m *dns.Msg, edes ...*dns.EDNS0_EDE) {
+func (q *pending) attachOPT(m *dns.Msg, edes ...*dns.EDNS0_EDE) {
 	if q.opt == nil {
 		return
 	}
@@ -54,7 +55,7 @@ func (q *query) attachOPT(m *dns.Msg, edes ...*dns.EDNS0_EDE) {
 		o.Option = append(o.Option, e)
 	}
 	if len(edes) > 0 {
-		q.ede = edes[0]
+		q.ev.EDE = &query.EDE{Code: edes[0].InfoCode, Text: edes[0].ExtraText}
 	}
 	m.Extra = append(m.Extra, o)
 }
@@ -64,7 +65,7 @@ func (q *query) attachOPT(m *dns.Msg, edes ...*dns.EDNS0_EDE) {
 // additional section is rebuilt, the upstream's OPT replaced by nxdns's own
 // (keeping only its Extended DNS Errors, which SPEC §4.6 relays, for
 // example a DNSSEC failure or a blocked name).
-func (q *query) relay(resp *dns.Msg) *dns.Msg {
+func (q *pending) relay(resp *dns.Msg) *dns.Msg {
 	m := q.base()
 	m.Rcode = resp.Rcode
 	if m.Rcode > 0xF {
@@ -73,7 +74,8 @@ func (q *query) relay(resp *dns.Msg) *dns.Msg {
 		m.Rcode = dns.RcodeServerFailure
 	}
 	m.Authoritative = resp.Authoritative
-	m.RecursionAvailable = resp.RecursionAvailable
+	// RA stays as base set it: nxdns offers recursion to its clients,
+	// whatever the upstream said of itself (SPEC §9).
 	m.Truncated = resp.Truncated
 	// RFC 6840 §5.8: AD only to a client that showed it understands it.
 	m.AuthenticatedData = resp.AuthenticatedData && (q.req.AuthenticatedData || q.opt != nil && q.opt.Do())
@@ -102,7 +104,7 @@ func (q *query) relay(resp *dns.Msg) *dns.Msg {
 // SERVFAIL with an Extended DNS Error naming the reason, or nothing at all
 // when the query was cancelled. It logs nothing: the query-log line and the
 // counters are the record (no per-query warning for budget exhaustion).
-func (q *query) failure(ctx context.Context, err error) *dns.Msg {
+func (q *pending) failure(ctx context.Context, err error) *dns.Msg {
 	if ctx.Err() != nil {
 		// Shutdown (or the client's connection) ended the query: whatever
 		// error the resolver made of that, nobody is waiting for an answer.
@@ -110,9 +112,6 @@ func (q *query) failure(ctx context.Context, err error) *dns.Msg {
 	}
 	kind := upstream.Classify(err) // no Kind (or no error with no answer) is LocalResource
 	qe, _ := errors.AsType[*upstream.QueryError](err)
-	if q.upstream == "" && qe != nil {
-		q.upstream = qe.Attributed
-	}
 	var ede *dns.EDNS0_EDE
 	switch kind.Group() {
 	case upstream.Cancellation:
@@ -120,7 +119,7 @@ func (q *query) failure(ctx context.Context, err error) *dns.Msg {
 	case upstream.BudgetExhausted:
 		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNoReachableAuthority, ExtraText: budgetText(qe)}
 	case upstream.PeerFault:
-		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNetworkError, ExtraText: peerText(kind, qe, q.upstream)}
+		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeNetworkError, ExtraText: peerText(kind, qe, q.ev.Upstream)}
 	case upstream.LocalResource:
 		ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: kind.Error()}
 	}
@@ -176,9 +175,9 @@ const (
 	maxUDPAnswer = upstreamUDPSize
 )
 
-func (q *query) sizeLimit() int {
+func (q *pending) sizeLimit() int {
 	switch {
-	case q.tcp:
+	case q.ev.Proto.Stream():
 		return dns.MaxMsgSize // the 16-bit length prefix
 	case q.opt == nil:
 		return minUDPAnswer
@@ -189,7 +188,7 @@ func (q *query) sizeLimit() int {
 
 // pack sizes the answer to the client and encodes it (fit: the one place an
 // answer's size is decided), recording the rcode sent.
-func (s *Server) pack(q *query, m *dns.Msg) []byte {
+func (s *Server) pack(q *pending, m *dns.Msg) []byte {
 	limit := q.sizeLimit()
 	wire, err := fit(m, limit)
 	if err != nil && q.req != nil && len(q.req.Question) == 1 {
@@ -198,13 +197,14 @@ func (s *Server) pack(q *query, m *dns.Msg) []byte {
 		s.log.Warn("answer does not encode", zap.String("name", q.req.Question[0].Name), zap.Error(err))
 		m = q.base()
 		m.Rcode = dns.RcodeServerFailure
-		q.ede = nil
+		q.ev.EDE = nil
 		q.attachOPT(m, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "answer does not encode"})
 		wire, err = fit(m, limit)
 	}
 	if err != nil || len(wire) > limit {
 		return nil // cannot happen for a question that parsed (see fit); never send oversize
 	}
-	q.rcode = m.Rcode
+	q.ev.Rcode = m.Rcode
+	q.ev.Reply = m
 	return wire
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/upstream"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // failWith is a resolver that fails every query with err.
@@ -123,7 +125,7 @@ func TestHandler_cancellationAnswersNothing(t *testing.T) {
 				cancel()
 			}
 			defer cancel()
-			if ans := s.handle(ctx, wire, client, false); ans != nil {
+			if ans := s.handle(ctx, wire, client, query.UDP); ans != nil {
 				t.Errorf("cancelled query answered %d bytes", len(ans))
 			}
 			if n := count(s.Snapshot(), "pool", "none"); n != 1 {
@@ -144,7 +146,7 @@ func TestRelay_leavesResolverAnswerUntouched(t *testing.T) {
 	})
 	s := New(Options{}, state(r))
 	q := newQuery("big.example.", dns.TypeTXT)
-	ans := s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), false) // truncated to 512
+	ans := s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), query.UDP) // truncated to 512
 	if len(ans) > 512 {
 		t.Fatalf("answer %d bytes over UDP without EDNS", len(ans))
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // Router picks the resolver for a query name: the forward zone with the
@@ -33,10 +35,30 @@ type Router interface {
 // State is everything a reload can change about answering a query. A State
 // is read-only once handed to New or Swap.
 type State struct {
-	Router   Router
+	Router Router
+	// Stages run between access control and the route, in order (SPEC §2:
+	// local answers, policy, cache); nil for none.
+	Stages []query.Stage
+	// Sinks receive every finished query event besides the server's own
+	// query log and counters (the history); nil for none.
+	Sinks    []query.Sink
 	Allow    []netip.Prefix // clients outside get REFUSED; empty refuses everyone (never an open resolver)
 	Names    Names          // client display names for the query log; nil for none
 	QueryLog bool           // one Info line per query on the "server.query" logger
+	// Budget is the answer deadline the stages see (query.Request.Deadline):
+	// the pool's total budget. 0 means defaultBudget.
+	Budget time.Duration
+}
+
+// defaultBudget stands in for an unset State.Budget: SPEC §3's shipped
+// total_timeout_ms.
+const defaultBudget = 4 * time.Second
+
+func (st *State) budget() time.Duration {
+	if st.Budget > 0 {
+		return st.Budget
+	}
+	return defaultBudget
 }
 
 // Options are what New needs besides the State.

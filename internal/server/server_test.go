@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 func TestServe_answersOverUDPAndTCP(t *testing.T) {
@@ -123,7 +125,7 @@ func TestHandler_rejectsBadQueries(t *testing.T) {
 			}
 		})
 	}
-	if n := count(s.Snapshot(), sourceServer, "FORMERR"); n != 3 {
+	if n := count(s.Snapshot(), query.SourceServer, "FORMERR"); n != 3 {
 		t.Errorf("server/FORMERR count = %d, want 3", n)
 	}
 }
@@ -141,8 +143,8 @@ func TestHandler_refusesClientOutsideAllow(t *testing.T) {
 		t.Errorf("rcode %s with %d answers, want REFUSED and none", dns.RcodeToString[resp.Rcode], len(resp.Answer))
 	}
 	snap := s.Snapshot()
-	if snap.Refused != 1 || count(snap, sourceRefused, "REFUSED") != 1 {
-		t.Errorf("refused = %d, refused/REFUSED = %d, want 1 and 1", snap.Refused, count(snap, sourceRefused, "REFUSED"))
+	if snap.Refused != 1 || count(snap, query.SourceRefused, "REFUSED") != 1 {
+		t.Errorf("refused = %d, refused/REFUSED = %d, want 1 and 1", snap.Refused, count(snap, query.SourceRefused, "REFUSED"))
 	}
 }
 
@@ -373,3 +375,103 @@ func TestDeliverable(t *testing.T) {
 		}
 	}
 }
+
+// A client outside dns.allow gets REFUSED whatever is wrong with its
+// message: FORMERR, NOTIMP and BADVERS are answers only to clients nxdns
+// serves (SPEC §9, issue 13 finding 10).
+func TestHandler_refusesOutsideAllowBeforeAnyOtherCheck(t *testing.T) {
+	st := state(answerA("192.0.2.1"))
+	st.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	s := New(Options{}, st)
+	client := netip.MustParseAddr("127.0.0.1")
+	two := newQuery("two.example.", dns.TypeA)
+	two.SetEdns0(1232, false)
+	two.Extra = append(two.Extra, two.Extra[0])
+	notify := newQuery("n.example.", dns.TypeSOA)
+	notify.Opcode = dns.OpcodeNotify
+	v1 := newQuery("v1.example.", dns.TypeA)
+	v1.SetEdns0(1232, false)
+	v1.Extra[0].(*dns.OPT).SetVersion(1)
+	garbage := mustPack(t, newQuery("g.example.", dns.TypeA))
+	garbage = append(garbage[:12:12], 0xff, 0xff) // a header, then a body that does not parse
+	for name, wire := range map[string][]byte{
+		"unparsable body": garbage,
+		"two OPTs":        mustPack(t, two),
+		"opcode NOTIFY":   mustPack(t, notify),
+		"EDNS version 1":  mustPack(t, v1),
+		"AXFR":            mustPack(t, newQuery("z.example.", dns.TypeAXFR)),
+	} {
+		m := new(dns.Msg)
+		if err := m.Unpack(s.handle(context.Background(), wire, client, query.UDP)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m.Rcode != dns.RcodeRefused {
+			t.Errorf("%s from outside allow: %s, want REFUSED", name, dns.RcodeToString[m.Rcode])
+		}
+	}
+	if n := count(s.Snapshot(), query.SourceRefused, "REFUSED"); n != 5 {
+		t.Errorf("refused count %d, want 5", n)
+	}
+}
+
+// BADVERS is counted as BADVERS, not as BADSIG, its number's other name
+// (issue 13 finding 11).
+func TestStats_BADVERSLabel(t *testing.T) {
+	s := New(Options{}, state(answerA("192.0.2.1")))
+	v1 := newQuery("v1.example.", dns.TypeA)
+	v1.SetEdns0(1232, false)
+	v1.Extra[0].(*dns.OPT).SetVersion(1)
+	m := new(dns.Msg)
+	if err := m.Unpack(s.handle(context.Background(), mustPack(t, v1), netip.MustParseAddr("127.0.0.1"), query.UDP)); err != nil {
+		t.Fatal(err)
+	}
+	if m.Rcode != dns.RcodeBadVers {
+		t.Fatalf("rcode %d, want BADVERS", m.Rcode)
+	}
+	snap := s.Snapshot()
+	if n := count(snap, query.SourceServer, "BADVERS"); n != 1 {
+		t.Errorf("BADVERS count %d, want 1 (queries: %v)", n, snap.Queries)
+	}
+}
+
+// nxdns sets RA itself: an upstream that omits it does not make nxdns tell
+// its clients it offers no recursion (SPEC §9, issue 13 finding 12).
+func TestRelay_setsRAWhateverTheUpstreamSaid(t *testing.T) {
+	noRA := resolverFunc(func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		m, up, err := answerA("192.0.2.1")(ctx, q)
+		m.RecursionAvailable = false
+		return m, up, err
+	})
+	s := New(Options{}, state(noRA))
+	m := new(dns.Msg)
+	if err := m.Unpack(s.handle(context.Background(), mustPack(t, newQuery("a.example.", dns.TypeA)), netip.MustParseAddr("127.0.0.1"), query.UDP)); err != nil {
+		t.Fatal(err)
+	}
+	if !m.RecursionAvailable {
+		t.Error("RA clear in the answer: copied from the upstream")
+	}
+}
+
+// An answer whose write fails is counted as undelivered, with rcode none,
+// not as answered (SPEC §9, issue 13 finding 9).
+func TestServe_undeliveredAnswerIsNotCountedAsAnswered(t *testing.T) {
+	s := New(Options{}, state(answerA("192.0.2.1")))
+	var seen *query.Event
+	s.Swap(&State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Sinks: []query.Sink{sinkFunc(func(e *query.Event) { seen = e })}})
+	wire := mustPack(t, newQuery("a.example.", dns.TypeA))
+	s.serve(context.Background(), wire, netip.MustParseAddr("127.0.0.1"), query.UDP, func([]byte) error {
+		return errors.New("sendmsg: connection refused")
+	})
+	snap := s.Snapshot()
+	if snap.Undelivered != 1 || count(snap, query.SourcePool, "NOERROR") != 0 || count(snap, query.SourcePool, "none") != 1 {
+		t.Errorf("undelivered %d, NOERROR %d, none %d; want 1, 0, 1", snap.Undelivered,
+			count(snap, query.SourcePool, "NOERROR"), count(snap, query.SourcePool, "none"))
+	}
+	if seen == nil || seen.Rcode != query.RcodeNone || seen.Reply != nil {
+		t.Errorf("event %+v, want rcode none and no reply", seen)
+	}
+}
+
+type sinkFunc func(*query.Event)
+
+func (f sinkFunc) Record(e *query.Event) { f(e) }

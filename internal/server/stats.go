@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/stats"
 )
 
@@ -32,8 +32,14 @@ func rcodeSlot(rcode int) int {
 }
 
 func rcodeLabel(slot int) string {
-	if slot == noneSlot {
+	switch slot {
+	case noneSlot:
 		return "none"
+	case dns.RcodeBadVers:
+		// 16 is BADVERS in an OPT's extended rcode (RFC 6891) and BADSIG in
+		// a TSIG (RFC 8945); miekg/dns's table says BADSIG, and nxdns only
+		// ever sends BADVERS.
+		return "BADVERS"
 	}
 	if s, ok := dns.RcodeToString[slot]; ok {
 		return s
@@ -57,6 +63,7 @@ type counters struct {
 	tcpRefused     atomic.Uint64 // TCP connections refused over maxTCPConns
 	tcpClientShare atomic.Uint64 // TCP connections refused over the client's share (tcpClientShare)
 	tcpNotAllowed  atomic.Uint64 // TCP connections from outside dns.allow, closed at accept
+	undelivered    atomic.Uint64 // answers packed but not delivered: the write failed
 	tcpIdle        atomic.Uint64 // TCP connections closed after the idle bound
 	tcpSlow        atomic.Uint64 // TCP connections closed for a slow read or write
 }
@@ -99,6 +106,7 @@ type Snapshot struct {
 	TCPRefused     uint64 // TCP connections refused over the cap
 	TCPClientShare uint64 // TCP connections refused over one client's share of the cap
 	TCPNotAllowed  uint64 // TCP connections from outside dns.allow, closed at accept
+	Undelivered    uint64 // answers that could not be written (UDP send error, failed TCP write); their queries count as rcode "none"
 	Refused        uint64 // queries REFUSED by the access list (the "refused" source, summed)
 	TCPIdleClosed  uint64 // TCP connections closed after the idle bound
 	TCPSlowClosed  uint64 // TCP connections closed for a slow read or write
@@ -126,6 +134,7 @@ func (s *Server) Snapshot() Snapshot {
 		TCPRefused:     c.tcpRefused.Load(),
 		TCPClientShare: c.tcpClientShare.Load(),
 		TCPNotAllowed:  c.tcpNotAllowed.Load(),
+		Undelivered:    c.undelivered.Load(),
 		TCPIdleClosed:  c.tcpIdle.Load(),
 		TCPSlowClosed:  c.tcpSlow.Load(),
 	}
@@ -141,7 +150,7 @@ func (s *Server) Snapshot() Snapshot {
 				continue
 			}
 			snap.Queries = append(snap.Queries, QueryCount{Source: source, Rcode: rcodeLabel(slot), Count: n})
-			if source == sourceRefused {
+			if source == query.SourceRefused {
 				snap.Refused += n
 			}
 		}
@@ -153,13 +162,18 @@ func (s *Server) Snapshot() Snapshot {
 	return snap
 }
 
-// record counts the query and logs its line.
-func (s *Server) record(q *query, d time.Duration) {
-	s.stats.count(q.source, q.rcode)
-	if q.routed {
-		s.stats.latency.Observe(d)
+// record hands the finished event to its consumers: the counters, the
+// query-log line and every sink (SPEC §2: one event, read by all).
+func (s *Server) record(q *pending) {
+	e := q.ev
+	s.stats.count(e.Source, e.Rcode)
+	if e.Resolved {
+		s.stats.latency.Observe(e.Duration)
 	}
 	if q.st.QueryLog {
-		s.logQuery(q, d)
+		s.logQuery(e)
+	}
+	for _, sink := range q.st.Sinks {
+		sink.Record(e)
 	}
 }

@@ -71,6 +71,8 @@ type Server struct {
 	// readHeaderTimeout is a field so tests can shorten it (set before Start).
 	readHeaderTimeout time.Duration
 
+	mux *http.ServeMux // every route; Handle adds the features' own before Start
+
 	mu      sync.Mutex // guards the fields below
 	ln      net.Listener
 	started bool
@@ -103,7 +105,7 @@ func New(addr string, reg prometheus.Gatherer, health func() Health, log *zap.Lo
 		Timeout:             scrapeTimeout,
 	}))
 	mux.Handle("GET /api/health", healthHandler(health, log))
-	s := &Server{addr: addr, log: log, readHeaderTimeout: readHeaderTimeout}
+	s := &Server{addr: addr, log: log, mux: mux, readHeaderTimeout: readHeaderTimeout}
 	s.srv = &http.Server{
 		Handler:        mux,
 		ReadTimeout:    readTimeout,

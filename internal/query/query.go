@@ -1,0 +1,184 @@
+// Package query is the vocabulary of the query path (SPEC §2): the one Event
+// every query produces, the Request each stage sees, and the Stage and
+// Handler seams that chain local answers, policy, the cache and the route
+// into one short handler.
+//
+// It sits below every stage package and imports nothing internal, so a stage
+// (internal/cache, internal/local, internal/filter) never imports the server,
+// and the server never imports a stage: the composition root (internal/app)
+// puts the chain together.
+package query
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Request is one query as the stages see it.
+type Request struct {
+	// Msg is the query as nxdns sends it on: its own random ID, RD set, the
+	// client's question (case kept), CD and AD, and nxdns's own OPT record
+	// carrying only the client's DO bit. Stages never modify it: copy it
+	// (Msg.Copy) to send something else.
+	Msg *dns.Msg
+	// Deadline is when the client's answer is due: the query's arrival plus
+	// the pool's total budget. A stage that waits (the cache's stale point,
+	// SPEC §8.5) spends it like everything else (SPEC §1 lesson 1).
+	Deadline time.Time
+	// Event is the query's record; each stage fills the fields it decides.
+	Event *Event
+}
+
+// Handler answers a Request: the rest of the chain, as a stage sees it.
+//
+// Answer returns an answer as an upstream would give it — the handler
+// restores the client's ID and question, sizes it and replaces its OPT
+// record, keeping only its Extended DNS Errors — or an error whose
+// upstream.Kind decides the client's SERVFAIL and its EDE (SPEC §4.6). An
+// error without a Kind is filed as a local resource problem, blaming no
+// upstream. Answer returns by the time ctx ends. Neither the handler nor
+// any later stage modifies the returned message or its records, so a stage
+// may return a message it shares (a cache entry) as long as it is never
+// modified afterwards.
+type Handler interface {
+	Answer(ctx context.Context, r *Request) (*dns.Msg, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, r *Request) (*dns.Msg, error)
+
+// Answer calls f.
+func (f HandlerFunc) Answer(ctx context.Context, r *Request) (*dns.Msg, error) { return f(ctx, r) }
+
+// Stage is one link of the chain. It answers the query itself (a local
+// record, a blocked name, a cache hit) or passes it on with next.Answer, and
+// may look at what came back (the cache stores it, the filter checks its
+// CNAME chain). A stage keeps to its own state: what it learned about the
+// query goes into r.Event, never into another stage.
+type Stage interface {
+	Answer(ctx context.Context, r *Request, next Handler) (*dns.Msg, error)
+}
+
+// Chain returns the Handler that runs stages in order and then last. The
+// chain is built once per configuration, not per query.
+func Chain(last Handler, stages ...Stage) Handler {
+	h := last
+	for i := len(stages) - 1; i >= 0; i-- {
+		h = link{stage: stages[i], next: h}
+	}
+	return h
+}
+
+type link struct {
+	stage Stage
+	next  Handler
+}
+
+func (l link) Answer(ctx context.Context, r *Request) (*dns.Msg, error) {
+	return l.stage.Answer(ctx, r, l.next)
+}
+
+// Sink consumes finished events: the history store, and anything else that
+// wants every query (the query log and the counters are the server's own).
+// Record is called once per query, after the answer was written or dropped,
+// on the query's goroutine: it must return at once (buffer, never block on
+// I/O). The Event is final when handed over and never modified afterwards,
+// so a sink may keep the pointer.
+type Sink interface {
+	Record(e *Event)
+}
+
+// Proto is the transport a query arrived on.
+type Proto uint8
+
+// The transports, as the query log and metrics name them.
+const (
+	UDP Proto = iota + 1
+	TCP
+	DoT // RFC 7858, on tls.dot_listen (SPEC §8.8)
+	DoH // RFC 8484, on tls.doh_listen
+)
+
+var protoNames = [...]string{UDP: "udp", TCP: "tcp", DoT: "dot", DoH: "doh"}
+
+func (p Proto) String() string {
+	if int(p) < len(protoNames) && protoNames[p] != "" {
+		return protoNames[p]
+	}
+	return "unknown"
+}
+
+// Stream reports whether p is a stream transport: answers up to 65535
+// bytes, and TC means nothing on it (SPEC §7).
+func (p Proto) Stream() bool { return p != UDP }
+
+// Sources name who answered, for the query log, the counters and the
+// history (SPEC §9 counts queries by source). A forward zone's source is
+// ZonePrefix plus the zone's name without its trailing dot ("zone:lan").
+const (
+	SourcePool    = "pool"    // the upstream pool
+	SourceCache   = "cache"   // a fresh cache entry
+	SourceStale   = "stale"   // an expired cache entry, served with EDE 3
+	SourceLocal   = "local"   // local records, special and private names
+	SourceBlocked = "blocked" // the filter's answer for a blocked name
+	SourceRefused = "refused" // the client is outside dns.allow
+	SourceServer  = "server"  // FORMERR, NOTIMP, BADVERS: the query itself was the problem
+	ZonePrefix    = "zone:"
+)
+
+// RcodeNone is Event.Rcode when no answer was sent (a cancelled query).
+const RcodeNone = -1
+
+// Event is the one record of one query (SPEC §2). The server creates it when
+// the query arrives, the stages fill in what they decide, the server
+// completes it when the answer is packed, and every consumer — the query
+// log, the counters, the history — reads this one value, so they never
+// disagree.
+type Event struct {
+	Time       time.Time  // arrival
+	Client     netip.Addr // the client's address (the TCP peer for streams)
+	ClientName string     // static or learned name; "" when none is known
+	Proto      Proto
+
+	// The question as the client asked it; Name is "" when none parsed.
+	Name   string
+	Qtype  uint16
+	Qclass uint16
+
+	Source   string   // one of the Source constants, or ZonePrefix+zone
+	Upstream string   // the attributed upstream or zone resolver, redacted; "" for none (never invented)
+	Tried    []string // every upstream tried, in order, redacted; nil when none was
+	Cache    string   // the cache's outcome (CacheHit …); "" when the cache was not consulted
+	Filter   Decision // the policy stage's decision; zero when it did not block
+
+	Resolved bool          // the query passed access control and went down the chain
+	Rcode    int           // of the answer sent; RcodeNone when nothing was sent
+	EDE      *EDE          // the Extended DNS Error sent, ours or relayed; nil for none
+	Reply    *dns.Msg      // the answer as sent (read-only); nil when nothing was sent
+	Duration time.Duration // from arrival to the answer packed
+}
+
+// Cache outcomes (Event.Cache).
+const (
+	CacheHit       = "hit"       // answered from a fresh entry
+	CacheMiss      = "miss"      // passed on to the route
+	CacheStale     = "stale"     // answered from an expired entry (EDE 3)
+	CacheCoalesced = "coalesced" // shared another query's exchange in flight
+)
+
+// Decision is what the policy stage decided about a blocked query.
+type Decision struct {
+	Blocked bool
+	List    string // the configured list name, or "inline"
+	Rule    string // the rule as written in the list
+	Group   string // the client's group
+}
+
+// EDE is an Extended DNS Error (RFC 8914) as sent to the client.
+type EDE struct {
+	Code uint16
+	Text string
+}
