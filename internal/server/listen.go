@@ -84,6 +84,9 @@ func bind(addr string) (*listener, error) {
 		l.broadcasts = localBroadcasts()
 	}
 	l.overflow = enableOverflow(udp) == nil // counted where the kernel can say; served regardless
+	// Best effort: the kernel caps it at net.core.rmem_max (Raspberry Pi OS:
+	// 208 KiB) without an error.
+	udp.SetReadBuffer(udpReadBuffer)
 	return l, nil
 }
 
