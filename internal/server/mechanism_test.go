@@ -7,8 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
