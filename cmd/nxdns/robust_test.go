@@ -17,6 +17,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdns/nxdns/internal/fakeup"
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
@@ -255,6 +256,87 @@ func awaitLine(t *testing.T, lines <-chan string, want string) {
 			}
 		case <-timeout:
 			t.Fatalf("no line containing %q within 10 s", want)
+		}
+	}
+}
+
+// A hostile upstream cannot make nxdns amplify: whatever the DoT upstream or
+// a forward zone's resolver sends (a 65 000-byte EDE text; 60 KB of TXT
+// ending in a TSIG), the UDP answer fits the client's limit (issue 13
+// finding 1: 65 KB datagrams went to clients that advertised 512 bytes, a
+// 3553× ratio).
+func TestRun_hostileUpstreamCannotAmplify(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewCA(t)
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var listens []fakeup.Listen
+	for _, u := range []string{"dot://127.0.0.1:0?ede_text=65000", "tcp://127.0.0.1:0?txt=60000&tsig=1", "udp://127.0.0.1:0?txt=60000&tsig=1"} {
+		l, err := fakeup.ParseListen(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listens = append(listens, l)
+	}
+	up, err := fakeup.Start(fakeup.Config{Listen: listens, CA: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	b := up.Listeners()
+	dnsPort := testutil.FreePort(t)
+	cfg := fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+[web]
+listen = ""
+[[upstreams]]
+url = "tls://%s"
+tls_name = "localhost"
+ca_file = %q
+[[forward_zones]]
+zone = "tz"
+resolver = "tcp://%s"
+[[forward_zones]]
+zone = "uz"
+resolver = "udp://%s"
+`, dnsPort, b[0].Addr, caFile, b[1].Addr, b[2].Addr)
+	path := filepath.Join(dir, "nxdns.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "--config", path)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	waitForLine(t, stderr, "serving")
+
+	addr := fmt.Sprintf("127.0.0.1:%d", dnsPort)
+	for _, name := range []string{"a.example.", "a.tz.", "a.uz."} {
+		for _, edns := range []uint16{0, 512, 1232, 4096} {
+			q := new(dns.Msg).SetQuestion(name, dns.TypeTXT)
+			limit := 512
+			if edns > 0 {
+				q.SetEdns0(edns, false)
+				limit = min(max(int(edns), 512), 1232)
+			}
+			c := &dns.Client{Net: "udp", Timeout: 5 * time.Second, UDPSize: 65535}
+			resp, _, err := c.Exchange(q, addr)
+			if err != nil {
+				t.Fatalf("%s EDNS %d: %v", name, edns, err)
+			}
+			if n := resp.Len(); n > limit {
+				t.Errorf("%s EDNS %d: %d-byte answer, the client's limit is %d", name, edns, n, limit)
+			}
+			if resp.IsTsig() != nil {
+				t.Errorf("%s EDNS %d: the upstream's TSIG was relayed", name, edns)
+			}
 		}
 	}
 }
