@@ -101,7 +101,7 @@ func (l *listener) serveDoH(w http.ResponseWriter, r *http.Request) {
 	if !sleep(ctx, l.delay(q)+l.hookDelay()) {
 		return
 	}
-	reply := l.answer(ctx, q, f, false)
+	reply := l.answer(ctx, q, f)
 	if reply == nil {
 		<-ctx.Done() // a stall: the client or the server ends it
 		return

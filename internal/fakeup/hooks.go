@@ -114,12 +114,12 @@ func mangle(r *dns.Msg, f Fault) {
 // answer builds the reply to q: the Hooks answer function or the synthetic
 // answer, then the fault and the hostile behaviours applied. nil: send
 // nothing.
-func (l *listener) answer(ctx context.Context, q *dns.Msg, f Fault, udp bool) *dns.Msg {
+func (l *listener) answer(ctx context.Context, q *dns.Msg, f Fault) *dns.Msg {
 	var r *dns.Msg
 	if l.Hooks != nil && l.Hooks.Answer != nil {
 		r = l.Hooks.Answer(ctx, q)
 	} else {
-		r = respond(q, l.Behaviour, l.s.cfg.TTL, udp)
+		r = respond(q, l.Behaviour, l.s.cfg.TTL)
 	}
 	if r == nil {
 		return nil

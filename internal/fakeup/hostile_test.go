@@ -1,6 +1,7 @@
 package fakeup
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -67,5 +68,31 @@ func TestHostile_slowBytes(t *testing.T) {
 	r := mustRead(t, c)
 	if d := time.Since(start); d < time.Duration(r.Len())*5*time.Millisecond/2 {
 		t.Errorf("a %d-byte answer arrived in %v at slow_bytes=5ms", r.Len(), d)
+	}
+}
+
+// The hostile behaviours apply over UDP too: a datagram near 64 KB. (A raw
+// socket: miekg/dns's client would reject the TSIG it cannot verify.)
+func TestHostile_overUDP(t *testing.T) {
+	s := start(t, Config{}, "udp://127.0.0.1:0?txt=60000&tsig=1")
+	c, err := net.Dial("udp", s.addr(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, _ := query("a.example.", dns.TypeTXT).Pack()
+	c.Write(w)
+	c.SetReadDeadline(time.Now().Add(ioBound))
+	buf := make([]byte, 70000)
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(buf[:n]); err != nil {
+		t.Fatal(err)
+	}
+	if n < 59000 || r.IsTsig() == nil {
+		t.Errorf("udp txt=60000&tsig=1: %d bytes, TSIG %v", n, r.IsTsig() != nil)
 	}
 }

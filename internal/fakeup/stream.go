@@ -116,7 +116,7 @@ func (ss *session) schedule(buf []byte, f Fault) error {
 	}
 	d := ss.l.delay(q) + ss.l.hookDelay()
 	return ss.owe(d, func() {
-		if r := ss.l.answer(ss.ctx, q, f, false); r != nil {
+		if r := ss.l.answer(ss.ctx, q, f); r != nil {
 			ss.write(r)
 		}
 	})
@@ -224,7 +224,7 @@ func (ss *session) writeRaw(b []byte) bool {
 // Each frame is a well-formed answer the client must discard, so only its
 // own deadline gets it out.
 func (ss *session) endless(q *dns.Msg) {
-	r := respond(q, Behaviour{}, ss.l.s.cfg.TTL, false)
+	r := respond(q, Behaviour{}, ss.l.s.cfg.TTL)
 	r.Id = q.Id + 1
 	msg, err := r.Pack()
 	if err != nil {
