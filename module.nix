@@ -1,10 +1,11 @@
-# NixOS module for nxdns: services.nxdns.{enable,package,settings,openFirewall,checkConfig}.
+# NixOS module for nxdns: services.nxdns.{enable,package,settings,openFirewall,
+# checkConfig,monitoring}.
 #
 # Modelled on nixpkgs' blocky, adguardhome, routedns (settings rendered with
-# pkgs.formats) and unbound (config in /etc, reload by SIGHUP, Type=notify,
-# hardening). `package` has no default here because nixpkgs has no
-# `pkgs.nxdns`: the flake's nixosModules.default imports this file and sets
-# it to the flake's own build.
+# pkgs.formats) and unbound (config in /etc, reload by SIGHUP, hardening);
+# Type=notify-reload as pgbouncer and sshd. `package` has no default here
+# because nixpkgs has no `pkgs.nxdns`: the flake's nixosModules.default
+# imports this file and sets it to the flake's own build.
 {
   config,
   lib,
@@ -64,6 +65,10 @@ let
         Client prefixes (CIDR) that are answered; others get REFUSED.
         `null` keeps nxdns's default: loopback, RFC 1918, ULA and link-local.
       '';
+      cache_size = optional (types.ints.between 0 1000000) "Answers the cache holds; 0 turns it off (default 10000).";
+      cache_min_ttl = optional (types.ints.between 0 3600) "Shorter TTLs are cached this long, in seconds (default 0).";
+      cache_max_ttl = optional (types.ints.between 1 604800) "Longer TTLs are cached only this long, in seconds (default 86400).";
+      stale_max_age = optional (types.ints.between 0 604800) "How long past expiry an answer may be served stale, in seconds; 0 turns serve-stale off (default 86400).";
     };
   };
 
@@ -127,10 +132,12 @@ let
   };
 
   webSection = {
-    options.listen = optional hostPortOrEmpty ''
-      Address of /metrics and /api/health; "" disables them. nxdns's default
-      is 127.0.0.1:9153. `openFirewall` does not open it.
-    '';
+    options = {
+      listen = optional hostPortOrEmpty ''
+        Address of /metrics and /api/health; "" disables them. nxdns's default
+        is 127.0.0.1:9153. `openFirewall` does not open it.
+      '';
+    };
   };
 
   logSection = {
@@ -160,15 +167,48 @@ let
       inherit description;
     };
 
+  # nxdns's built-in pair (internal/config.Default). The binary uses it only
+  # when it runs without a file; a file must name its upstreams, so the
+  # module writes them out: `enable = true;` alone is a working resolver.
+  # nix/settings_test.go checks this list against the binary's.
+  builtinUpstreams = [
+    {
+      url = "tls://dns.quad9.net";
+      address = "9.9.9.9";
+      priority = 0;
+    }
+    {
+      url = "tls://one.one.one.one";
+      address = "1.1.1.1";
+      priority = 1;
+    }
+  ];
+
+  # Every key of nxdns's configuration model has a typed option here
+  # (nix/settings_test.go compares the two, and fails when the model gains a
+  # key this module lacks). Keep the shape the test reads: one
+  # `NAME = section|list VARIABLE "…";` line per section, and each section
+  # variable an attribute set `{ options = { key = …; }; }`.
   settingsModule = {
     freeformType = format.type;
     options = {
-      dns = section dnsSection "Listeners and access control.";
+      dns = section dnsSection "Listeners, access control and the answer cache.";
       upstream = section upstreamSection "Time budgets shared by all upstreams.";
       upstreams = list upstreamEntry ''
-        Encrypted upstream resolvers, tried by priority. `null` keeps
-        nxdns's built-in pair (Quad9 and Cloudflare over DoT).
-      '';
+        Encrypted upstream resolvers, tried by priority. The default is
+        nxdns's built-in pair (Quad9 and Cloudflare over DoT, by address),
+        written into the file because nxdns uses its built-in upstreams
+        only when it runs without one.
+      '' // {
+        type = types.listOf (types.submodule upstreamEntry);
+        default = builtinUpstreams;
+        defaultText = literalExpression ''
+          [
+            { url = "tls://dns.quad9.net"; address = "9.9.9.9"; priority = 0; }
+            { url = "tls://one.one.one.one"; address = "1.1.1.1"; priority = 1; }
+          ]
+        '';
+      };
       forward_zones = list forwardZone "Conditional forwarding of local zones to the LAN's resolver.";
       clients = list staticClient "Static client names for logs and metrics.";
       web = section webSection "The metrics and health endpoint.";
@@ -204,16 +244,26 @@ let
       host = lib.removeSuffix "]" (lib.removePrefix "[" (builtins.elemAt m 0));
       port = lib.toInt (builtins.elemAt m 1);
     };
-  # SIGTERM drains queries in flight for the longest query budget plus a
-  # second (nxdns's DrainBound); systemd must wait at least that long before
-  # it kills. nxdns's own defaults apply when the keys are unset.
-  orDefault = v: d: if v == null then d else v;
-  drainSeconds =
+  # Where a Prometheus on this host reaches /metrics: web.listen, with a
+  # wildcard host replaced by loopback.
+  webListen = if cfg.settings.web.listen == null then "127.0.0.1:9153" else cfg.settings.web.listen;
+  scrapeTarget =
     let
-      u = cfg.settings.upstream;
+      s = splitListen webListen;
+      host =
+        if lib.elem s.host [
+          ""
+          "0.0.0.0"
+        ] then
+          "127.0.0.1"
+        else if s.host == "::" then
+          "[::1]"
+        else if lib.hasInfix ":" s.host then
+          "[${s.host}]"
+        else
+          s.host;
     in
-    # Rounded up: Nix's integer division truncates.
-    ((lib.max (orDefault u.total_timeout_ms 5000) (orDefault u.read_timeout_ms 3000)) + 999) / 1000 + 1;
+    "${host}:${toString s.port}";
 
   isLoopback = host: lib.hasPrefix "127." host || host == "::1" || host == "localhost";
   publicPorts = lib.unique (
@@ -274,6 +324,34 @@ in
       '';
     };
 
+    monitoring = {
+      grafanaDashboard = mkOption {
+        type = types.bool;
+        default = false;
+        description = ''
+          Provision nxdns's Grafana dashboard (contrib/grafana/nxdns.json)
+          into this host's Grafana (`services.grafana.provision`). The
+          dashboard asks for its Prometheus data source when opened.
+        '';
+      };
+      prometheusRules = mkOption {
+        type = types.bool;
+        default = false;
+        description = ''
+          Add nxdns's alert rules (contrib/prometheus/nxdns-rules.yml) to this
+          host's Prometheus (`services.prometheus.ruleFiles`).
+        '';
+      };
+      prometheusScrape = mkOption {
+        type = types.bool;
+        default = false;
+        description = ''
+          Add a scrape job `nxdns` for this host's nxdns (`settings.web.listen`)
+          to this host's Prometheus.
+        '';
+      };
+    };
+
     checkConfig = mkOption {
       type = types.bool;
       default = true;
@@ -286,122 +364,176 @@ in
     };
   };
 
-  config = lib.mkIf cfg.enable {
-    assertions = [
-      {
-        assertion = cfg.settings.dns.listen != [ ];
-        message = "services.nxdns.settings.dns.listen is empty: nxdns would answer nobody.";
-      }
-    ];
-
-    warnings = lib.optional (listensOnWildcard53 && (config.services.resolved.enable or false)) ''
-      services.nxdns listens on port 53 on every address while systemd-resolved
-      is enabled: resolved's stub listener (127.0.0.53:53) can make that bind
-      fail. Disable resolved, or its stub listener, or list nxdns's addresses.
-    '';
-
-    environment.etc."nxdns/nxdns.toml".source = configFile;
-    environment.systemPackages = [ cfg.package ];
-
-    networking.firewall = lib.mkIf cfg.openFirewall {
-      allowedTCPPorts = publicPorts;
-      allowedUDPPorts = publicPorts;
-    };
-
-    system.checks =
-      lib.optional (cfg.checkConfig && pkgs.stdenv.buildPlatform.canExecute pkgs.stdenv.hostPlatform)
-        (
-          pkgs.runCommand "nxdns-check-config" { preferLocalBuild = true; } ''
-            ${lib.getExe cfg.package} check --config ${configFile}
-            touch $out
-          ''
-        );
-
-    systemd.services.nxdns = {
-      description = "nxdns DNS forwarder";
-      wantedBy = [ "multi-user.target" ];
-      wants = [
-        "network-online.target"
-        "nss-lookup.target"
+  config = lib.mkMerge [
+    (lib.mkIf cfg.enable {
+      assertions = [
+        {
+          assertion = cfg.settings.dns.listen != [ ];
+          message = "services.nxdns.settings.dns.listen is empty: nxdns would answer nobody.";
+        }
+        {
+          assertion = cfg.settings.upstreams != [ ];
+          message = "services.nxdns.settings.upstreams is empty: nxdns needs at least one upstream (leave the option unset for the built-in pair).";
+        }
+        {
+          assertion = cfg.monitoring.prometheusScrape -> webListen != "";
+          message = "services.nxdns.monitoring.prometheusScrape needs /metrics, but settings.web.listen is \"\" (disabled).";
+        }
       ];
-      after = [ "network-online.target" ];
-      before = [ "nss-lookup.target" ];
 
-      # The unit reads the file through /etc, so a settings change leaves
-      # ExecStart alone and `nixos-rebuild switch` reloads (SIGHUP) instead
-      # of restarting: listeners stay bound, queries in flight finish on the
-      # old configuration, and an invalid file (impossible after the
-      # build-time check) would keep the running configuration.
-      reloadTriggers = [ configFile ];
+      warnings = lib.optional (listensOnWildcard53 && (config.services.resolved.enable or false)) ''
+        services.nxdns listens on port 53 on every address while systemd-resolved
+        is enabled: resolved's stub listener (127.0.0.53:53) can make that bind
+        fail. Disable resolved, or its stub listener, or list nxdns's addresses.
+      '';
 
-      startLimitIntervalSec = 60;
-      startLimitBurst = 5;
+      environment.etc."nxdns/nxdns.toml".source = configFile;
+      environment.systemPackages = [ cfg.package ];
 
-      serviceConfig = {
-        Type = "notify";
-        NotifyAccess = "main";
-        ExecStart = utils.escapeSystemdExecArgs [
-          (lib.getExe cfg.package)
-          "run"
-          "--config"
-          configPath
-        ];
-        ExecReload = "${lib.getExe' pkgs.coreutils "kill"} -HUP $MAINPID";
-        Restart = "on-failure";
-        RestartSec = "2s";
-        # nxdns sends WATCHDOG=1 at half this interval; a wedged process is
-        # killed and restarted.
-        WatchdogSec = "30s";
-        # SIGTERM drains in-flight queries, bounded by the query budget.
-        TimeoutStopSec = "${toString (drainSeconds + 10)}s";
-
-        # No root: a dynamic user with only the capability to bind port 53.
-        DynamicUser = true;
-        AmbientCapabilities = [ "CAP_NET_BIND_SERVICE" ];
-        CapabilityBoundingSet = [ "CAP_NET_BIND_SERVICE" ];
-        NoNewPrivileges = true;
-        # Not PrivateUsers: a capability held in a child user namespace does
-        # not allow binding a privileged port in the host's network namespace.
-
-        # Read-only system; nxdns writes nothing (its state is in memory).
-        ProtectSystem = "strict";
-        ProtectHome = true;
-        PrivateTmp = true;
-        PrivateDevices = true;
-        PrivateMounts = true;
-        DevicePolicy = "closed";
-        ProtectClock = true;
-        ProtectControlGroups = true;
-        ProtectHostname = true;
-        ProtectKernelLogs = true;
-        ProtectKernelModules = true;
-        ProtectKernelTunables = true;
-        ProtectProc = "invisible";
-        ProcSubset = "pid";
-        RemoveIPC = true;
-        UMask = "0077";
-
-        # IPv4/IPv6 for DNS, upstreams and /metrics; AF_UNIX for sd_notify
-        # (READY, RELOADING, STOPPING, WATCHDOG) and the journal.
-        RestrictAddressFamilies = [
-          "AF_INET"
-          "AF_INET6"
-          "AF_UNIX"
-        ];
-        RestrictNamespaces = true;
-        RestrictRealtime = true;
-        RestrictSUIDSGID = true;
-        LockPersonality = true;
-        MemoryDenyWriteExecute = true;
-        SystemCallArchitectures = "native";
-        SystemCallFilter = [
-          "@system-service"
-          "~@privileged"
-        ];
-        # A denied call fails with EPERM instead of killing the process: the
-        # Go runtime probes a few calls and copes with refusals.
-        SystemCallErrorNumber = "EPERM";
+      networking.firewall = lib.mkIf cfg.openFirewall {
+        allowedTCPPorts = publicPorts;
+        allowedUDPPorts = publicPorts;
       };
-    };
-  };
+
+      system.checks =
+        lib.optional (cfg.checkConfig && pkgs.stdenv.buildPlatform.canExecute pkgs.stdenv.hostPlatform)
+          (
+            pkgs.runCommand "nxdns-check-config" { preferLocalBuild = true; } ''
+              ${lib.getExe cfg.package} check --config ${configFile}
+              touch $out
+            ''
+          );
+
+      systemd.services.nxdns = {
+        description = "nxdns DNS forwarder";
+        wantedBy = [ "multi-user.target" ];
+        wants = [
+          "network-online.target"
+          "nss-lookup.target"
+        ];
+        after = [ "network-online.target" ];
+        before = [ "nss-lookup.target" ];
+
+        # The unit reads the file through /etc, so a settings change leaves
+        # ExecStart alone and `nixos-rebuild switch` reloads (SIGHUP) instead
+        # of restarting: listeners stay bound, queries in flight finish on the
+        # old configuration, and an invalid file (impossible after the
+        # build-time check) would keep the running configuration.
+        reloadTriggers = [ configFile ];
+
+        # The LAN's only DNS server must never end up "failed": no start
+        # limit, and a restart after every exit, with a delay growing from 1 s
+        # to a minute (RestartSteps, systemd >= 254) so a crash loop does not
+        # spin. (unitConfig rather than the startLimitIntervalSec shorthand:
+        # the same [Unit] line, and visible in nixcheck's rendering.)
+        unitConfig.StartLimitIntervalSec = 0;
+
+        serviceConfig = {
+          # systemd sends SIGHUP itself (ReloadSignal) and `systemctl reload`
+          # waits for nxdns's RELOADING=1 (with MONOTONIC_USEC) and READY=1,
+          # so it returns once the new configuration serves, or was rejected.
+          Type = "notify-reload";
+          NotifyAccess = "main";
+          ExecStart = utils.escapeSystemdExecArgs [
+            (lib.getExe cfg.package)
+            "run"
+            "--config"
+            configPath
+          ];
+          Restart = "always";
+          RestartSec = "1s";
+          RestartSteps = 10;
+          RestartMaxDelaySec = "1min";
+          # nxdns sends WATCHDOG=1 at half this interval; a wedged process is
+          # killed and restarted.
+          WatchdogSec = "30s";
+          # SIGTERM drains queries in flight for the longest budget plus a
+          # second, and exits as soon as they are done. A fixed bound, not one
+          # computed from the budgets: a changed unit would make `switch`
+          # restart nxdns instead of reloading it. 130 s covers the largest
+          # budget nxdns accepts (120 000 ms) with a margin.
+          TimeoutStopSec = "130s";
+
+          # /var/lib/nxdns (with DynamicUser: /var/lib/private/nxdns) for the
+          # cache file, lists and history.
+          StateDirectory = "nxdns";
+          StateDirectoryMode = "0700";
+
+          # No root: a dynamic user with only the capability to bind port 53.
+          DynamicUser = true;
+          AmbientCapabilities = [ "CAP_NET_BIND_SERVICE" ];
+          CapabilityBoundingSet = [ "CAP_NET_BIND_SERVICE" ];
+          NoNewPrivileges = true;
+          # Not PrivateUsers: a capability held in a child user namespace does
+          # not allow binding a privileged port in the host's network namespace.
+
+          # Read-only system but the state directory.
+          ProtectSystem = "strict";
+          ProtectHome = true;
+          PrivateTmp = true;
+          PrivateDevices = true;
+          PrivateMounts = true;
+          DevicePolicy = "closed";
+          ProtectClock = true;
+          ProtectControlGroups = true;
+          ProtectHostname = true;
+          ProtectKernelLogs = true;
+          ProtectKernelModules = true;
+          ProtectKernelTunables = true;
+          # Not ProcSubset = "pid": it hides /proc/stat, and the Prometheus
+          # client then drops process_start_time_seconds from /metrics.
+          ProtectProc = "invisible";
+          RemoveIPC = true;
+          UMask = "0077";
+
+          # IPv4/IPv6 for DNS, upstreams and /metrics; AF_UNIX for sd_notify
+          # (READY, RELOADING, STOPPING, WATCHDOG) and the journal; AF_NETLINK
+          # for the host's interfaces (zone IDs such as fe80::1%eth0 in
+          # dns.listen, and the "local" allow list).
+          RestrictAddressFamilies = [
+            "AF_INET"
+            "AF_INET6"
+            "AF_UNIX"
+            "AF_NETLINK"
+          ];
+          RestrictNamespaces = true;
+          RestrictRealtime = true;
+          RestrictSUIDSGID = true;
+          LockPersonality = true;
+          MemoryDenyWriteExecute = true;
+          SystemCallArchitectures = "native";
+          SystemCallFilter = [
+            "@system-service"
+            "~@privileged"
+          ];
+          # A denied call fails with EPERM instead of killing the process: the
+          # Go runtime probes a few calls and copes with refusals.
+          SystemCallErrorNumber = "EPERM";
+        };
+      };
+    })
+
+    # Grafana and Prometheus on this host (services.nxdns.monitoring). The
+    # conditions sit on the values, outside the mkIf above, so these option
+    # names are known without evaluating cfg (nixcheck's stub of NixOS, where
+    # services.grafana is undeclared, needs that; NixOS does not mind).
+    {
+      services.grafana.provision.enable = lib.mkIf (cfg.enable && cfg.monitoring.grafanaDashboard) true;
+      services.grafana.provision.dashboards.settings.providers = lib.mkIf (cfg.enable && cfg.monitoring.grafanaDashboard) [
+        {
+          name = "nxdns";
+          options.path = ./contrib/grafana;
+        }
+      ];
+      services.prometheus.ruleFiles = lib.mkIf (cfg.enable && cfg.monitoring.prometheusRules) [
+        ./contrib/prometheus/nxdns-rules.yml
+      ];
+      services.prometheus.scrapeConfigs = lib.mkIf (cfg.enable && cfg.monitoring.prometheusScrape) [
+        {
+          job_name = "nxdns";
+          static_configs = [ { targets = [ scrapeTarget ]; } ];
+        }
+      ];
+    }
+  ];
 }

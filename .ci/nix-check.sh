@@ -4,10 +4,17 @@
 #   2. nix/vendor-hash.nix is the vendorHash of the tracked tree: a clean copy
 #      of the git-tracked files, `go mod vendor`, `nix hash path vendor` —
 #      exactly what buildGoModule's fixed-output goModules derivation hashes;
-#   3. nixcheck (../shared/tools/nixcheck): module, flake outputs and VM-test
-#      modules evaluated with nixpkgs' real lib against a stub of NixOS. It
-#      needs nixpkgs' lib, which CI cannot fetch, so it runs only when
-#      NIXCHECK_LIB (a nixpkgs lib/ directory) or NIXCHECK_MIRROR is set.
+#   3. the module's build-time check with the real binary: `nxdns check` —
+#      the binary built from this tree — accepts the TOML module.nix renders
+#      for each sample (vmtests/golden/*.toml, rendered by nixcheck and
+#      committed; nix/nix_test.go fails when they are stale). This is the check `services.nxdns.enable = true;`
+#      alone used to fail at system build time;
+#   4. nixcheck (../shared/tools/nixcheck): module, flake outputs and VM-test
+#      modules evaluated with nixpkgs' real lib against a stub of NixOS, the
+#      module's system.checks run with the real binary, and the golden files
+#      re-rendered and compared. It needs nixpkgs' lib, which CI cannot
+#      fetch, so it runs only when NIXCHECK_LIB (a nixpkgs lib/ directory) or
+#      NIXCHECK_MIRROR is set.
 #
 #   .ci/nix-check.sh                        check
 #   .ci/nix-check.sh --update-vendor-hash   rewrite nix/vendor-hash.nix, then check
@@ -18,6 +25,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 shared=${NXDNS_SHARED:-$root/../shared}
+[ -d "$shared" ] || shared=$root/../../shared # a worktree under /work/wt/
 hashfile=nix/vendor-hash.nix
 update=0
 case "${1:-}" in
@@ -126,17 +134,75 @@ else
   fi
 fi
 
-# --- 3. nixcheck -------------------------------------------------------------
+# --- 3. the module's build-time check, with the real binary ---------------
+bindir=$(mktemp -d)
+trap 'rm -rf "$bindir"' EXIT
+nxdns_bin=$bindir/nxdns
+if ! command -v go >/dev/null || ! go build -o "$nxdns_bin" ./cmd/nxdns; then
+  fail "could not build cmd/nxdns for the module's check"
+  nxdns_bin=
+fi
+for sample in minimal sample; do
+  golden=vmtests/golden/$sample.toml
+  [ "$sample" = sample ] && golden=vmtests/golden/full.toml
+  if [ ! -f "$golden" ]; then
+    fail "$golden is missing: run vmtests/golden/regenerate.sh"
+    continue
+  fi
+  if [ -n "$nxdns_bin" ]; then
+    if out=$("$nxdns_bin" check --config "$golden" 2>&1); then
+      pass "nxdns check accepts $golden (the module's build-time check)"
+    else
+      fail "nxdns check rejects $golden, so the module's system build would fail:
+$out"
+    fi
+  fi
+done
+
+# --- 4. nixcheck -------------------------------------------------------------
 nixcheck=$shared/tools/nixcheck/nixcheck.sh
 if [ -z "${NIXCHECK_LIB:-}" ] && [ -z "${NIXCHECK_MIRROR:-}" ]; then
   skipped=$((skipped + 1))
   echo "nix-check: skipped nixcheck: it needs nixpkgs' lib (set NIXCHECK_LIB to a nixpkgs lib/ directory, or NIXCHECK_MIRROR)"
 elif [ ! -x "$nixcheck" ] && [ ! -f "$nixcheck" ]; then
   fail "NIXCHECK_LIB/NIXCHECK_MIRROR set but $nixcheck is missing"
-elif bash "$nixcheck" "$root" -q; then
-  pass "nixcheck clean"
 else
-  fail "nixcheck reported errors (above)"
+  binopt=()
+  [ -n "$nxdns_bin" ] && binopt=(--nxdns-bin "$nxdns_bin")
+  # The example Pi demands an SSH key (nix/pi.nix) and the repository ships
+  # none, so the tree is checked twice: a copy with a placeholder key must
+  # be clean, and the tree itself must fail on exactly that assertion.
+  keyed=$(mktemp -d)
+  git ls-files -z | while IFS= read -r -d '' f; do
+    [ -e "$f" ] || continue
+    mkdir -p "$keyed/$(dirname "$f")"
+    cp -P "$f" "$keyed/$f"
+  done
+  echo "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINixcheckPlaceholderKeyNeverInAnImage nix-check" >>"$keyed/nix/pi-authorized-keys"
+  (cd "$keyed" && git init -q && git add -A)
+  for sample in vmtests/nixcheck-sample.nix vmtests/nixcheck-minimal.nix; do
+    flake=()
+    [ "$sample" != vmtests/nixcheck-sample.nix ] && flake=(--no-flake) # the flake once is enough
+    if bash "$nixcheck" "$keyed" -q --config "$keyed/$sample" "${binopt[@]}" "${flake[@]}"; then
+      pass "nixcheck clean with $sample (and an SSH key for the Pi)"
+    else
+      fail "nixcheck reported errors with $sample (above)"
+    fi
+  done
+  rm -rf "$keyed"
+  if out=$(bash "$nixcheck" "$root" -q "${binopt[@]}" 2>&1); then
+    fail "nixcheck accepted the Pi image without an SSH key"
+  elif grep -q "no SSH key" <<<"$out" && grep -q "^  1 error(s)" <<<"$out"; then
+    pass "the Pi image without an SSH key is refused by its assertion, and only by it"
+  else
+    echo "$out" >&2
+    fail "nixcheck without an SSH key: want exactly the Pi's SSH-key assertion (above)"
+  fi
+  if NXDNS_SHARED=$shared vmtests/golden/regenerate.sh --check; then
+    pass "vmtests/golden/*.toml are what module.nix renders"
+  else
+    fail "vmtests/golden/*.toml are stale (above): run vmtests/golden/regenerate.sh"
+  fi
 fi
 
 echo "nix-check: $passed passed, $failed failed, $skipped skipped"

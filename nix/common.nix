@@ -1,10 +1,12 @@
 # What nix/package.nix and nix/testbed.nix share: one source tree, one
-# vendorHash, one version stamp. Both build from the same go.mod, so the
+# vendorHash, one version stamp (the version only: a commit stamp would make
+# every commit, even one that touches only Nix or CI files, rebuild nxdns and
+# re-run its Go tests; the flake's lock records which commit a system runs).
+# Both build from the same go.mod, so the
 # vendor/ directory (and its hash) is the same for both.
 {
   lib,
   version,
-  commit,
 }:
 {
   inherit version;
@@ -41,14 +43,13 @@
 
   # -s -w: no symbol table or DWARF, as most Go packages in nixpkgs; the
   # binary is smaller on the Pi's SD card and stack traces keep their names.
-  # The two -X flags need package internal/buildinfo to declare
-  # `var Version, Commit string`; a wrong path is silently ignored by the Go
-  # linker, which is why nix/package.nix checks `nxdns version` after install.
+  # The -X flag needs package internal/buildinfo to declare
+  # `var Version string`; a wrong path is silently ignored by the Go linker,
+  # which is why nix/package.nix checks `nxdns version` after install.
   ldflags = [
     "-s"
     "-w"
     "-X github.com/nxdns/nxdns/internal/buildinfo.Version=${version}"
-    "-X github.com/nxdns/nxdns/internal/buildinfo.Commit=${commit}"
   ];
 
   # A static binary: no libc to match on the Pi, and cross-compiling to

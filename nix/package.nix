@@ -5,10 +5,25 @@
   lib,
   buildGoModule,
   version ? "0.1.0",
-  commit ? "unknown",
 }:
 let
-  common = import ./common.nix { inherit lib version commit; };
+  common = import ./common.nix { inherit lib version; };
+
+  # Builders are shared and loaded, and a few tests bound a duration from
+  # above against one round trip (a burst in about one RTT, a budget spent
+  # once, not twice): on a busy builder they fail for the builder's sake, not
+  # nxdns's. They run in CI (scripts/test.sh) and their claims in the VM
+  # tests; here they are skipped by name. (-short would skip nothing: only
+  # the scenario suite in vmtests/, which is not in this source, checks it.)
+  # nix/nix_test.go checks that every name still names a test.
+  wallClockTests = [
+    "TestDoT_burstCompletesInAboutOneRoundTrip"
+    "TestDoH_multiplexesConcurrentExchangesOnOneConnection"
+    "TestDoH_abandonsSilentConnectionWithinPingBounds"
+    "TestDoT_pipelinedAnswersLeaveAsTheirLatencyEnds"
+    "TestResolve_TruncatedThenStalledTCPCostsOneBudget"
+    "TestResolve_ForeignStreamCannotExtendDeadline"
+  ];
 in
 buildGoModule {
   pname = "nxdns";
@@ -32,9 +47,7 @@ buildGoModule {
     unset subPackages
     export HOME=$TMPDIR
   '';
-  # Builders are shared and loaded: tests that only measure long timings
-  # check testing.Short() and leave those to CI and the VM tests.
-  checkFlags = [ "-short" ];
+  checkFlags = [ "-skip=^(${lib.concatStringsSep "|" wallClockTests})$" ];
 
   # The Go linker ignores an -X for a variable that does not exist, so prove
   # the stamp landed. Skipped automatically when cross-compiling.

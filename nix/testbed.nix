@@ -11,10 +11,9 @@
   lib,
   buildGoModule,
   version ? "0.1.0",
-  commit ? "unknown",
 }:
 let
-  common = import ./common.nix { inherit lib version commit; };
+  common = import ./common.nix { inherit lib version; };
 in
 buildGoModule {
   pname = "nxdns-testbed";

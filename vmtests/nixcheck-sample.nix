@@ -1,14 +1,23 @@
 # A sample configuration for nixcheck (../shared/tools/nixcheck): it is
 # evaluated together with module.nix against nixcheck's stub of NixOS and
-# exercises every typed key of services.nxdns.settings. Not used by the flake.
+# sets every typed key of services.nxdns.settings and every option of
+# services.nxdns. Not used by the flake. Its rendered TOML is committed as
+# vmtests/golden/full.toml (regenerate: vmtests/golden/regenerate.sh), and
+# CI runs `nxdns check` on it.
 { pkgs, ... }:
 {
   services.nxdns = {
     enable = true;
     # module.nix alone has no default package (nixpkgs has no pkgs.nxdns);
     # the flake's nixosModules.default sets this the same way.
-    package = pkgs.callPackage ../nix/package.nix { commit = "nixcheck"; };
+    package = pkgs.callPackage ../nix/package.nix { };
     openFirewall = true;
+    checkConfig = true;
+    monitoring = {
+      grafanaDashboard = true;
+      prometheusRules = true;
+      prometheusScrape = true;
+    };
     settings = {
       dns = {
         listen = [
@@ -22,11 +31,17 @@
           "192.168.0.0/16"
           "fd00::/8"
         ];
+        cache_size = 20000;
+        cache_min_ttl = 60;
+        cache_max_ttl = 43200;
+        stale_max_age = 3600;
       };
+      # Not the defaults: the unit must not change with them
+      # (vmtests/golden/unit-*.json are compared).
       upstream = {
-        attempt_timeout_ms = 2500;
-        total_timeout_ms = 5000;
-        read_timeout_ms = 3000;
+        attempt_timeout_ms = 3000;
+        total_timeout_ms = 8000;
+        read_timeout_ms = 4000;
       };
       upstreams = [
         {
@@ -43,7 +58,9 @@
         {
           url = "tls://resolver.home.arpa:8853";
           address = "192.168.1.10";
-          ca_file = "${pkgs.cacert}/etc/ssl/certs/ca-bundle.crt";
+          # A file that exists where the golden file is checked (Debian CI,
+          # NixOS); nixcheck's fake pkgs.cacert has no files.
+          ca_file = "/etc/ssl/certs/ca-certificates.crt";
           enabled = false;
         }
       ];

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/logging"
@@ -31,10 +32,16 @@ import (
 // margin covers writing its answer and the query log line.
 const drainMargin = time.Second
 
+// clockPoll is how often the clock's state is read (internal/clock): a stat
+// or two, and the delay between timesyncd setting the clock and nxdns
+// probing its upstreams again.
+const clockPoll = 2 * time.Second
+
 // Options are what the App needs besides the configuration.
 type Options struct {
 	Logger *zap.Logger
 	Level  zap.AtomicLevel // changed in place when a reload changes log.level
+	Clock  *clock.Watcher  // nil: the system's clock (clock.System), polled every clockPoll
 }
 
 // App is a running nxdns.
@@ -49,6 +56,10 @@ type App struct {
 	mu      sync.Mutex                 // serialises Reload and Shutdown
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
+
+	clock     *clock.Watcher
+	stopClock context.CancelFunc
+	clockDone sync.WaitGroup
 }
 
 // Start builds everything from cfg (already validated), binds the listeners
@@ -62,7 +73,10 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level}
+	a := &App{log: log, level: opts.Level, clock: opts.Clock}
+	if a.clock == nil {
+		a.clock = clock.NewWatcher(clock.System(), clockPoll)
+	}
 	a.gen.Store(gen)
 	a.srv = server.New(server.Options{Logger: log}, gen.state())
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
@@ -79,6 +93,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	a.commitWeb(ws)
 	gen.start()
 	a.logEffective(cfg)
+	a.watchClock()
 	return a, nil
 }
 
@@ -89,6 +104,11 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 func (a *App) Reload(cfg config.Config) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.reloadLocked(cfg)
+}
+
+// reloadLocked is Reload with a.mu held.
+func (a *App) reloadLocked(cfg config.Config) error {
 	gen, err := build(cfg, a.log)
 	if err != nil {
 		return err
@@ -249,6 +269,9 @@ func (a *App) DrainBound() time.Duration { return a.gen.Load().drainBound() }
 // Shutdown stops accepting queries, lets running ones finish until ctx ends,
 // then closes everything.
 func (a *App) Shutdown(ctx context.Context) error {
+	// The clock watcher first: a re-probe it started takes a.mu.
+	a.stopClock()
+	a.clockDone.Wait()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	err := a.srv.Shutdown(ctx)
@@ -277,7 +300,8 @@ func (a *App) registry() *prometheus.Registry {
 // health is /api/health's view of the current state.
 func (a *App) health() web.Health {
 	udp, _ := a.srv.Addrs()
-	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp))
+	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp)).
+		WithClock(a.clock.Current())
 }
 
 // logEffective prints the configuration summary SPEC §9 asks for at start-up.

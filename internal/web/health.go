@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
@@ -33,6 +34,14 @@ type Health struct {
 	Problems  []string        `json:"problems,omitempty"` // why the status is not ok, in words
 	Listeners ListenersHealth `json:"listeners"`
 	Upstreams UpstreamsHealth `json:"upstreams"`
+	Clock     ClockHealth     `json:"clock"`
+}
+
+// ClockHealth is the system clock, which certificate checks depend on
+// (internal/clock).
+type ClockHealth struct {
+	State  clock.State `json:"state"`  // synchronized, unsynchronized or unknown
+	Source string      `json:"source"` // timesyncd or kernel; "" when unknown
 }
 
 // ListenersHealth is the DNS side.
@@ -92,6 +101,19 @@ func HealthFrom(pool upstream.Snapshot, srv server.Snapshot, listenersUp int) He
 		h.Status = StatusDegraded
 	default:
 		h.Status = StatusOK
+	}
+	return h
+}
+
+// WithClock adds the clock's state. An unsynchronized clock is named as a
+// problem when upstreams are in backoff — their certificates were likely
+// refused as not yet valid — and changes no status: with every upstream
+// answering, the clock is evidently good enough for them.
+func (h Health) WithClock(r clock.Reading) Health {
+	h.Clock = ClockHealth{State: r.State, Source: r.Source}
+	if r.State == clock.Unsynchronized && h.Upstreams.InBackoff > 0 {
+		h.Problems = append(h.Problems, fmt.Sprintf(
+			"the system clock is not synchronized (%s): upstream certificates may be refused as not yet valid until NTP sets it", r.Source))
 	}
 	return h
 }
