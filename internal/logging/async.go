@@ -37,8 +37,9 @@ func Dropped() uint64 { return dropped.Load() }
 // such as EPIPE (the reader went away) drops that line, counted, and the
 // next is tried.
 type asyncWriter struct {
-	out   io.Writer
-	queue chan item
+	out     io.Writer
+	queue   chan item
+	dropped *atomic.Uint64 // the package's dropped; a test's own counter
 }
 
 // item is a line to write, or a flush marker: closed once every earlier
@@ -48,8 +49,8 @@ type item struct {
 	flushed chan struct{}
 }
 
-func newAsyncWriter(out io.Writer) *asyncWriter {
-	w := &asyncWriter{out: out, queue: make(chan item, queueLines)}
+func newAsyncWriter(out io.Writer, dropped *atomic.Uint64) *asyncWriter {
+	w := &asyncWriter{out: out, queue: make(chan item, queueLines), dropped: dropped}
 	go w.run() // lives with the process; see the type's comment
 	return w
 }
@@ -61,7 +62,7 @@ func (w *asyncWriter) run() {
 			continue
 		}
 		if _, err := w.out.Write(it.line); err != nil {
-			dropped.Add(1)
+			w.dropped.Add(1)
 		}
 	}
 }
@@ -71,7 +72,7 @@ func (w *asyncWriter) Write(p []byte) (int, error) {
 	select {
 	case w.queue <- item{line: append([]byte(nil), p...)}:
 	default:
-		dropped.Add(1)
+		w.dropped.Add(1)
 	}
 	return len(p), nil
 }

@@ -78,7 +78,7 @@ func New(opts Options) *zap.Logger {
 	}
 	var sink zapcore.WriteSyncer = zapcore.Lock(zapcore.AddSync(out))
 	if opts.Async {
-		sink = newAsyncWriter(out) // one writer goroutine: needs no lock
+		sink = newAsyncWriter(out, &dropped) // one writer goroutine: needs no lock
 	}
 	core := zapcore.NewCore(enc, sink, opts.Level)
 	return zap.New(core, zap.ErrorOutput(zapcore.Lock(os.Stderr)))
