@@ -62,7 +62,8 @@ NODATA. Exits 0 on SIGTERM or SIGINT, printing its counters as JSON.
 Listen URLs (behaviour in the query, any listener unless noted):
   udp://HOST:PORT  tcp://HOST:PORT  dot://HOST:PORT  doh://HOST:PORT[/PATH]
   latency=DUR  jitter=DUR  stall=1  refuse=1  idle_close=DUR (tcp, dot, doh)
-  handshake_delay=DUR (dot, doh)  tc=1 (udp)  close_on_query=N (tcp, dot)
+  handshake_delay=DUR (dot, doh)  tc=1  close_on_query=N (tcp, dot)
+  hostile: ede_text=N  txt=N  tsig=1  endless=1 (tcp, dot)  slow_bytes=DUR (tcp, dot)
 
 Example:
   nxdns-fakeup -listen 'dot://127.0.0.1:8853?latency=30ms' \

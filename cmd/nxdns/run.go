@@ -42,7 +42,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	level := zap.NewAtomicLevelAt(lvl)
 	opts := logging.FromEnv(level)
 	opts.Out = stderr
+	opts.Async = true // a stalled journald costs log lines, never queries (SPEC §9)
 	log := logging.New(opts)
+	// A reader of stderr that went away (journald restarted, a closed pipe)
+	// must not kill the process: ignored, SIGPIPE becomes an EPIPE that the
+	// logger counts as dropped lines (SPEC §9).
+	signal.Ignore(syscall.SIGPIPE)
 	defer log.Sync() //nolint:errcheck // stderr: nothing to do about a failed flush
 
 	// Subscribe before starting, so a SIGHUP sent right after READY is never
@@ -60,16 +65,37 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	sd.Ready()
 	log.Info("serving", zap.String("version", buildinfo.Get().String()), zap.String("config", name))
 
+	// A reload runs off this loop, so SIGTERM is handled whatever a reload
+	// meets (SPEC §9: files are read off the signal-handling path). A SIGHUP
+	// during a reload is kept and runs once that one ends.
+	reloaded := make(chan struct{}, 1) // buffered: a reload ending after SIGTERM does not block
+	reloading, again := false, false
+	reload := func() {
+		reloading = true
+		sd.Reloading()
+		go func() {
+			a.ReloadFile(*path) // logs its own outcome; a bad file keeps the running configuration
+			reloaded <- struct{}{}
+		}()
+	}
 	for {
 		select {
 		case <-hup:
-			if *path == "" {
+			switch {
+			case *path == "":
 				log.Warn("SIGHUP ignored: running the built-in configuration, there is no file to reload")
-				continue
+			case reloading:
+				again = true
+			default:
+				reload()
 			}
-			sd.Reloading()
-			a.ReloadFile(*path) // logs its own outcome; a bad file keeps the running configuration
+		case <-reloaded:
+			reloading = false
 			sd.Ready()
+			if again {
+				again = false
+				reload()
+			}
 		case <-sd.Watchdog():
 			sd.Alive()
 		case <-ctx.Done():

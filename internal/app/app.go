@@ -355,13 +355,14 @@ func (a *App) Server() *server.Server { return a.srv }
 // zero, which Prometheus treats as a counter reset).
 func (a *App) registry() *prometheus.Registry {
 	return metrics.New(metrics.Sources{
-		Pool:   func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
-		Server: a.srv.Snapshot,
-		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
-		TLS:    a.srv.TLSSnapshot,
-		Cert:   a.certStatus,
-		Config: a.configState,
-		Cache:  a.cache.Snapshot,
+		Pool:       func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
+		Server:     a.srv.Snapshot,
+		Zones:      func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
+		TLS:        a.srv.TLSSnapshot,
+		Cert:       a.certStatus,
+		Config:     a.configState,
+		Cache:      a.cache.Snapshot,
+		LogDropped: logging.Dropped,
 	})
 }
 

@@ -3,7 +3,9 @@ package app
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -28,7 +30,10 @@ type generation struct {
 	zones *forward.Table
 	names *forward.Names
 	certs *tlscert.Store // the App's serving certificate, for DDR (tls.go); nil without TLS
-	cache *cache.Stage // the App's cache, seen by this generation's chain
+	cache *cache.Stage   // the App's cache, seen by this generation's chain
+	// allow is the allow list of the state last built (state), read by the
+	// learned names; "local" makes it change without a new generation.
+	allow atomic.Pointer[[]netip.Prefix]
 }
 
 // build makes a generation from a validated configuration. Nothing is
@@ -46,7 +51,7 @@ func build(cfg config.Config, log *zap.Logger) (*generation, error) {
 		g.close()
 		return nil, err
 	}
-	g.names = forward.NewNames(cfg.ClientNames(), g.zones, forward.NamesOptions{Logger: log.Named("names")})
+	g.names = forward.NewNames(cfg.ClientNames(), g.zones, forward.NamesOptions{Logger: log.Named("names"), Allowed: g.isAllowed})
 	return g, nil
 }
 
@@ -70,7 +75,11 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 			closeAll()
 			return nil, fmt.Errorf("upstream %d (%s): %w", i, upstream.RedactString(u.URL), err)
 		}
-		c, err := upstream.NewClient(ep, u.CAFile, log.Named("transport"))
+		if u.CAFile != "" && len(u.CA) == 0 {
+			closeAll()
+			return nil, fmt.Errorf("upstream %s: ca_file %s was not read (config.ReadFiles)", ep.Redacted(), u.CAFile)
+		}
+		c, err := upstream.NewClient(ep, u.CA, log.Named("transport"))
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("upstream %s: %w", ep.Redacted(), err)
@@ -90,6 +99,13 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 	return pool, nil
 }
 
+// isAllowed reports whether a client is inside the allow list this
+// generation serves now ("local" included), for the learned names.
+func (g *generation) isAllowed(a netip.Addr) bool {
+	p := g.allow.Load()
+	return p != nil && slices.ContainsFunc(*p, func(pr netip.Prefix) bool { return pr.Contains(a) })
+}
+
 // state is the server's view of this generation. local is the host's own
 // networks, added to the allow list when dns.allow holds "local" (the app
 // builds a new state when they change, see App.localChanged).
@@ -98,6 +114,7 @@ func (g *generation) state(local []netip.Prefix) *server.State {
 	if g.cfg.DNS.AllowsLocal() {
 		allow = append(allow, local...)
 	}
+	g.allow.Store(&allow)
 	return &server.State{
 		Router:   g,
 		Allow:    allow,

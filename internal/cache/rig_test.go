@@ -4,8 +4,6 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,16 +108,12 @@ func newRig(t *testing.T, opts ...rigOption) *rig {
 	r.lan.set(answerA("192.168.1.10", 60))
 
 	ca := testutil.NewCA(t)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	dot := testutil.StartDoT(t, ca, "dot.test", func(_ context.Context, q *dns.Msg) *dns.Msg { return r.up.answer(q) })
 	ep, err := upstream.ParseEndpoint("tls://"+dot.Addr.String(), "", "dot.test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := upstream.NewClient(ep, caFile, zap.NewNop())
+	c, err := upstream.NewClient(ep, ca.PEM, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

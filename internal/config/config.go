@@ -46,6 +46,7 @@ type UpstreamURL struct {
 	Address  string `toml:"address"`  // IP to connect to; defaults to the URL's host when it is an IP
 	TLSName  string `toml:"tls_name"` // name the certificate must carry; defaults to the URL's host
 	CAFile   string `toml:"ca_file"`  // extra PEM roots on top of the system's
+	CA       []byte `toml:"-"`        // CAFile's content as ReadFiles read and checked it: what the transport trusts
 	Priority int    `toml:"priority"` // lower is tried first; ties keep file order
 	Enabled  *bool  `toml:"enabled"`  // nil means true; pointer so "absent" differs from false
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -24,17 +23,22 @@ import (
 //   - A list in the file replaces the default list (dns.listen = [...] is the
 //     whole listen set); lists are never merged.
 func Load(r io.Reader) (Config, error) {
-	doc, err := io.ReadAll(r)
+	doc, err := io.ReadAll(io.LimitReader(r, MaxConfigFileSize+1))
+	if err == nil && len(doc) > MaxConfigFileSize {
+		err = fmt.Errorf("over the %d-byte limit", MaxConfigFileSize)
+	}
 	if err != nil {
 		return Config{}, fmt.Errorf("config: read: %w", err)
 	}
 	return parse(doc)
 }
 
-// LoadFile is Load on the named file. An error opening or reading it (it
-// names the path and wraps fs.ErrNotExist and the like) is returned as is.
+// LoadFile is Load on the named file, read once by ReadFile: a FIFO, a
+// device or a file over MaxConfigFileSize fails at once. An error opening or
+// reading it (it names the path and wraps fs.ErrNotExist and the like) is
+// returned as is.
 func LoadFile(path string) (Config, error) {
-	doc, err := os.ReadFile(path)
+	doc, err := ReadFile(path, MaxConfigFileSize)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
@@ -59,7 +63,7 @@ func parse(doc []byte) (Config, error) {
 		// report keys it never reached as missing.
 		return Config{}, ps
 	}
-	for _, p := range Validate(c) {
+	for _, p := range append(c.ReadFiles(), Validate(c)...) {
 		if p.Line == 0 {
 			p.Line = sites.line(p.Path)
 		}

@@ -1,13 +1,17 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // minimal is the smallest valid file: one upstream.
@@ -237,5 +241,31 @@ func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 func TestLoad_readErrorIsReturned(t *testing.T) {
 	if _, err := Load(failingReader{}); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("err = %v, want the reader's error", err)
+	}
+}
+
+// LoadFile refuses a FIFO, a device and an oversized file at once, with the
+// path in the error (issue 13 finding 3).
+func TestLoadFile_refusesNonRegularAndHugeFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "nxdns.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.toml")
+	if err := os.WriteFile(huge, bytes.Repeat([]byte("#\n"), MaxConfigFileSize), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, "/dev/zero", huge, dir} {
+		done := make(chan error, 1)
+		go func() { _, err := LoadFile(path); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), path) {
+				t.Errorf("LoadFile(%s) = %v, want an error naming the path", path, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("LoadFile(%s) did not return within 5 s", path)
+		}
 	}
 }

@@ -49,6 +49,7 @@ const (
 	CodeDuplicate         Code = "Duplicate"         // a second URL, zone, client IP or listen address
 	CodeListenConflict    Code = "ListenConflict"    // a TLS listen address that a wildcard on the same port overlaps
 	CodeCacheFile         Code = "CacheFile"         // dns.cache_file not absolute, or not a regular file
+	CodeLoop              Code = "Loop"              // a forward zone's resolver is one of nxdns's own listen addresses
 )
 
 // Problem is one thing wrong with a configuration.

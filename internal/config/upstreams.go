@@ -1,13 +1,10 @@
 package config
 
 import (
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -70,11 +67,6 @@ func checkUpstream(ps *Problems, path string, u UpstreamURL) string {
 	}
 	if u.TLSName != "" && !validTLSName(u.TLSName) {
 		ps.add(path+".tls_name", CodeInvalidName, "%q is not a host name or IP address", u.TLSName)
-	}
-	if u.CAFile != "" {
-		if err := checkCAFile(u.CAFile); err != nil {
-			ps.add(path+".ca_file", CodeCAFile, "%v", err)
-		}
 	}
 	return id
 }
@@ -190,22 +182,4 @@ func validTLSName(s string) bool {
 		return true
 	}
 	return validHost(s)
-}
-
-// checkCAFile is Validate's one side effect: it reads path and checks that it
-// holds at least one PEM certificate. The path must be absolute: under
-// systemd the working directory is /, not the configuration's directory, so a
-// relative path would mean different files to `nxdns check` and the service.
-func checkCAFile(path string) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("%q is not an absolute path", path)
-	}
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return err // *fs.PathError names the path and the reason
-	}
-	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-		return fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return nil
 }

@@ -25,15 +25,16 @@ const (
 var logLevels = []string{"debug", "info", "warn", "error"}
 
 // Validate checks c against every rule of SPEC §3 and returns all problems,
-// in the order of the model's sections; nil means c is valid. It is pure but
-// for one read: an upstream's ca_file must be a readable PEM file (checkCAFile).
-// The problems carry no line: Load adds lines for the keys a file declares.
+// in the order of the model's sections; nil means c is valid. It is pure:
+// the files c names are read and checked by ReadFiles, which Load calls
+// first. The problems carry no line: Load adds lines for the keys a file
+// declares.
 func Validate(c Config) Problems {
 	var ps Problems
 	checkDNS(&ps, c.DNS)
 	checkTimeouts(&ps, c.Upstream)
 	checkUpstreams(&ps, c.Upstreams)
-	checkZones(&ps, c.ForwardZones)
+	checkZones(&ps, c.ForwardZones, c.DNS.Listen)
 	checkClients(&ps, c.Clients)
 	checkWeb(&ps, c.Web)
 	checkTLS(&ps, c.TLS, c.DNS.Listen)

@@ -1,11 +1,15 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nxdns/nxdns/internal/certs"
 )
@@ -187,7 +191,11 @@ func TestValidate_messagesNeverQuoteURLSecrets(t *testing.T) {
 	}
 }
 
-func TestValidate_caFile(t *testing.T) {
+// ReadFiles reads each ca_file once and keeps it; a file that is not a
+// regular PEM file within the cap is a CAFile problem, at once (issue 13
+// finding 3: a FIFO hung `nxdns check` and a reload; /dev/zero grew memory
+// at 0.5 GB/s).
+func TestReadFiles_caFile(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := certs.NewCA()
 	if err != nil {
@@ -201,10 +209,21 @@ func TestValidate_caFile(t *testing.T) {
 	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	fifo := filepath.Join(dir, "ca.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.pem")
+	if err := os.WriteFile(huge, bytes.Repeat([]byte("#"), MaxCAFileSize+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, file string
 		ok         bool
 	}{
+		{"FIFO without a writer", fifo, false},
+		{"device", "/dev/zero", false},
+		{"over the size cap", huge, false},
 		{"PEM certificate", pemFile, true},
 		{"key only", keyFile, false},
 		{"not PEM", notPEM, false},
@@ -215,9 +234,19 @@ func TestValidate_caFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := valid()
 			c.Upstreams[0].CAFile = tc.file
-			ps := Validate(c)
+			done := make(chan Problems, 1)
+			go func() { done <- c.ReadFiles() }()
+			var ps Problems
+			select {
+			case ps = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("ReadFiles did not return within 5 s")
+			}
 			if tc.ok {
 				assertProblems(t, ps, nil)
+				if !bytes.Equal(c.Upstreams[0].CA, ca.PEM) {
+					t.Error("the PEM read is not kept for the transport")
+				}
 			} else {
 				assertProblems(t, ps, Problems{{Path: "upstreams[0].ca_file", Code: CodeCAFile}})
 			}
@@ -252,6 +281,34 @@ func TestValidName(t *testing.T) {
 		}
 		if got := validZone(tc.s); got != tc.zone {
 			t.Errorf("validZone(%q) = %v, want %v", tc.s, got, tc.zone)
+		}
+	}
+}
+
+// A zone resolver that is nxdns itself is a loop, also through a wildcard
+// listen address and the host's own addresses (issue 13 finding 6).
+func TestListensOn(t *testing.T) {
+	own := netip.MustParseAddr("192.168.1.2")
+	defer func(f func() []netip.Addr) { localAddrs = f }(localAddrs)
+	localAddrs = func() []netip.Addr { return []netip.Addr{own} }
+	for _, tc := range []struct {
+		listen   []string
+		resolver string
+		loop     bool
+	}{
+		{[]string{"127.0.0.1:53"}, "127.0.0.1:53", true},
+		{[]string{"127.0.0.1:53"}, "127.0.0.1:5353", false},
+		{[]string{"127.0.0.1:53"}, "127.0.0.2:53", false},
+		{[]string{"0.0.0.0:53"}, "127.0.0.53:53", true},
+		{[]string{"0.0.0.0:53"}, "192.168.1.2:53", true},
+		{[]string{"0.0.0.0:53"}, "192.168.1.1:53", false},
+		{[]string{"0.0.0.0:53"}, "[::1]:53", false},
+		{[]string{"[::]:53"}, "[::1]:53", true},
+		{[]string{"[::1]:53", "192.168.1.2:53"}, "192.168.1.2:53", true},
+	} {
+		_, got := listensOn(tc.listen, netip.MustParseAddrPort(tc.resolver))
+		if got != tc.loop {
+			t.Errorf("listensOn(%v, %s) = %v, want %v", tc.listen, tc.resolver, got, tc.loop)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -12,7 +14,7 @@ const (
 	NetworkTCP = "tcp" // straight to TCP
 )
 
-func checkZones(ps *Problems, zs []ForwardZone) {
+func checkZones(ps *Problems, zs []ForwardZone, listen []string) {
 	seen := map[string]int{} // FQDN → index
 	for i, z := range zs {
 		path := fmt.Sprintf("forward_zones[%d]", i)
@@ -34,10 +36,63 @@ func checkZones(ps *Problems, zs []ForwardZone) {
 		}
 		if z.Resolver == "" {
 			ps.add(path+".resolver", CodeRequired, "missing: a forward zone is a zone and a resolver")
-		} else if _, _, code, msg := parseResolver(z.Resolver); code != "" {
+		} else if _, addr, code, msg := parseResolver(z.Resolver); code != "" {
 			ps.add(path+".resolver", code, "%q: %s", z.Resolver, msg)
+		} else if l, loop := listensOn(listen, addr); loop {
+			// One query would come back as another, and again, until the
+			// read budget ends: 64 nested queries filled the UDP slots.
+			ps.add(path+".resolver", CodeLoop, "%q is nxdns itself (dns.listen %q): the zone's queries would loop", z.Resolver, l)
 		}
 	}
+}
+
+// localAddrs are the host's own addresses: a wildcard listen address
+// answers on each of them. A variable so tests need not depend on the host;
+// an error reading them (a sandbox without interfaces) leaves loopback only.
+var localAddrs = func() []netip.Addr {
+	ifs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range ifs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out
+}
+
+// listensOn reports which dns.listen entry, if any, answers at addr: the
+// same address and port, or a wildcard of addr's family on that port when
+// addr is loopback or one of the host's own addresses. The one impurity of
+// Validate: it reads the host's interface addresses (not a file), so a
+// resolver set to the Pi's own LAN address under "0.0.0.0:53" is caught.
+func listensOn(listen []string, addr netip.AddrPort) (string, bool) {
+	var local []netip.Addr
+	for _, s := range listen {
+		ap, msg := parseListen(s, "53")
+		if msg != "" || ap.Port() != addr.Port() {
+			continue
+		}
+		l := ap.Addr().Unmap()
+		if l == addr.Addr() {
+			return s, true
+		}
+		if !l.IsUnspecified() || l.Is4() != addr.Addr().Is4() {
+			continue
+		}
+		if addr.Addr().IsLoopback() {
+			return s, true
+		}
+		if local == nil {
+			local = append(localAddrs(), netip.Addr{}) // non-nil: read once
+		}
+		if slices.Contains(local, addr.Addr()) {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 // parseResolver parses udp://IP:port or tcp://IP:port. The port is mandatory

@@ -45,7 +45,7 @@ func nameHash(name string) [16]byte {
 // respond builds the reply to one decoded query. It answers the question as
 // asked (the name keeps the client's case, RFC 4343), echoes EDNS, and returns
 // nil for a message that must get no reply (a response, RFC 1035 §7.3).
-func respond(q *dns.Msg, b Behaviour, ttl uint32, udp bool) *dns.Msg {
+func respond(q *dns.Msg, b Behaviour, ttl uint32) *dns.Msg {
 	if q.Response {
 		return nil
 	}
@@ -64,7 +64,7 @@ func respond(q *dns.Msg, b Behaviour, ttl uint32, udp bool) *dns.Msg {
 		r.Rcode = dns.RcodeFormatError
 	case b.Refuse:
 		r.Rcode = dns.RcodeRefused
-	case udp && b.TC:
+	case b.TC:
 		r.Truncated = true
 	default:
 		r.Answer = synthesize(q.Question[0], ttl)
@@ -103,13 +103,4 @@ func formErr(buf []byte) *dns.Msg {
 	r.Response = true
 	r.Rcode = dns.RcodeFormatError
 	return r
-}
-
-// decode turns received bytes into the reply they deserve, nil meaning none.
-func decode(buf []byte, b Behaviour, ttl uint32, udp bool) (*dns.Msg, *dns.Msg) {
-	q := new(dns.Msg)
-	if err := q.Unpack(buf); err != nil {
-		return nil, formErr(buf)
-	}
-	return q, respond(q, b, ttl, udp)
 }

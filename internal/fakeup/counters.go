@@ -12,6 +12,9 @@ type counters struct {
 	queries     atomic.Uint64 // DNS messages received, well-formed or not
 	connections atomic.Uint64 // TCP connections accepted (tcp, dot, doh)
 	handshakes  atomic.Uint64 // TLS handshakes completed (dot, doh)
+	resumed     atomic.Uint64 // of those, handshakes that resumed a session
+	requests    atomic.Uint64 // DoH requests received, any method or path
+	h2requests  atomic.Uint64 // of those, over HTTP/2
 	answered    atomic.Uint64 // replies written in full
 	stalled     atomic.Uint64 // queries held unanswered by stall=1
 }
@@ -22,6 +25,9 @@ type Counts struct {
 	Queries     uint64 `json:"queries"`
 	Connections uint64 `json:"connections"`
 	Handshakes  uint64 `json:"handshakes"`
+	Resumed     uint64 `json:"resumed"`
+	Requests    uint64 `json:"requests"`
+	H2Requests  uint64 `json:"h2_requests"`
 	Answered    uint64 `json:"answered"`
 	Stalled     uint64 `json:"stalled"`
 }
@@ -38,6 +44,9 @@ func (c *counters) load() Counts {
 		Queries:     c.queries.Load(),
 		Connections: c.connections.Load(),
 		Handshakes:  c.handshakes.Load(),
+		Resumed:     c.resumed.Load(),
+		Requests:    c.requests.Load(),
+		H2Requests:  c.h2requests.Load(),
 		Answered:    c.answered.Load(),
 		Stalled:     c.stalled.Load(),
 	}
@@ -47,6 +56,9 @@ func (c *Counts) add(o Counts) {
 	c.Queries += o.Queries
 	c.Connections += o.Connections
 	c.Handshakes += o.Handshakes
+	c.Resumed += o.Resumed
+	c.Requests += o.Requests
+	c.H2Requests += o.H2Requests
 	c.Answered += o.Answered
 	c.Stalled += o.Stalled
 }

@@ -23,7 +23,11 @@ const dnsMessage = "application/dns-message"
 // which sees the negotiated "h2" and serves HTTP/2.
 func (l *listener) setupDoH() {
 	mux := http.NewServeMux()
-	mux.HandleFunc(l.Path, l.serveDoH)
+	path := l.Path
+	if l.Hooks != nil && l.Hooks.AnyPath {
+		path = "/"
+	}
+	mux.HandleFunc(path, l.serveDoH)
 	l.handoff = &connQueue{ch: make(chan net.Conn), done: l.s.ctx.Done(), addr: l.ln.Addr()}
 	l.doh = &http.Server{
 		Handler:           mux,
@@ -54,14 +58,18 @@ func (l *listener) handOff(c net.Conn) {
 // serveDoH answers one RFC 8484 request: POST with a dns-message body, or GET
 // with the message in the base64url "dns" parameter (§4.1).
 func (l *listener) serveDoH(w http.ResponseWriter, r *http.Request) {
+	l.counters.requests.Add(1)
+	if r.ProtoMajor == 2 {
+		l.counters.h2requests.Add(1)
+	}
 	buf, status := readDoH(r, w)
 	if status != http.StatusOK {
 		http.Error(w, http.StatusText(status), status)
 		return
 	}
 	l.counters.queries.Add(1)
-	q, reply := decode(buf, l.Behaviour, l.s.cfg.TTL, false)
-	if q == nil || reply == nil {
+	q := new(dns.Msg)
+	if err := q.Unpack(buf); err != nil || q.Response {
 		http.Error(w, "not a DNS query", http.StatusBadRequest)
 		return
 	}
@@ -70,12 +78,32 @@ func (l *listener) serveDoH(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(l.s.ctx, cancel)()
+	f := l.takeFault()
+	switch f {
+	case FaultStatus500:
+		http.Error(w, "upstream broke", http.StatusInternalServerError)
+		return
+	case FaultContentType:
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("not dns"))
+		return
+	case FaultOversized:
+		w.Header().Set("Content-Type", dnsMessage)
+		w.Write(make([]byte, dns.MaxMsgSize+1024))
+		return
+	default: // no fault, or one applied to the answer (mangle)
+	}
 	if l.Behaviour.Stall {
 		l.counters.stalled.Add(1)
 		<-ctx.Done()
 		return
 	}
-	if !sleep(ctx, l.delay(q)) {
+	if !sleep(ctx, l.delay(q)+l.hookDelay()) {
+		return
+	}
+	reply := l.answer(ctx, q, f)
+	if reply == nil {
+		<-ctx.Done() // a stall: the client or the server ends it
 		return
 	}
 	out, err := reply.Pack()

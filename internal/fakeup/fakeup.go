@@ -164,6 +164,30 @@ func (s *Server) Listeners() []Bound {
 	return out
 }
 
+// CloseIdle closes every TCP and DoT connection owing no answer, as an
+// upstream enforcing an idle timeout does, and returns how many it closed.
+func (s *Server) CloseIdle() int {
+	n := 0
+	for _, l := range s.listeners {
+		n += l.sessions.closeIdle()
+	}
+	return n
+}
+
+// CloseConnections closes every open connection, busy or idle (a DoH
+// server dropping its clients).
+func (s *Server) CloseConnections() {
+	s.mu.Lock()
+	open := make([]net.Conn, 0, len(s.conns))
+	for c := range s.conns {
+		open = append(open, c)
+	}
+	s.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
+}
+
 // HTTPAddr is the counters endpoint's address, nil when there is none.
 func (s *Server) HTTPAddr() net.Addr {
 	if s.httpLn == nil {

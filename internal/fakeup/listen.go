@@ -35,9 +35,16 @@ type Behaviour struct {
 	Stall          bool          // read queries, count them, never answer
 	HandshakeDelay time.Duration // DoT/DoH: wait this long before the TLS handshake
 	IdleClose      time.Duration // close a connection with nothing to do for this long; 0 never
-	TC             bool          // UDP: answer TC=1 with no records, so clients retry over TCP
+	TC             bool          // answer TC=1 with no records: over UDP clients retry over TCP; over a stream it is hostile
 	Refuse         bool          // answer REFUSED
 	CloseOnQuery   int           // TCP/DoT: close, unanswered, on a connection's Nth query; 0 never
+
+	// Hostile behaviours (hostile.go).
+	EDEText   int           // every answer carries an EDE with this many bytes of text
+	TXT       int           // TXT questions get about this many bytes of TXT records
+	TSIG      bool          // a TSIG record ends every answer
+	Endless   bool          // TCP/DoT: after the first query, frames for another ID without end
+	SlowBytes time.Duration // TCP/DoT: write each answer one byte every SlowBytes
 }
 
 // String lists the non-default settings as the start-up log shows them
@@ -64,6 +71,15 @@ func (b Behaviour) String() string {
 	if b.CloseOnQuery > 0 {
 		parts = append(parts, "close_on_query="+strconv.Itoa(b.CloseOnQuery))
 	}
+	if b.EDEText > 0 {
+		parts = append(parts, "ede_text="+strconv.Itoa(b.EDEText))
+	}
+	if b.TXT > 0 {
+		parts = append(parts, "txt="+strconv.Itoa(b.TXT))
+	}
+	flag("tsig", b.TSIG)
+	flag("endless", b.Endless)
+	dur("slow_bytes", b.SlowBytes)
 	return strings.Join(parts, " ")
 }
 
@@ -73,6 +89,7 @@ type Listen struct {
 	Addr      string // host:port to bind
 	Path      string // DoH only: the URL path served
 	Behaviour Behaviour
+	Hooks     *Hooks   // set by a Go test after ParseListen; nil for none
 	raw       *url.URL // the URL without its query, for the counters key
 }
 
@@ -150,10 +167,7 @@ func parseBehaviour(q url.Values, t Transport) (Behaviour, error) {
 			}
 			b.IdleClose, err = parseDuration(v)
 		case "tc":
-			if t != UDP {
-				return b, errors.New("tc applies to udp only")
-			}
-			b.TC, err = strconv.ParseBool(v)
+			b.TC, err = strconv.ParseBool(v) // over a stream: hostile (SPEC §7)
 		case "refuse":
 			b.Refuse, err = strconv.ParseBool(v)
 		case "close_on_query":
@@ -161,8 +175,24 @@ func parseBehaviour(q url.Values, t Transport) (Behaviour, error) {
 				return b, errors.New("close_on_query applies to tcp and dot only")
 			}
 			b.CloseOnQuery, err = parseCount(v)
+		case "ede_text":
+			b.EDEText, err = parseBytes(v)
+		case "txt":
+			b.TXT, err = parseBytes(v)
+		case "tsig":
+			b.TSIG, err = strconv.ParseBool(v)
+		case "endless":
+			if t != TCP && t != DoT {
+				return b, errors.New("endless applies to tcp and dot only")
+			}
+			b.Endless, err = strconv.ParseBool(v)
+		case "slow_bytes":
+			if t != TCP && t != DoT {
+				return b, errors.New("slow_bytes applies to tcp and dot only")
+			}
+			b.SlowBytes, err = parseDuration(v)
 		default:
-			return b, fmt.Errorf("unknown setting %q (want latency, jitter, stall, handshake_delay, idle_close, tc, refuse, close_on_query)", key)
+			return b, fmt.Errorf("unknown setting %q (want latency, jitter, stall, handshake_delay, idle_close, tc, refuse, close_on_query, ede_text, txt, tsig, endless, slow_bytes)", key)
 		}
 		if err != nil {
 			return b, fmt.Errorf("%s=%s: %w", key, v, err)
@@ -185,6 +215,15 @@ func parseDuration(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("above the %v bound", maxShaping)
 	}
 	return d, nil
+}
+
+// parseBytes reads a hostile size: 1 to maxHostileBytes.
+func parseBytes(v string) (int, error) {
+	n, err := parseCount(v)
+	if err == nil && n > maxHostileBytes {
+		return 0, fmt.Errorf("above the %d-byte bound", maxHostileBytes)
+	}
+	return n, err
 }
 
 // parseCount reads a query count: a whole number from 1 up.

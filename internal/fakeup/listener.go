@@ -39,6 +39,7 @@ type listener struct {
 	tlsConf  *tls.Config    // dot, doh
 	doh      *http.Server   // doh
 	handoff  *connQueue     // doh: connections past their handshake, for net/http
+	sessions sessionSet     // tcp, dot: open sessions, for CloseIdle
 }
 
 func newListener(s *Server, spec Listen, leaf *tls.Certificate) (*listener, error) {
@@ -177,6 +178,9 @@ func (l *listener) handshake(c net.Conn) *tls.Conn {
 		return nil
 	}
 	l.counters.handshakes.Add(1)
+	if tc.ConnectionState().DidResume {
+		l.counters.resumed.Add(1)
+	}
 	return tc
 }
 

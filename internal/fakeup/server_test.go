@@ -39,7 +39,7 @@ func TestCountersOverHTTP(t *testing.T) {
 			}
 		}
 	})
-	if want := []string{"answered", "connections", "handshakes", "per_listener", "queries", "stalled"}; !slices.Equal(keys, want) {
+	if want := []string{"answered", "connections", "h2_requests", "handshakes", "per_listener", "queries", "requests", "resumed", "stalled"}; !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}
 	var per map[string]Counts

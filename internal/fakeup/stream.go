@@ -48,6 +48,8 @@ var errCloseOnQuery = errors.New("close_on_query reached")
 func (l *listener) serveStream(conn net.Conn) {
 	ctx, cancel := context.WithCancel(l.s.ctx)
 	ss := &session{l: l, conn: conn, ctx: ctx, cancel: cancel, slots: make(chan struct{}, maxPipelined)}
+	l.sessions.add(ss)
+	defer l.sessions.remove(ss)
 	err := ss.readLoop()
 	if errors.Is(err, io.EOF) || errors.Is(err, errCloseOnQuery) {
 		// The client finished sending (perhaps a half-close after its last
@@ -75,31 +77,68 @@ func (ss *session) readLoop() error {
 			// nothing more is read; earlier queries still get their answers.
 			return errCloseOnQuery
 		}
-		q, reply := decode(buf, b, ss.l.s.cfg.TTL, false)
-		switch {
-		case reply == nil:
-			ss.settle(0)
-			continue
-		case b.Stall:
-			ss.l.counters.stalled.Add(1)
-			ss.settle(0)
-			continue
-		}
-		select {
-		case ss.slots <- struct{}{}:
-		case <-ss.ctx.Done():
-			return ss.ctx.Err()
-		}
-		ss.settle(+1)
-		d := ss.l.delay(q)
-		ss.wg.Go(func() {
-			defer func() { <-ss.slots }()
-			defer ss.settle(-1)
-			if sleep(ss.ctx, d) {
-				ss.write(reply)
+		switch f := ss.l.takeFault(); f {
+		case FaultCloseOnQuery:
+			return errCloseOnQuery
+		case FaultPartialLength:
+			ss.writeRaw([]byte{0})
+			return errCloseOnQuery
+		default:
+			if err := ss.schedule(buf, f); err != nil {
+				return err
 			}
-		})
+		}
 	}
+}
+
+// schedule answers one query on its own goroutine, after its delay, with
+// fault f applied. A query that gets no answer is counted and dropped here.
+func (ss *session) schedule(buf []byte, f Fault) error {
+	b := ss.l.Behaviour
+	q := new(dns.Msg)
+	if err := q.Unpack(buf); err != nil {
+		if r := formErr(buf); r != nil {
+			return ss.owe(0, func() { ss.write(r) })
+		}
+		ss.settle(0)
+		return nil
+	}
+	switch {
+	case q.Response: // RFC 1035 §7.3: never answer a response
+		ss.settle(0)
+		return nil
+	case b.Stall:
+		ss.l.counters.stalled.Add(1)
+		ss.settle(0)
+		return nil
+	case b.Endless:
+		return ss.owe(0, func() { ss.endless(q) })
+	}
+	d := ss.l.delay(q) + ss.l.hookDelay()
+	return ss.owe(d, func() {
+		if r := ss.l.answer(ss.ctx, q, f); r != nil {
+			ss.write(r)
+		}
+	})
+}
+
+// owe runs answer on its own goroutine after d, holding a pipelining slot
+// and counting it as owed until it returns.
+func (ss *session) owe(d time.Duration, answer func()) error {
+	select {
+	case ss.slots <- struct{}{}:
+	case <-ss.ctx.Done():
+		return ss.ctx.Err()
+	}
+	ss.settle(+1)
+	ss.wg.Go(func() {
+		defer func() { <-ss.slots }()
+		defer ss.settle(-1)
+		if sleep(ss.ctx, d) {
+			answer()
+		}
+	})
+	return nil
 }
 
 // readMsg reads one length-prefixed message (RFC 1035 §4.2.2). A timeout
@@ -139,9 +178,9 @@ func (ss *session) settle(delta int) {
 	}
 }
 
-// write sends one reply under the writer lock. A failed write leaves the
-// framing untrustworthy, so it ends the session: closing the connection
-// wakes the reader.
+// write sends one reply under the writer lock (slowly with slow_bytes). A
+// failed write leaves the framing untrustworthy, so it ends the session:
+// closing the connection wakes the reader.
 func (ss *session) write(m *dns.Msg) {
 	msg, err := m.Pack()
 	if err != nil {
@@ -150,14 +189,91 @@ func (ss *session) write(m *dns.Msg) {
 	out := make([]byte, 2+len(msg))
 	binary.BigEndian.PutUint16(out, uint16(len(msg)))
 	copy(out[2:], msg)
+	if ss.writeRaw(out) {
+		ss.l.counters.answered.Add(1)
+	}
+}
+
+// writeRaw writes b whole under the writer lock, one byte every slow_bytes
+// when that is set, and reports whether it did.
+func (ss *session) writeRaw(b []byte) bool {
 	ss.wmu.Lock()
-	ss.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err = ss.conn.Write(out)
-	ss.wmu.Unlock()
+	defer ss.wmu.Unlock()
+	step := len(b)
+	if ss.l.Behaviour.SlowBytes > 0 {
+		step = 1
+	}
+	for len(b) > 0 {
+		if step == 1 && !sleep(ss.ctx, ss.l.Behaviour.SlowBytes) {
+			return false
+		}
+		k := min(step, len(b))
+		ss.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if _, err := ss.conn.Write(b[:k]); err != nil {
+			ss.cancel()
+			ss.conn.Close()
+			return false
+		}
+		b = b[k:]
+	}
+	return true
+}
+
+// endless answers q with frames for another ID, without end, until the
+// client closes or the server does: an upstream that never stops sending.
+// Each frame is a well-formed answer the client must discard, so only its
+// own deadline gets it out.
+func (ss *session) endless(q *dns.Msg) {
+	r := respond(q, Behaviour{}, ss.l.s.cfg.TTL)
+	r.Id = q.Id + 1
+	msg, err := r.Pack()
 	if err != nil {
-		ss.cancel()
-		ss.conn.Close()
 		return
 	}
-	ss.l.counters.answered.Add(1)
+	frame := binary.BigEndian.AppendUint16(nil, uint16(len(msg)))
+	frame = append(frame, msg...)
+	for ss.ctx.Err() == nil && ss.writeRaw(frame) {
+	}
+}
+
+// sessionSet is a listener's open sessions, for CloseIdle.
+type sessionSet struct {
+	mu sync.Mutex
+	m  map[*session]struct{}
+}
+
+func (s *sessionSet) add(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[*session]struct{})
+	}
+	s.m[ss] = struct{}{}
+}
+
+func (s *sessionSet) remove(ss *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, ss)
+}
+
+// closeIdle closes every session owing no answer, as an upstream enforcing
+// an idle timeout does, and returns how many it closed. Under the session's
+// lock an answer is either owed or written whole, so a client that has its
+// answer sees the connection as idle too.
+func (s *sessionSet) closeIdle() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for ss := range s.m {
+		ss.mu.Lock()
+		if ss.pending == 0 {
+			ss.cancel()
+			ss.conn.Close()
+			delete(s.m, ss)
+			n++
+		}
+		ss.mu.Unlock()
+	}
+	return n
 }

@@ -39,7 +39,17 @@ func (l *listener) serveUDP() {
 		}
 		backoff = 0
 		l.counters.queries.Add(1)
-		q, reply := decode(buf[:n], l.Behaviour, l.s.cfg.TTL, true)
+		q := new(dns.Msg)
+		var reply *dns.Msg
+		switch err := q.Unpack(buf[:n]); {
+		case err != nil:
+			reply = formErr(buf[:n])
+		case q.Response: // RFC 1035 §7.3: never answer a response
+		case l.Behaviour.Stall:
+			reply = q // stand-in: it would be answered, and stalls instead
+		default:
+			reply = l.answer(l.s.ctx, q, l.takeFault())
+		}
 		switch {
 		case reply == nil:
 			continue

@@ -180,7 +180,7 @@ func (z *Zone) tcp(ctx context.Context, m *dns.Msg, wire []byte) (*dns.Msg, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := upstream.Validate(m, resp); err != nil {
+	if err := upstream.ValidateStream(m, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil

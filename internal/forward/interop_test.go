@@ -48,7 +48,7 @@ func TestInterop_Dnsmasq(t *testing.T) {
 			}
 
 			// The same through Names, as the query log would learn it.
-			n := NewNames(nil, tab, NamesOptions{})
+			n := NewNames(nil, tab, NamesOptions{Allowed: testAllow})
 			stored := make(chan storedName, 1)
 			n.stored = func(ip netip.Addr, name string) { stored <- storedName{ip, name} }
 			defer n.Close()

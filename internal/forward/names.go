@@ -45,6 +45,7 @@ const (
 // changes nothing but the cache. Close stops and waits for every lookup.
 type Names struct {
 	static  map[netip.Addr]string // immutable after NewNames
+	allowed func(netip.Addr) bool // only these clients are learned; nil: none
 	reverse *Table                // nil when no zone can cover a reverse name
 	log     *zap.Logger
 	ctx     context.Context // ends the lookups on Close
@@ -71,6 +72,12 @@ type learnedName struct {
 // NamesOptions configures NewNames.
 type NamesOptions struct {
 	Logger *zap.Logger // failed lookups at debug level; nil logs nothing
+	// Allowed reports whether a client is inside dns.allow: only those are
+	// looked up and cached (SPEC §9). A refused or spoofed source must not
+	// make nxdns query the LAN resolver or take a cache entry. It is a
+	// function because dns.allow's "local" follows the host's interfaces;
+	// it must return at once. nil learns no name at all.
+	Allowed func(netip.Addr) bool
 }
 
 // NewNames builds the name source. static maps client addresses to
@@ -81,6 +88,7 @@ func NewNames(static map[netip.Addr]string, zones *Table, opts NamesOptions) *Na
 	n := &Names{
 		static:     make(map[netip.Addr]string, len(static)),
 		log:        opts.Logger,
+		allowed:    opts.Allowed,
 		ctx:        ctx,
 		cancel:     cancel,
 		learned:    make(map[netip.Addr]learnedName),
@@ -114,7 +122,8 @@ func coversReverse(t *Table) bool {
 }
 
 // Name returns the client's static or learned name, or "" when none is
-// known yet. On a miss (or an expired entry, whose old name is returned
+// known yet (always "" for a client outside Allow without a static name:
+// it is neither looked up nor cached). On a miss (or an expired entry, whose old name is returned
 // meanwhile) it starts a background lookup when a reverse zone covers the
 // address, no lookup for it is in flight, and fewer than maxPTRLookups are.
 func (n *Names) Name(client netip.Addr) string {
@@ -122,7 +131,7 @@ func (n *Names) Name(client netip.Addr) string {
 	if name, ok := n.static[ip]; ok {
 		return name
 	}
-	if n.reverse == nil {
+	if n.reverse == nil || !n.isAllowed(ip) {
 		return ""
 	}
 	n.mu.Lock()
@@ -134,6 +143,10 @@ func (n *Names) Name(client netip.Addr) string {
 	n.startLocked(ip)
 	return e.name
 }
+
+// allowed reports whether ip is a client nxdns answers, and so one whose
+// name is worth a lookup.
+func (n *Names) isAllowed(ip netip.Addr) bool { return n.allowed != nil && n.allowed(ip) }
 
 // startLocked starts a lookup for ip unless one is running, the bound is
 // reached, Names is closed, or no zone covers the address.

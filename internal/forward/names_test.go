@@ -85,7 +85,7 @@ func newTestNames(t *testing.T, addr netip.AddrPort, timeout time.Duration, stat
 		"168.192.in-addr.arpa", "udp://"+addr.String(),
 		"d.f.ip6.arpa", "udp://"+addr.String(),
 	)
-	n = NewNames(static, tab, NamesOptions{})
+	n = NewNames(static, tab, NamesOptions{Allowed: testAllow})
 	stored = make(chan storedName, 64)
 	n.stored = func(ip netip.Addr, name string) { stored <- storedName{ip, name} }
 	t.Cleanup(n.Close)
@@ -116,6 +116,40 @@ func (n *Names) cacheLen() int {
 }
 
 var client50 = netip.MustParseAddr("192.168.1.50")
+
+// testAllow is the dns.allow of the Names tests: the reverse zone covers all
+// of 192.168.0.0/16, so 192.168.2.x is a covered client nxdns refuses.
+var testAllow = func(a netip.Addr) bool {
+	for _, p := range []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("192.168.3.0/24"), netip.MustParsePrefix("fd00::/8")} {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// A client outside dns.allow (refused, or a spoofed source) triggers no PTR
+// lookup and takes no cache entry (SPEC §9, issue 13 finding 8), while a
+// static name still shows.
+func TestNames_refusedClientsAreNotLookedUp(t *testing.T) {
+	f := startPTRFake(t, false, map[string]string{"7.2.168.192.in-addr.arpa.": "intruder.lan."})
+	refusedStatic := netip.MustParseAddr("192.168.2.8")
+	n, _ := newTestNames(t, f.addr, 2*time.Second, map[netip.Addr]string{refusedStatic: "printer"})
+	for range 100 {
+		if got := n.Name(netip.MustParseAddr("192.168.2.7")); got != "" {
+			t.Fatalf("Name of a refused client = %q", got)
+		}
+	}
+	if got := n.Name(refusedStatic); got != "printer" {
+		t.Errorf("static name of a client outside allow = %q, want printer", got)
+	}
+	if p, c := n.pendingCount(), n.cacheLen(); p != 0 || c != 0 {
+		t.Errorf("%d lookups started and %d entries cached for a refused client, want none", p, c)
+	}
+	if c := f.count("7.2.168.192.in-addr.arpa."); c != 0 {
+		t.Errorf("%d PTR queries for a refused client, want 0", c)
+	}
+}
 
 const ptr50 = "50.1.168.192.in-addr.arpa."
 
@@ -240,7 +274,7 @@ func TestNames_LookupsInFlightAreBounded(t *testing.T) {
 	n, stored := newTestNames(t, f.addr, 5*time.Second, nil)
 
 	for i := range 3 * maxPTRLookups {
-		n.Name(netip.AddrFrom4([4]byte{192, 168, 2, byte(i)}))
+		n.Name(netip.AddrFrom4([4]byte{192, 168, 3, byte(i)}))
 	}
 	if p := n.pendingCount(); p != maxPTRLookups {
 		t.Errorf("pending = %d, want the bound %d", p, maxPTRLookups)

@@ -21,6 +21,11 @@ type Options struct {
 	Level   zap.AtomicLevel // shared, so a reload can change it in place
 	Journal bool            // JOURNAL_STREAM is set: priority prefixes, no timestamps
 	Out     io.Writer       // default os.Stderr
+	// Async puts a bounded queue between the loggers and Out, so a sink that
+	// stops draining costs dropped lines (Dropped), never a blocked caller
+	// (SPEC §9). nxdns run sets it; tests reading Out right after logging
+	// leave it off.
+	Async bool
 }
 
 // FromEnv fills Journal from the environment the way systemd documents it:
@@ -74,7 +79,11 @@ func New(opts Options) *zap.Logger {
 	} else {
 		enc = zapcore.NewConsoleEncoder(ec)
 	}
-	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(out)), opts.Level)
+	var sink zapcore.WriteSyncer = zapcore.Lock(zapcore.AddSync(out))
+	if opts.Async {
+		sink = newAsyncWriter(out, &dropped) // one writer goroutine: needs no lock
+	}
+	core := zapcore.NewCore(enc, sink, opts.Level)
 	return zap.New(core, zap.ErrorOutput(zapcore.Lock(os.Stderr)))
 }
 

@@ -51,16 +51,22 @@ func sampleSources() Sources {
 			{Source: "refused", Rcode: "REFUSED", Count: 13},
 			{Source: "zone:lan.", Rcode: "NXDOMAIN", Count: 21},
 		},
-		Latency:       histogramOf(time.Millisecond, 20*time.Millisecond),
-		UDPInFlight:   3,
-		TCPConns:      2,
-		UDPDropped:    17,
-		Malformed:     19,
-		TCPRefused:    23,
-		Refused:       13,
-		TCPIdleClosed: 29,
-		TCPSlowClosed: 31,
-		Protos:        []server.ProtoCount{{Proto: "udp", Count: 70}, {Proto: "tcp", Count: 3}, {Proto: "dot", Count: 40}, {Proto: "doh", Count: 17}},
+		Latency:        histogramOf(time.Millisecond, 20*time.Millisecond),
+		UDPInFlight:    3,
+		TCPConns:       2,
+		UDPDropped:     17,
+		Malformed:      19,
+		TCPRefused:     23,
+		UDPClientShare: 53,
+		UDPKernel:      59,
+		UDPBadSource:   61,
+		TCPClientShare: 67,
+		TCPNotAllowed:  71,
+		Undelivered:    73,
+		Refused:        13,
+		TCPIdleClosed:  29,
+		TCPSlowClosed:  31,
+		Protos:         []server.ProtoCount{{Proto: "udp", Count: 70}, {Proto: "tcp", Count: 3}, {Proto: "dot", Count: 40}, {Proto: "doh", Count: 17}},
 	}
 	zones := []forward.ZoneSnapshot{
 		{Zone: "lan.", Resolver: "udp://192.168.1.1:53", Queries: 41, Failures: 1, Truncated: 2},
@@ -77,7 +83,9 @@ func sampleSources() Sources {
 		Config: func() ConfigState {
 			return ConfigState{ReloadsOK: 3, ReloadsFailed: 2, LastFailed: true, Generation: 4, LoadedAt: time.Unix(1700000000, 500e6)}
 		},
-		Cache:  func() cache.Snapshot { return cacheSnap },
+		Cache: func() cache.Snapshot { return cacheSnap },
+
+		LogDropped: func() uint64 { return 43 },
 	}
 }
 

@@ -36,6 +36,9 @@ type Sources struct {
 	Cert   func() (tlscert.Status, bool)
 	Config func() ConfigState
 	Cache  func() cache.Snapshot
+	// LogDropped is the count of log lines dropped because the sink stalled
+	// (logging.Dropped).
+	LogDropped func() uint64
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -72,6 +75,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Cache != nil {
 		cs = append(cs, cacheCollector{src.Cache})
+	}
+	if src.LogDropped != nil {
+		cs = append(cs, logCollector{src.LogDropped})
 	}
 	return cs
 }

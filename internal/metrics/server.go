@@ -23,11 +23,11 @@ var (
 		"TCP connections open now, all listeners, sampled at scrape time (capped per address family; over the cap a connection is refused).",
 		nil, nil)
 	listenerDropped = prometheus.NewDesc("nxdns_listener_dropped_total",
-		"Query messages dropped without an answer, by reason: udp_over_capacity (the UDP in-flight cap was reached; the client retries), malformed (shorter than a DNS header, a response rather than a query, or an oversized TCP message).",
+		"Query messages dropped without an answer, by reason: udp_over_capacity (the UDP in-flight cap was reached; the client retries), udp_client_share (the client already had its share of the cap in flight), kernel_receive_queue (the kernel dropped the datagram before nxdns read it: its receive queue was full), bad_source (from source port 0 or a non-unicast address, or sent to a broadcast or multicast address), malformed (shorter than a DNS header, a response rather than a query, or an oversized TCP message), undelivered (an answer was ready but its write failed; the query counts as rcode none).",
 		[]string{"reason"}, nil)
 	listenerTCPRefused = prometheus.NewDesc("nxdns_listener_tcp_refused_total",
-		"TCP connections closed at once because the TCP connection cap was reached.",
-		nil, nil)
+		"TCP connections closed at once, by reason: capacity (the TCP connection cap was reached), client_share (the client already held its share of the cap), not_allowed (the client is outside dns.allow).",
+		[]string{"reason"}, nil)
 	queriesByProto = prometheus.NewDesc("nxdns_queries_by_proto_total",
 		"Queries handled, by the transport they arrived on: udp, tcp, dot (DNS over TLS, RFC 7858), doh (DNS over HTTPS, RFC 8484).",
 		[]string{"proto"}, nil)
@@ -60,8 +60,14 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	send(ch, listenerUDPInFlight, prometheus.GaugeValue, float64(s.UDPInFlight))
 	send(ch, listenerTCPConns, prometheus.GaugeValue, float64(s.TCPConns))
 	send(ch, listenerDropped, prometheus.CounterValue, float64(s.UDPDropped), "udp_over_capacity")
+	send(ch, listenerDropped, prometheus.CounterValue, float64(s.UDPClientShare), "udp_client_share")
+	send(ch, listenerDropped, prometheus.CounterValue, float64(s.UDPKernel), "kernel_receive_queue")
+	send(ch, listenerDropped, prometheus.CounterValue, float64(s.UDPBadSource), "bad_source")
 	send(ch, listenerDropped, prometheus.CounterValue, float64(s.Malformed), "malformed")
-	send(ch, listenerTCPRefused, prometheus.CounterValue, float64(s.TCPRefused))
+	send(ch, listenerDropped, prometheus.CounterValue, float64(s.Undelivered), "undelivered")
+	send(ch, listenerTCPRefused, prometheus.CounterValue, float64(s.TCPRefused), "capacity")
+	send(ch, listenerTCPRefused, prometheus.CounterValue, float64(s.TCPClientShare), "client_share")
+	send(ch, listenerTCPRefused, prometheus.CounterValue, float64(s.TCPNotAllowed), "not_allowed")
 	send(ch, listenerTCPClosed, prometheus.CounterValue, float64(s.TCPIdleClosed), "idle")
 	send(ch, listenerTCPClosed, prometheus.CounterValue, float64(s.TCPSlowClosed), "slow")
 }

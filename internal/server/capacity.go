@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/netip"
+	"sync"
 	"sync/atomic"
 )
 
@@ -56,3 +57,74 @@ func family(a netip.Addr) int {
 	}
 	return familyV6
 }
+
+// clientShares bounds how much of a listener cap one client holds (SPEC §9
+// "Robustness": one client address holds at most a small share of the TCP
+// connections and of the UDP queries in flight, so a flooding or greedy host
+// degrades only itself). A client is an IPv4 address or an IPv6 /64: a
+// host picks any address of its /64 at will (privacy addresses, RFC 8981),
+// so counting IPv6 addresses one by one would be no bound at all.
+//
+// Guarantee: the units held under one client key never exceed max, and the
+// map holds only keys with units held (it shrinks back to empty), so its
+// size is bounded by the caps it sits beside. A mutex, not a sharded map:
+// the critical section is a map update, far below a datagram's other costs.
+type clientShares struct {
+	mu   sync.Mutex // guards held
+	held map[netip.Prefix]int32
+	max  int32
+}
+
+func newClientShares(max int) *clientShares {
+	return &clientShares{held: make(map[netip.Prefix]int32), max: int32(max)}
+}
+
+// clientKey is the unit clientShares counts: the IPv4 address, or the IPv6
+// /64 the address is in.
+func clientKey(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	return netip.PrefixFrom(a.WithZone(""), 64).Masked()
+}
+
+// tryAcquire takes a unit of k's share and reports whether it did.
+func (c *clientShares) tryAcquire(k netip.Prefix) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[k] >= c.max {
+		return false
+	}
+	c.held[k]++
+	return true
+}
+
+// release returns a unit taken by tryAcquire.
+func (c *clientShares) release(k netip.Prefix) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held[k]--; c.held[k] <= 0 {
+		delete(c.held, k)
+	}
+}
+
+// Per-client shares of the listener caps (docs/server.md says why these).
+const (
+	// udpClientShare is one client's share of a family's UDP queries in
+	// flight: an eighth, never less than 64, and always leaving some of the
+	// cap (a thirty-second) to the other clients. A client is usually one
+	// device, but it can be a whole LAN behind a router that forwards to
+	// nxdns; an eighth of 1024 at a 20 ms upstream still carries thousands
+	// of queries a second for it, and a flooder is held to it while the
+	// other seven eighths stay free for everyone else. The floor is the
+	// field case of SPEC §1: one client's queries stalled on a saturated
+	// primary (upstream.DefaultSlots, 32) while its next page load (~30
+	// names) goes to the standby must still fit its share.
+	udpClientShare = min(max(maxUDPInFlight/8, 64), maxUDPInFlight-maxUDPInFlight/32)
+	// tcpClientShare is one client's share of a family's TCP connections:
+	// an eighth, and never less than 8. A stub opens one or two for
+	// truncated answers; a greedy host holding its whole share leaves the
+	// rest to the others.
+	tcpClientShare = min(max(maxTCPConns/8, 8), maxTCPConns-maxTCPConns/8)
+)

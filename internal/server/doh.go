@@ -233,16 +233,19 @@ func (s *Server) serveDoH(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := peerAddr(r.RemoteAddr)
-	ans := s.handle(r.Context(), wire, client, query.DoH)
-	if ans == nil {
+	answered := false
+	s.serve(r.Context(), wire, client, query.DoH, func(ans []byte) error {
+		answered = true
+		h := w.Header()
+		h.Set("Content-Type", dohContentType)
+		h.Set("Cache-Control", cacheControl(ans))
+		h.Set("Content-Length", strconv.Itoa(len(ans)))
+		_, err := w.Write(ans)
+		return err
+	})
+	if !answered {
 		s.dohError(w, http.StatusServiceUnavailable, "no answer")
-		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", dohContentType)
-	h.Set("Cache-Control", cacheControl(ans))
-	h.Set("Content-Length", strconv.Itoa(len(ans)))
-	w.Write(ans)
 }
 
 // dohGET decodes the dns parameter: base64url without padding (RFC 8484

@@ -31,14 +31,16 @@ type pending struct {
 	opt *dns.OPT // the client's OPT record; nil without EDNS
 }
 
-// handle answers one query message: it returns the wire answer, or nil when
+// serve answers one query message and hands the wire answer to send, unless
 // nothing is to be sent (no parsable header, a cancelled query). It records
-// the query's event, and returns by the time ctx ends plus the chain's own
-// return.
-func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto) []byte {
+// the query's event after send returns, so an answer that could not be
+// delivered (send's error: UDP to a closed port, a failed TCP write) is
+// counted as such, not as answered (SPEC §9). It returns by the time ctx
+// ends plus the chain's own return and send's.
+func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto, send func([]byte) error) {
 	if !headerOK(wire) {
 		s.stats.malformed.Add(1)
-		return nil
+		return
 	}
 	g := s.acquire()
 	defer g.release()
@@ -50,16 +52,23 @@ func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, pro
 		out = s.pack(q, m)
 	}
 	q.ev.Duration = time.Since(q.ev.Time)
+	if out != nil && send(out) != nil {
+		s.stats.undelivered.Add(1)
+		q.ev.Rcode, q.ev.Reply = query.RcodeNone, nil // nothing reached the client
+	}
 	s.record(q)
-	return out
 }
 
-// answer checks the query (SPEC §9: FORMERR, NOTIMP, REFUSED) and, if it
-// passes, resolves it. nil means send nothing.
+// answer checks the query (SPEC §9: REFUSED first, then FORMERR, NOTIMP,
+// BADVERS) and, if it passes, resolves it. nil means send nothing.
 func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 	req := new(dns.Msg)
 	if err := req.Unpack(wire); err != nil {
-		return formErr(wire)
+		if !allowed(q.st.Allow, q.ev.Client) {
+			q.ev.Source = query.SourceRefused
+			return headerOnly(wire, dns.RcodeRefused)
+		}
+		return headerOnly(wire, dns.RcodeFormatError)
 	}
 	q.req = req
 	if len(req.Question) == 1 {
@@ -67,20 +76,24 @@ func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 		q.ev.Name, q.ev.Qtype, q.ev.Qclass = qq.Name, qq.Qtype, qq.Qclass
 	}
 	opt, ok := clientOPT(req)
-	if !ok {
-		return q.reply(dns.RcodeFormatError) // RFC 6891 §6.1.1: more than one OPT
-	}
 	q.opt = opt
 	switch {
+	case !allowed(q.st.Allow, q.ev.Client):
+		// Before every other check: a client nxdns does not serve learns
+		// nothing about what it would have said (SPEC §9).
+		q.ev.Source = query.SourceRefused
+		if !ok || opt != nil && opt.Version() != 0 {
+			q.opt = nil // no OPT the client could not have meant
+		}
+		return q.reply(dns.RcodeRefused)
+	case !ok:
+		return q.reply(dns.RcodeFormatError) // RFC 6891 §6.1.1: more than one OPT
 	case req.Opcode != dns.OpcodeQuery:
 		return q.reply(dns.RcodeNotImplemented)
 	case len(req.Question) != 1:
 		return q.reply(dns.RcodeFormatError)
 	case opt != nil && opt.Version() != 0:
 		return q.reply(dns.RcodeBadVers) // RFC 6891 §6.1.3
-	case !allowed(q.st.Allow, q.ev.Client):
-		q.ev.Source = query.SourceRefused
-		return q.reply(dns.RcodeRefused)
 	case isTransfer(req.Question[0].Qtype):
 		// A zone transfer is several messages and no forwarder's business;
 		// forwarded, the upstream's REFUSED would count against its health.
@@ -177,16 +190,18 @@ func allowed(allow []netip.Prefix, client netip.Addr) bool {
 
 func isTransfer(qtype uint16) bool { return qtype == dns.TypeAXFR || qtype == dns.TypeIXFR }
 
-// formErr answers a message whose header parsed but whose body did not: the
+// headerOnly answers a message whose header parsed but whose body did not,
+// with rcode (FORMERR, or REFUSED to a client outside dns.allow): the
 // header's ID, opcode and RD echoed, no question (it could not be read) and
 // no OPT (RFC 6891 §7: FORMERR for a malformed OPT carries none).
-func formErr(wire []byte) *dns.Msg {
+func headerOnly(wire []byte, rcode int) *dns.Msg {
 	bits := binary.BigEndian.Uint16(wire[2:])
 	return &dns.Msg{MsgHdr: dns.MsgHdr{
-		Id:               binary.BigEndian.Uint16(wire),
-		Response:         true,
-		Opcode:           int(bits>>11) & 0xF,
-		RecursionDesired: bits&(1<<8) != 0,
-		Rcode:            dns.RcodeFormatError,
+		Id:                 binary.BigEndian.Uint16(wire),
+		Response:           true,
+		Opcode:             int(bits>>11) & 0xF,
+		RecursionDesired:   bits&(1<<8) != 0,
+		RecursionAvailable: true,
+		Rcode:              rcode,
 	}}
 }

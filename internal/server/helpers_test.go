@@ -10,9 +10,19 @@ import (
 
 	"github.com/miekg/dns"
 	"go.uber.org/goleak"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// handle is serve with the answer returned instead of sent: what the tests
+// and benchmarks call to see the handler's wire answer.
+func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto) []byte {
+	var out []byte
+	s.serve(ctx, wire, client, proto, func(b []byte) error { out = b; return nil })
+	return out
+}
 
 // testUpstream is the attributed upstream the fake resolvers report.
 const testUpstream = "tls://192.0.2.53:853"
@@ -110,6 +120,34 @@ func dialUDP(t *testing.T, addr string) *net.UDPConn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c.(*net.UDPConn)
+}
+
+// dialUDPFrom is dialUDP from the loopback source address src (127.x.y.z:
+// distinct hosts on one machine).
+func dialUDPFrom(t *testing.T, src, addr string) *net.UDPConn {
+	t.Helper()
+	raddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(src)}, raddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dialTCPFrom is dialTCP from the loopback source address src.
+func dialTCPFrom(t *testing.T, src, addr string) *dns.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &dns.Conn{Conn: c}
 }
 
 // dialTCP is a DNS-over-TCP client connection (miekg frames messages).

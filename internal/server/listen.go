@@ -29,6 +29,11 @@ type listener struct {
 	// A DoT or DoH listener (tlsfront.go) has no UDP socket; closeConns,
 	// if set, cuts the connections it does not track in conns (DoH's).
 	closeConns func()
+	// overflow: the kernel reports its receive-queue drops (SO_RXQ_OVFL).
+	overflow bool
+	// broadcasts are the host's IPv4 broadcast addresses when pktinfo is
+	// set (a wildcard socket receives broadcasts; a specific bind does not).
+	broadcasts []netip.Addr
 
 	stopc     chan struct{} // closed by stop: read no more queries
 	stopOnce  sync.Once
@@ -79,7 +84,12 @@ func bind(addr string) (*listener, error) {
 			return nil, fmt.Errorf("listen %s: destination address option: %w", addr, err)
 		}
 		l.pktinfo = true
+		l.broadcasts = localBroadcasts()
 	}
+	l.overflow = enableOverflow(udp) == nil // counted where the kernel can say; served regardless
+	// Best effort: the kernel caps it at net.core.rmem_max (Raspberry Pi OS:
+	// 208 KiB) without an error.
+	udp.SetReadBuffer(udpReadBuffer)
 	return l, nil
 }
 
@@ -163,10 +173,8 @@ func (l *listener) untrack(c *tcpConn) {
 // family's cap and answering it in its own goroutine.
 func (s *Server) readUDP(l *listener) {
 	buf := make([]byte, maxUDPQuerySize)
-	var oob []byte
-	if l.pktinfo {
-		oob = make([]byte, oobSize)
-	}
+	oob := make([]byte, oobSize+overflowOOBSize)
+	var drops kernelDrops
 	var pause errorPause
 	for {
 		n, oobn, _, from, err := l.udp.ReadMsgUDPAddrPort(buf, oob)
@@ -180,35 +188,51 @@ func (s *Server) readUDP(l *listener) {
 			continue
 		}
 		pause.reset(s.log, l)
+		if l.overflow {
+			s.stats.udpKernel.Add(drops.update(oob[:oobn]))
+		}
 		s.admitUDP(l, buf[:n], oob[:oobn], from)
 	}
 }
 
 // admitUDP drops what cannot be a query before it costs a goroutine, then
-// takes a unit of the family's cap or drops the datagram (SPEC §9).
+// takes a unit of the client's share and of the family's cap, or drops the
+// datagram (SPEC §9).
 func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort) {
-	if !headerOK(wire) {
-		s.stats.malformed.Add(1)
-		return
-	}
-	client := from.Addr().Unmap()
-	slot := &s.udpCap[family(client)]
-	if !slot.tryAcquire() {
-		s.stats.udpDropped.Add(1)
-		return
-	}
-	q := append([]byte(nil), wire...) // buf is reused by the next read
 	var src netip.Addr
 	if l.pktinfo {
 		src = packetDst(oob)
 	}
+	client := from.Addr().Unmap()
+	if !deliverable(from, src, l.broadcasts) {
+		s.stats.udpBadSource.Add(1)
+		return
+	}
+	if !headerOK(wire) {
+		s.stats.malformed.Add(1)
+		return
+	}
+	key := clientKey(client)
+	if !s.udpShare.tryAcquire(key) {
+		s.stats.udpClientShare.Add(1)
+		return
+	}
+	slot := &s.udpCap[family(client)]
+	if !slot.tryAcquire() {
+		s.udpShare.release(key)
+		s.stats.udpDropped.Add(1)
+		return
+	}
+	q := append([]byte(nil), wire...) // buf is reused by the next read
 	l.wg.Go(func() {
+		defer s.udpShare.release(key)
 		defer slot.release()
-		if ans := s.handle(s.ctx, q, client, query.UDP); ans != nil {
-			// A failed write (the client's port closed, a full buffer) leaves
-			// nothing to do: UDP clients retry on their own timer.
-			l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)
-		}
+		// A failed write (the client's port closed, a full buffer) is
+		// counted as undelivered; UDP clients retry on their own timer.
+		s.serve(s.ctx, q, client, query.UDP, func(ans []byte) error {
+			_, _, err := l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)
+			return err
+		})
 	})
 }
 
@@ -234,27 +258,59 @@ func (s *Server) acceptTCP(l *listener, admit func(*listener, *net.TCPConn)) {
 	}
 }
 
+// admitTCP closes a connection from outside dns.allow at once, before it
+// takes any capacity (SPEC §9: with the module's default 0.0.0.0:53 the WAN
+// may reach the port), then takes a unit of the client's share and of the
+// family's cap, or refuses the connection.
 func (s *Server) admitTCP(l *listener, c *net.TCPConn) {
 	client := addrOf(c.RemoteAddr())
+	if !s.allowedNow(client) {
+		s.stats.tcpNotAllowed.Add(1)
+		reset(c)
+		return
+	}
+	key := clientKey(client)
+	if !s.tcpShare.tryAcquire(key) {
+		s.stats.tcpClientShare.Add(1)
+		reset(c)
+		return
+	}
 	slot := &s.tcpCap[family(client)]
 	if !slot.tryAcquire() {
+		s.tcpShare.release(key)
 		s.stats.tcpRefused.Add(1)
-		// Linger 0 closes with a reset: the client learns at once, and the
-		// refused connection leaves no TIME_WAIT behind on our side.
-		c.SetLinger(0)
-		c.Close()
+		reset(c)
 		return
 	}
 	tc := newTCPConn(s, l, c, client, query.TCP)
 	if !l.track(tc) {
 		slot.release()
+		s.tcpShare.release(key)
 		c.Close()
 		return
 	}
 	l.wg.Go(func() {
+		defer s.tcpShare.release(key)
 		defer slot.release()
 		tc.serve()
 	})
+}
+
+// reset closes a refused connection with linger 0, a reset: the client
+// learns at once, and the connection leaves no TIME_WAIT on our side.
+func reset(c *net.TCPConn) {
+	c.SetLinger(0)
+	c.Close()
+}
+
+// allowedNow reports whether client is inside the current State's
+// dns.allow. A connection admitted now serves queries under later States
+// too; each of its queries is checked again by the handler.
+func (s *Server) allowedNow(client netip.Addr) bool {
+	s.genMu.RLock()
+	allow := s.gen.st.Allow
+	s.genMu.RUnlock()
+	return allowed(allow, client)
 }
 
 func addrOf(a net.Addr) netip.Addr {

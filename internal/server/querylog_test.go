@@ -134,6 +134,8 @@ func TestQueryLog_triedAndAnswer(t *testing.T) {
 	}
 	defer s.Shutdown(context.Background())
 	exchange(t, "udp", udpAddr(s), newQuery("two.example.", dns.TypeA))
+	// The line is written after the answer was sent: wait for it.
+	waitFor(t, "the query line", func() bool { return logs.FilterMessage("query").Len() >= 1 })
 	entries := logs.FilterMessage("query").AllUntimed()
 	if len(entries) != 1 {
 		t.Fatalf("%d query lines, want 1", len(entries))

@@ -76,22 +76,25 @@ func (q *pending) relay(resp *dns.Msg) *dns.Msg {
 		m.Rcode = dns.RcodeServerFailure
 	}
 	m.Authoritative = resp.Authoritative
-	m.RecursionAvailable = resp.RecursionAvailable
+	// RA stays as base set it: nxdns offers recursion to its clients,
+	// whatever the upstream said of itself (SPEC §9).
 	m.Truncated = resp.Truncated
 	// RFC 6840 §5.8: AD only to a client that showed it understands it.
 	m.AuthenticatedData = resp.AuthenticatedData && (q.req.AuthenticatedData || q.opt != nil && q.opt.Do())
-	m.Answer, m.Ns = resp.Answer, resp.Ns
+	m.Answer, m.Ns = withoutTransactionRRs(resp.Answer), withoutTransactionRRs(resp.Ns)
 	m.Extra = make([]dns.RR, 0, len(resp.Extra)+1)
 	var edes []*dns.EDNS0_EDE
 	for _, rr := range resp.Extra {
 		o, isOPT := rr.(*dns.OPT)
 		if !isOPT {
-			m.Extra = append(m.Extra, rr)
+			if !transactionRR(rr) {
+				m.Extra = append(m.Extra, rr)
+			}
 			continue
 		}
 		for _, opt := range o.Option {
-			if e, isEDE := opt.(*dns.EDNS0_EDE); isEDE {
-				edes = append(edes, &dns.EDNS0_EDE{InfoCode: e.InfoCode, ExtraText: e.ExtraText})
+			if e, isEDE := opt.(*dns.EDNS0_EDE); isEDE && len(edes) < maxRelayedEDEs {
+				edes = append(edes, &dns.EDNS0_EDE{InfoCode: e.InfoCode, ExtraText: truncateUTF8(e.ExtraText, maxRelayedEDEText)})
 			}
 		}
 	}
@@ -203,11 +206,11 @@ func (q *pending) sizeLimit() int {
 	}
 }
 
-// pack sizes the answer to the client (Msg.Truncate drops what does not fit
-// and sets TC) and encodes it, recording the rcode sent.
+// pack sizes the answer to the client and encodes it (fit: the one place an
+// answer's size is decided), recording the rcode sent.
 func (s *Server) pack(q *pending, m *dns.Msg) []byte {
-	m.Truncate(q.sizeLimit())
-	wire, err := m.Pack()
+	limit := q.sizeLimit()
+	wire, err := fit(m, limit)
 	if err != nil && q.req != nil && len(q.req.Question) == 1 {
 		// A record the resolver built that does not encode is a bug on our
 		// side of the wire, not the client's: SERVFAIL, EDE Other.
@@ -216,10 +219,10 @@ func (s *Server) pack(q *pending, m *dns.Msg) []byte {
 		m.Rcode = dns.RcodeServerFailure
 		q.ev.EDE = nil
 		q.attachOPT(m, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "answer does not encode"})
-		wire, err = m.Pack()
+		wire, err = fit(m, limit)
 	}
-	if err != nil {
-		return nil
+	if err != nil || len(wire) > limit {
+		return nil // cannot happen for a question that parsed (see fit); never send oversize
 	}
 	q.ev.Rcode = m.Rcode
 	q.ev.Reply = m

@@ -127,9 +127,11 @@ type Server struct {
 
 	tls tlsFront // DoT and DoH listeners, their certificate and counters (tlsfront.go)
 
-	udpCap [numFamilies]capacity
-	tcpCap [numFamilies]capacity
-	stats  counters
+	udpCap   [numFamilies]capacity
+	tcpCap   [numFamilies]capacity
+	udpShare *clientShares // one client's share of udpCap
+	tcpShare *clientShares // one client's share of tcpCap
+	stats    counters
 
 	// TCP bounds, fields so tests can shorten them (set before Listen).
 	tcpIdle, tcpRead, tcpWrite time.Duration
@@ -154,6 +156,8 @@ func New(opts Options, st *State) *Server {
 		tcpIdle:  tcpIdleTimeout,
 		tcpRead:  tcpReadTimeout,
 		tcpWrite: tcpWriteTimeout,
+		udpShare: newClientShares(udpClientShare),
+		tcpShare: newClientShares(tcpClientShare),
 	}
 	for f := range numFamilies {
 		s.udpCap[f].max = maxUDPInFlight

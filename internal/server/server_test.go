@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,9 +36,9 @@ func TestServe_answersOverUDPAndTCP(t *testing.T) {
 			}
 		})
 	}
-	if n := count(s.Snapshot(), "pool", "NOERROR"); n != 2 {
-		t.Errorf("pool/NOERROR count = %d, want 2", n)
-	}
+	// A query is recorded once its answer was written (undelivered ones are
+	// counted as such), so the count may trail the answer by a moment.
+	waitFor(t, "both queries to be counted", func() bool { return count(s.Snapshot(), "pool", "NOERROR") == 2 })
 }
 
 // The resolver gets nxdns's own query: a fresh ID, RD set, nxdns's EDNS
@@ -226,11 +229,10 @@ func TestServe_sizesAnswerToClient(t *testing.T) {
 	})
 }
 
-func TestUDP_dropsOverInFlightCap(t *testing.T) {
-	const extra = 10
-	entered := make(chan struct{}, maxUDPInFlight+extra)
-	release := make(chan struct{})
-	r := resolverFunc(func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+// blockingResolver holds every query until release closes, signalling
+// entered as each arrives.
+func blockingResolver(entered chan<- struct{}, release <-chan struct{}) resolverFunc {
+	return func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
 		entered <- struct{}{}
 		select {
 		case <-release:
@@ -238,33 +240,238 @@ func TestUDP_dropsOverInFlightCap(t *testing.T) {
 			return nil, "", ctx.Err()
 		}
 		return answerA("192.0.2.1")(ctx, q)
-	})
-	s := startServer(t, state(r))
-	c := dialUDP(t, udpAddr(s))
-	send := func(id int) {
-		m := newQuery("flood.example.", dns.TypeA)
-		m.Id = uint16(id)
-		if _, err := c.Write(mustPack(t, m)); err != nil {
-			t.Fatal(err)
-		}
+	}
+}
+
+// sendUDP writes one query with the given ID.
+func sendUDP(t *testing.T, c *net.UDPConn, id int) {
+	t.Helper()
+	m := newQuery("flood.example.", dns.TypeA)
+	m.Id = uint16(id)
+	if _, err := c.Write(mustPack(t, m)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The family's cap holds whoever fills it: clients, each within its share,
+// that together hold maxUDPInFlight; beyond it a datagram is dropped.
+func TestUDP_dropsOverInFlightCap(t *testing.T) {
+	const extra = 10
+	clients := maxUDPInFlight / udpClientShare
+	entered := make(chan struct{}, maxUDPInFlight+extra)
+	release := make(chan struct{})
+	s := startServer(t, state(blockingResolver(entered, release)))
+	conns := make([]*net.UDPConn, clients+1)
+	for i := range conns {
+		conns[i] = dialUDPFrom(t, fmt.Sprintf("127.0.1.%d", i+1), udpAddr(s))
 	}
 	for i := range maxUDPInFlight {
-		send(i + 1)
+		sendUDP(t, conns[i/udpClientShare], i+1)
 	}
 	for range maxUDPInFlight {
 		<-entered
 	}
 	for i := range extra {
-		send(1000 + i)
+		sendUDP(t, conns[clients], 1000+i) // a client within its share: the cap is what drops it
 	}
 	waitFor(t, "the extra datagrams to be dropped", func() bool { return s.Snapshot().UDPDropped == extra })
-	if snap := s.Snapshot(); snap.UDPInFlight != maxUDPInFlight || len(entered) != 0 {
-		t.Errorf("in flight %d, %d more reached the resolver; want %d and none", snap.UDPInFlight, len(entered), maxUDPInFlight)
+	if snap := s.Snapshot(); snap.UDPInFlight != maxUDPInFlight || len(entered) != 0 || snap.UDPClientShare != 0 {
+		t.Errorf("in flight %d, %d more reached the resolver, %d share drops; want %d, none, none",
+			snap.UDPInFlight, len(entered), snap.UDPClientShare, maxUDPInFlight)
 	}
 	close(release)
-	for range maxUDPInFlight {
-		if resp := readUDPMsg(t, c); resp.Id > maxUDPInFlight {
+	for i := range maxUDPInFlight {
+		if resp := readUDPMsg(t, conns[i/udpClientShare]); resp.Id > maxUDPInFlight {
 			t.Errorf("dropped query %d was answered", resp.Id)
 		}
 	}
 }
+
+// One client holds at most udpClientShare queries in flight; a flood from it
+// costs it alone, and another client is still served at once (SPEC §9,
+// issue 13 finding 5).
+func TestUDP_oneClientHoldsOnlyItsShare(t *testing.T) {
+	entered := make(chan struct{}, maxUDPInFlight)
+	release := make(chan struct{})
+	blocking := blockingResolver(entered, release)
+	r := resolverFunc(func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		if q.Question[0].Name == "flood.example." {
+			return blocking(ctx, q)
+		}
+		return answerA("192.0.2.1")(ctx, q)
+	})
+	s := startServer(t, state(r))
+	flooder := dialUDPFrom(t, "127.0.2.1", udpAddr(s))
+	for i := range maxUDPInFlight {
+		sendUDP(t, flooder, i+1)
+	}
+	for range udpClientShare {
+		<-entered
+	}
+	waitFor(t, "the flood beyond the share to be dropped", func() bool {
+		return s.Snapshot().UDPClientShare == uint64(maxUDPInFlight-udpClientShare)
+	})
+	if n := s.Snapshot().UDPInFlight; n != udpClientShare {
+		t.Errorf("flooder holds %d in flight, want its share %d", n, udpClientShare)
+	}
+	normal := dialUDPFrom(t, "127.0.2.2", udpAddr(s))
+	q := newQuery("normal.example.", dns.TypeA)
+	if _, err := normal.Write(mustPack(t, q)); err != nil {
+		t.Fatal(err)
+	}
+	if resp := readUDPMsg(t, normal); resp.Id != q.Id || len(resp.Answer) != 1 {
+		t.Errorf("normal client's answer %v", resp)
+	}
+	close(release)
+}
+
+// Datagrams from source port 0 are dropped before any work: nothing reaches
+// the resolver (issue 13 finding 9).
+func TestUDP_dropsPortZeroSourceBeforeAnyWork(t *testing.T) {
+	var asked atomic.Int64
+	r := resolverFunc(func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		asked.Add(1)
+		return answerA("192.0.2.1")(ctx, q)
+	})
+	s := startServer(t, state(r))
+	// A kernel hands such a datagram to the socket like any other; the
+	// listener's admission is what must drop it. Sending one needs a raw
+	// socket, so the test hands it to the admission the reader calls.
+	s.mu.Lock()
+	l := s.listeners[0]
+	s.mu.Unlock()
+	s.admitUDP(l, mustPack(t, newQuery("a.example.", dns.TypeA)), nil, netip.MustParseAddrPort("127.0.0.1:0"))
+	waitFor(t, "the port-0 datagram to be dropped", func() bool { return s.Snapshot().UDPBadSource == 1 })
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the resolver was asked %d times for a query from port 0", n)
+	}
+}
+
+func TestDeliverable(t *testing.T) {
+	bcast := []netip.Addr{netip.MustParseAddr("192.168.1.255")}
+	for _, tc := range []struct {
+		from string
+		dst  string
+		ok   bool
+	}{
+		{"192.168.1.7:5353", "", true},
+		{"192.168.1.7:5353", "192.168.1.2", true},
+		{"192.168.1.7:0", "", false},
+		{"192.168.1.7:5353", "255.255.255.255", false},
+		{"192.168.1.7:5353", "192.168.1.255", false},
+		{"192.168.1.7:5353", "224.0.0.251", false},
+		{"192.168.1.255:5353", "192.168.1.2", false},
+		{"0.0.0.0:5353", "", false},
+		{"[ff02::1]:5353", "", false},
+		{"[fd00::7]:5353", "ff02::fb", false},
+		{"[fd00::7]:5353", "fd00::2", true},
+	} {
+		var dst netip.Addr
+		if tc.dst != "" {
+			dst = netip.MustParseAddr(tc.dst)
+		}
+		if got := deliverable(netip.MustParseAddrPort(tc.from), dst, bcast); got != tc.ok {
+			t.Errorf("deliverable(%s → %s) = %v, want %v", tc.from, tc.dst, got, tc.ok)
+		}
+	}
+}
+
+// A client outside dns.allow gets REFUSED whatever is wrong with its
+// message: FORMERR, NOTIMP and BADVERS are answers only to clients nxdns
+// serves (SPEC §9, issue 13 finding 10).
+func TestHandler_refusesOutsideAllowBeforeAnyOtherCheck(t *testing.T) {
+	st := state(answerA("192.0.2.1"))
+	st.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	s := New(Options{}, st)
+	client := netip.MustParseAddr("127.0.0.1")
+	two := newQuery("two.example.", dns.TypeA)
+	two.SetEdns0(1232, false)
+	two.Extra = append(two.Extra, two.Extra[0])
+	notify := newQuery("n.example.", dns.TypeSOA)
+	notify.Opcode = dns.OpcodeNotify
+	v1 := newQuery("v1.example.", dns.TypeA)
+	v1.SetEdns0(1232, false)
+	v1.Extra[0].(*dns.OPT).SetVersion(1)
+	garbage := mustPack(t, newQuery("g.example.", dns.TypeA))
+	garbage = append(garbage[:12:12], 0xff, 0xff) // a header, then a body that does not parse
+	for name, wire := range map[string][]byte{
+		"unparsable body": garbage,
+		"two OPTs":        mustPack(t, two),
+		"opcode NOTIFY":   mustPack(t, notify),
+		"EDNS version 1":  mustPack(t, v1),
+		"AXFR":            mustPack(t, newQuery("z.example.", dns.TypeAXFR)),
+	} {
+		m := new(dns.Msg)
+		if err := m.Unpack(s.handle(context.Background(), wire, client, query.UDP)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m.Rcode != dns.RcodeRefused {
+			t.Errorf("%s from outside allow: %s, want REFUSED", name, dns.RcodeToString[m.Rcode])
+		}
+	}
+	if n := count(s.Snapshot(), query.SourceRefused, "REFUSED"); n != 5 {
+		t.Errorf("refused count %d, want 5", n)
+	}
+}
+
+// BADVERS is counted as BADVERS, not as BADSIG, its number's other name
+// (issue 13 finding 11).
+func TestStats_BADVERSLabel(t *testing.T) {
+	s := New(Options{}, state(answerA("192.0.2.1")))
+	v1 := newQuery("v1.example.", dns.TypeA)
+	v1.SetEdns0(1232, false)
+	v1.Extra[0].(*dns.OPT).SetVersion(1)
+	m := new(dns.Msg)
+	if err := m.Unpack(s.handle(context.Background(), mustPack(t, v1), netip.MustParseAddr("127.0.0.1"), query.UDP)); err != nil {
+		t.Fatal(err)
+	}
+	if m.Rcode != dns.RcodeBadVers {
+		t.Fatalf("rcode %d, want BADVERS", m.Rcode)
+	}
+	snap := s.Snapshot()
+	if n := count(snap, query.SourceServer, "BADVERS"); n != 1 {
+		t.Errorf("BADVERS count %d, want 1 (queries: %v)", n, snap.Queries)
+	}
+}
+
+// nxdns sets RA itself: an upstream that omits it does not make nxdns tell
+// its clients it offers no recursion (SPEC §9, issue 13 finding 12).
+func TestRelay_setsRAWhateverTheUpstreamSaid(t *testing.T) {
+	noRA := resolverFunc(func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		m, up, err := answerA("192.0.2.1")(ctx, q)
+		m.RecursionAvailable = false
+		return m, up, err
+	})
+	s := New(Options{}, state(noRA))
+	m := new(dns.Msg)
+	if err := m.Unpack(s.handle(context.Background(), mustPack(t, newQuery("a.example.", dns.TypeA)), netip.MustParseAddr("127.0.0.1"), query.UDP)); err != nil {
+		t.Fatal(err)
+	}
+	if !m.RecursionAvailable {
+		t.Error("RA clear in the answer: copied from the upstream")
+	}
+}
+
+// An answer whose write fails is counted as undelivered, with rcode none,
+// not as answered (SPEC §9, issue 13 finding 9).
+func TestServe_undeliveredAnswerIsNotCountedAsAnswered(t *testing.T) {
+	s := New(Options{}, state(answerA("192.0.2.1")))
+	var seen *query.Event
+	s.Swap(&State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Sinks: []query.Sink{sinkFunc(func(e *query.Event) { seen = e })}})
+	wire := mustPack(t, newQuery("a.example.", dns.TypeA))
+	s.serve(context.Background(), wire, netip.MustParseAddr("127.0.0.1"), query.UDP, func([]byte) error {
+		return errors.New("sendmsg: connection refused")
+	})
+	snap := s.Snapshot()
+	if snap.Undelivered != 1 || count(snap, query.SourcePool, "NOERROR") != 0 || count(snap, query.SourcePool, "none") != 1 {
+		t.Errorf("undelivered %d, NOERROR %d, none %d; want 1, 0, 1", snap.Undelivered,
+			count(snap, query.SourcePool, "NOERROR"), count(snap, query.SourcePool, "none"))
+	}
+	if seen == nil || seen.Rcode != query.RcodeNone || seen.Reply != nil {
+		t.Errorf("event %+v, want rcode none and no reply", seen)
+	}
+}
+
+type sinkFunc func(*query.Event)
+
+func (f sinkFunc) Record(e *query.Event) { f(e) }

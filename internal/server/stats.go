@@ -32,8 +32,14 @@ func rcodeSlot(rcode int) int {
 }
 
 func rcodeLabel(slot int) string {
-	if slot == noneSlot {
+	switch slot {
+	case noneSlot:
 		return "none"
+	case dns.RcodeBadVers:
+		// 16 is BADVERS in an OPT's extended rcode (RFC 6891) and BADSIG in
+		// a TSIG (RFC 8945); miekg/dns's table says BADSIG, and nxdns only
+		// ever sends BADVERS.
+		return "BADVERS"
 	}
 	if s, ok := dns.RcodeToString[slot]; ok {
 		return s
@@ -49,12 +55,18 @@ type counters struct {
 
 	latency stats.Histogram // routed queries, from the first byte handled to the answer packed
 
-	udpDropped atomic.Uint64 // UDP queries dropped over maxUDPInFlight
-	malformed  atomic.Uint64 // messages dropped unanswered: no header, a response, a TCP message over the size limit
-	tcpRefused atomic.Uint64 // TCP connections refused over maxTCPConns
-	tcpIdle    atomic.Uint64 // TCP connections closed after the idle bound
-	tcpSlow    atomic.Uint64 // TCP connections closed for a slow read or write
-	byProto    protoCounts   // queries by the transport they arrived on (protocount.go)
+	udpDropped     atomic.Uint64 // UDP queries dropped over maxUDPInFlight
+	udpClientShare atomic.Uint64 // UDP queries dropped over the client's share (udpClientShare)
+	udpKernel      atomic.Uint64 // datagrams the kernel dropped, its receive queue full (SO_RXQ_OVFL)
+	udpBadSource   atomic.Uint64 // datagrams from port 0 or to a broadcast address, dropped unread
+	malformed      atomic.Uint64 // messages dropped unanswered: no header, a response, a TCP message over the size limit
+	tcpRefused     atomic.Uint64 // TCP connections refused over maxTCPConns
+	tcpClientShare atomic.Uint64 // TCP connections refused over the client's share (tcpClientShare)
+	tcpNotAllowed  atomic.Uint64 // TCP connections from outside dns.allow, closed at accept
+	undelivered    atomic.Uint64 // answers packed but not delivered: the write failed
+	tcpIdle        atomic.Uint64 // TCP connections closed after the idle bound
+	tcpSlow        atomic.Uint64 // TCP connections closed for a slow read or write
+	byProto        protoCounts   // queries by the transport they arrived on (protocount.go)
 }
 
 func (c *counters) init() { c.bySource = make(map[string]*rcodeCounts) }
@@ -87,12 +99,18 @@ type Snapshot struct {
 	UDPInFlight int64 // UDP queries being answered now, both families
 	TCPConns    int64 // TCP connections open now, both families
 
-	UDPDropped    uint64 // UDP queries dropped over the in-flight cap
-	Malformed     uint64 // messages dropped unanswered (unparsable header, QR set, oversized TCP query)
-	TCPRefused    uint64 // TCP connections refused over the cap
-	Refused       uint64 // queries REFUSED by the access list (the "refused" source, summed)
-	TCPIdleClosed uint64 // TCP connections closed after the idle bound
-	TCPSlowClosed uint64 // TCP connections closed for a slow read or write
+	UDPDropped     uint64 // UDP queries dropped over the in-flight cap
+	UDPClientShare uint64 // UDP queries dropped over one client's share of the cap
+	UDPKernel      uint64 // datagrams the kernel dropped (receive queue full) before nxdns read them
+	UDPBadSource   uint64 // datagrams from source port 0 or to a broadcast address, dropped before any work
+	Malformed      uint64 // messages dropped unanswered (unparsable header, QR set, oversized TCP query)
+	TCPRefused     uint64 // TCP connections refused over the cap
+	TCPClientShare uint64 // TCP connections refused over one client's share of the cap
+	TCPNotAllowed  uint64 // TCP connections from outside dns.allow, closed at accept
+	Undelivered    uint64 // answers that could not be written (UDP send error, failed TCP write); their queries count as rcode "none"
+	Refused        uint64 // queries REFUSED by the access list (the "refused" source, summed)
+	TCPIdleClosed  uint64 // TCP connections closed after the idle bound
+	TCPSlowClosed  uint64 // TCP connections closed for a slow read or write
 
 	Protos []ProtoCount // queries by transport: udp, tcp, dot, doh
 }
@@ -110,13 +128,19 @@ type QueryCount struct {
 func (s *Server) Snapshot() Snapshot {
 	c := &s.stats
 	snap := Snapshot{
-		Latency:       c.latency.Snapshot(),
-		UDPDropped:    c.udpDropped.Load(),
-		Malformed:     c.malformed.Load(),
-		TCPRefused:    c.tcpRefused.Load(),
-		TCPIdleClosed: c.tcpIdle.Load(),
-		TCPSlowClosed: c.tcpSlow.Load(),
-		Protos:        c.byProto.snapshot(),
+		Latency:        c.latency.Snapshot(),
+		UDPDropped:     c.udpDropped.Load(),
+		UDPClientShare: c.udpClientShare.Load(),
+		UDPKernel:      c.udpKernel.Load(),
+		UDPBadSource:   c.udpBadSource.Load(),
+		Malformed:      c.malformed.Load(),
+		TCPRefused:     c.tcpRefused.Load(),
+		TCPClientShare: c.tcpClientShare.Load(),
+		TCPNotAllowed:  c.tcpNotAllowed.Load(),
+		Undelivered:    c.undelivered.Load(),
+		TCPIdleClosed:  c.tcpIdle.Load(),
+		TCPSlowClosed:  c.tcpSlow.Load(),
+		Protos:         c.byProto.snapshot(),
 	}
 	for f := range numFamilies {
 		snap.UDPInFlight += s.udpCap[f].inUse()

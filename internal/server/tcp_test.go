@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -99,32 +101,89 @@ func TestTCP_capsQueriesPerConnection(t *testing.T) {
 	}
 }
 
+// wantReset reports whether a connection from src is closed at once (the
+// refusal is a reset; on loopback it may arrive before connect returns,
+// failing the dial itself).
+func wantReset(t *testing.T, src, addr string) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	over, err := d.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer over.Close()
+	over.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err = over.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("connection from %s: read %v, want it closed at once", src, err)
+	}
+}
+
+// The family's cap holds whoever fills it: hosts, each within its share,
+// that together hold maxTCPConns.
 func TestTCP_refusesOverConnectionCap(t *testing.T) {
 	s := startServer(t, state(answerA("192.0.2.1")))
 	conns := make([]*dns.Conn, maxTCPConns)
 	for i := range conns {
-		conns[i] = dialTCP(t, tcpAddr(s))
+		conns[i] = dialTCPFrom(t, fmt.Sprintf("127.0.3.%d", 1+i/tcpClientShare), tcpAddr(s))
 	}
 	waitFor(t, "every connection to be admitted", func() bool { return s.Snapshot().TCPConns == maxTCPConns })
 
-	// The refusal is a reset; on loopback it may arrive before connect
-	// returns, failing the dial itself.
-	if over, err := net.Dial("tcp", tcpAddr(s)); err == nil {
-		over.SetReadDeadline(time.Now().Add(10 * time.Second))
-		_, err = over.Read(make([]byte, 1))
-		over.Close()
-		if err == nil || isTimeout(err) {
-			t.Fatalf("connection over the cap: read %v, want it closed at once", err)
-		}
-	}
-	if n := s.Snapshot().TCPRefused; n != 1 {
-		t.Errorf("tcp refused = %d, want 1", n)
+	wantReset(t, "127.0.3.200", tcpAddr(s)) // a host without a connection: the cap refuses it
+	if snap := s.Snapshot(); snap.TCPRefused != 1 || snap.TCPClientShare != 0 {
+		t.Errorf("tcp refused = %d (share %d), want 1 (0)", snap.TCPRefused, snap.TCPClientShare)
 	}
 
 	// A freed slot admits the next connection, which is served.
 	conns[0].Close()
 	waitFor(t, "the closed connection to free its slot", func() bool { return s.Snapshot().TCPConns == maxTCPConns-1 })
 	exchange(t, "tcp", tcpAddr(s), newQuery("a.example.", dns.TypeA))
+}
+
+// One host holds at most tcpClientShare connections, whatever it tries;
+// another host is still served (SPEC §9, issue 13 finding 4).
+func TestTCP_oneHostHoldsOnlyItsShare(t *testing.T) {
+	s := startServer(t, state(answerA("192.0.2.1")))
+	for range tcpClientShare {
+		dialTCPFrom(t, "127.0.4.1", tcpAddr(s))
+	}
+	waitFor(t, "the host's share to be admitted", func() bool { return s.Snapshot().TCPConns == tcpClientShare })
+	for range 3 {
+		wantReset(t, "127.0.4.1", tcpAddr(s))
+	}
+	if snap := s.Snapshot(); snap.TCPClientShare != 3 || snap.TCPConns != tcpClientShare {
+		t.Errorf("share refusals %d, open %d; want 3 and %d", snap.TCPClientShare, snap.TCPConns, tcpClientShare)
+	}
+	c := dialTCPFrom(t, "127.0.4.2", tcpAddr(s))
+	q := newQuery("a.example.", dns.TypeA)
+	if err := c.WriteMsg(q); err != nil {
+		t.Fatal(err)
+	}
+	if resp := readMsg(t, c); resp.Id != q.Id || len(resp.Answer) != 1 {
+		t.Errorf("other host's answer %v", resp)
+	}
+}
+
+// A connection from outside dns.allow is closed at accept and takes no
+// capacity (SPEC §9, issue 13 finding 4: a WAN host holding 64 connections
+// left every LAN client's TCP refused).
+func TestTCP_closesDisallowedClientAtAccept(t *testing.T) {
+	st := state(answerA("192.0.2.1"))
+	st.Allow = []netip.Prefix{netip.MustParsePrefix("127.0.5.0/24")}
+	s := startServer(t, st)
+	for range maxTCPConns + 1 {
+		wantReset(t, "127.0.6.1", tcpAddr(s))
+	}
+	if snap := s.Snapshot(); snap.TCPNotAllowed != maxTCPConns+1 || snap.TCPConns != 0 {
+		t.Errorf("not allowed %d, open %d; want %d and 0", snap.TCPNotAllowed, snap.TCPConns, maxTCPConns+1)
+	}
+	c := dialTCPFrom(t, "127.0.5.1", tcpAddr(s))
+	q := newQuery("a.example.", dns.TypeA)
+	if err := c.WriteMsg(q); err != nil {
+		t.Fatal(err)
+	}
+	if resp := readMsg(t, c); resp.Id != q.Id || len(resp.Answer) != 1 {
+		t.Errorf("allowed client's answer %v", resp)
+	}
 }
 
 func isTimeout(err error) bool {

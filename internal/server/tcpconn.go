@@ -80,9 +80,7 @@ func (c *tcpConn) serve() {
 		}
 		c.queries.Go(func() {
 			defer func() { <-c.slots }()
-			if ans := c.s.handle(c.ctx, wire, c.client, c.proto); ans != nil {
-				c.write(ans)
-			}
+			c.s.serve(c.ctx, wire, c.client, c.proto, c.write)
 		})
 	}
 }
@@ -169,9 +167,10 @@ func (c *tcpConn) countReadError(err error) {
 // any (the listener is stopping; see readMsg for the ordering).
 func (c *tcpConn) stopReading() { c.conn.SetReadDeadline(longAgo) }
 
-// write sends one answer, bounded by the write timeout. A failure poisons
-// the connection: its framing is no longer known to the client.
-func (c *tcpConn) write(ans []byte) {
+// write sends one answer, bounded by the write timeout, and reports a
+// failure (errBroken after an earlier one). A failure poisons the
+// connection: its framing is no longer known to the client.
+func (c *tcpConn) write(ans []byte) error {
 	frame := make([]byte, 2+len(ans))
 	binary.BigEndian.PutUint16(frame, uint16(len(ans)))
 	copy(frame[2:], ans)
@@ -179,7 +178,7 @@ func (c *tcpConn) write(ans []byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.broken.Load() {
-		return
+		return errBroken
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(c.s.tcpWrite))
 	if _, err := c.conn.Write(frame); err != nil {
@@ -190,5 +189,11 @@ func (c *tcpConn) write(ans []byte) {
 		}
 		c.cancel()
 		c.conn.SetReadDeadline(longAgo)
+		return err
 	}
+	return nil
 }
+
+// errBroken is an answer not written because an earlier write on the
+// connection failed.
+var errBroken = errors.New("connection broken by an earlier failed write")

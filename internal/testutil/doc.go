@@ -3,9 +3,14 @@
 // authority for nxdns's tests. It is imported only from _test.go files and by
 // test tools; nothing in the product links it.
 //
-// The servers listen on 127.0.0.1 only, present a certificate issued by the
-// test's CA (clients verify it; nothing here skips verification), count what
-// they see (accepts, handshakes, queries, connections) and can misbehave on
+// The DoT and DoH servers are internal/fakeup listeners driven through
+// fakeup.Hooks: one fake-upstream implementation serves the transport tests
+// here and the scenario tests (vmtests, cmd/nxdns-fakeup), so a misbehaviour
+// added once — the hostile ones of issue 13 included (StartDoTWith: oversized
+// EDE, TSIG, TC over a stream, endless data, slow bytes) — exists for both.
+// They listen on 127.0.0.1 only, present a certificate issued by the test's
+// CA (clients verify it; nothing here skips verification), count what they
+// see (accepts, handshakes, queries, connections) and can misbehave on
 // request (FailNext, SetDelay, CloseIdle) so transport tests can reproduce
 // the failures of SPEC §5 and §6. Every server is shut down by t.Cleanup.
 //

@@ -1,52 +1,62 @@
 package testutil
 
 import (
-	"context"
-	"crypto/tls"
-	"encoding/binary"
-	"io"
 	"net"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/nxdns/nxdns/internal/certs"
+	"github.com/nxdns/nxdns/internal/fakeup"
 )
 
-// handshakeTimeout bounds a server-side TLS handshake, so a client that
-// connects and says nothing cannot hold a test's cleanup.
-const handshakeTimeout = 5 * time.Second
+// upstream is a fake upstream with one listener and Hooks: the one
+// implementation behind DoTServer and DoHServer (internal/fakeup), so the
+// transport tests and the scenario tests share every behaviour, hostile ones
+// included.
+type upstream struct {
+	srv   *fakeup.Server
+	hooks *fakeup.Hooks
+	key   string
+}
+
+// startUpstream starts a fakeup listener for listenURL (port 0 on
+// 127.0.0.1) whose certificate, issued by ca, carries name; h answers.
+// t.Cleanup stops it and waits for every goroutine it started.
+func startUpstream(t testing.TB, ca *certs.CA, name, listenURL string, h Handler, anyPath bool) (upstream, netip.AddrPort) {
+	t.Helper()
+	l, err := fakeup.ParseListen(listenURL)
+	if err != nil {
+		t.Fatalf("listen %s: %v", listenURL, err)
+	}
+	hooks := &fakeup.Hooks{Answer: h, AnyPath: anyPath}
+	l.Hooks = hooks
+	srv, err := fakeup.Start(fakeup.Config{Listen: []fakeup.Listen{l}, CA: ca, CertNames: []string{name}})
+	if err != nil {
+		t.Fatalf("start %s: %v", listenURL, err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	b := srv.Listeners()[0]
+	return upstream{srv: srv, hooks: hooks, key: b.Key}, b.Addr.(*net.TCPAddr).AddrPort()
+}
+
+func (u upstream) counts() fakeup.Counts { return u.srv.Counters().PerListener[u.key] }
+
+// SetDelay makes every later answer wait d (0: answer at once).
+func (u upstream) SetDelay(d time.Duration) { u.hooks.SetDelay(d) }
+
+// FailNext makes the next query read, on any connection, suffer f. Calls
+// queue: each fault applies to one query, in order.
+func (u upstream) FailNext(f Fault) { u.hooks.FailNext(f) }
 
 // DoTServer is a loopback DNS-over-TLS server (RFC 7858). It answers the
 // queries pipelined on a connection concurrently, each in its own goroutine,
 // so a delayed answer delays only its own query — unlike miekg/dns's server,
 // which works through one connection's queries in order.
 type DoTServer struct {
+	upstream
 	Addr netip.AddrPort // 127.0.0.1:port
 	Name string         // the name on its certificate
-
-	handler Handler
-	tlsConf *tls.Config
-	ln      net.Listener
-	faults  faults
-	delay   atomic.Int64 // nanoseconds before each answer
-
-	accepts, handshakes, resumed, queries atomic.Int64
-
-	wg     sync.WaitGroup
-	mu     sync.Mutex // guards conns
-	conns  map[*dotServerConn]struct{}
-	closed bool
-}
-
-// dotServerConn is one client connection on the server side.
-type dotServerConn struct {
-	tc   *tls.Conn
-	mu   sync.Mutex // guards busy and serialises writes: one frame at a time
-	busy int        // queries read and not yet answered (or given up)
 }
 
 // StartDoT starts a DoT server on 127.0.0.1 whose certificate, issued by ca,
@@ -54,201 +64,30 @@ type dotServerConn struct {
 // every goroutine it started.
 func StartDoT(t testing.TB, ca *certs.CA, name string, h Handler) *DoTServer {
 	t.Helper()
-	cert, err := ca.Issue(name)
-	if err != nil {
-		t.Fatalf("issue %s: %v", name, err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	s := &DoTServer{
-		Addr:    ln.Addr().(*net.TCPAddr).AddrPort(),
-		Name:    name,
-		handler: h,
-		tlsConf: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		ln:      ln,
-		conns:   make(map[*dotServerConn]struct{}),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.wg.Go(func() { s.serve(ctx) })
-	t.Cleanup(func() {
-		cancel()
-		ln.Close()
-		s.mu.Lock()
-		s.closed = true
-		for c := range s.conns {
-			c.tc.NetConn().Close() // no close_notify: do not block on a client that stopped reading
-		}
-		s.mu.Unlock()
-		s.wg.Wait()
-	})
-	return s
+	return StartDoTWith(t, ca, name, "", h)
+}
+
+// StartDoTWith is StartDoT with fakeup behaviours given as a listen URL
+// query ("ede_text=65000&tsig=1", "tc=1", "slow_bytes=10ms"; see
+// docs/reference/tools.md), for the hostile-upstream tests.
+func StartDoTWith(t testing.TB, ca *certs.CA, name, behaviour string, h Handler) *DoTServer {
+	t.Helper()
+	u, addr := startUpstream(t, ca, name, "dot://127.0.0.1:0?"+behaviour, h, false)
+	return &DoTServer{upstream: u, Addr: addr, Name: name}
 }
 
 // Accepts is the number of TCP connections accepted.
-func (s *DoTServer) Accepts() int { return int(s.accepts.Load()) }
+func (s *DoTServer) Accepts() int { return int(s.counts().Connections) }
 
 // Handshakes is the number of TLS handshakes completed.
-func (s *DoTServer) Handshakes() int { return int(s.handshakes.Load()) }
+func (s *DoTServer) Handshakes() int { return int(s.counts().Handshakes) }
 
 // Resumed is the number of completed handshakes that resumed a session.
-func (s *DoTServer) Resumed() int { return int(s.resumed.Load()) }
+func (s *DoTServer) Resumed() int { return int(s.counts().Resumed) }
 
 // Queries is the number of queries read, answered or not.
-func (s *DoTServer) Queries() int { return int(s.queries.Load()) }
-
-// SetDelay makes every later answer wait d (0: answer at once).
-func (s *DoTServer) SetDelay(d time.Duration) { s.delay.Store(int64(d)) }
-
-// FailNext makes the next query read, on any connection, suffer f. Calls
-// queue: each fault applies to one query, in order.
-func (s *DoTServer) FailNext(f Fault) { s.faults.push(f) }
+func (s *DoTServer) Queries() int { return int(s.counts().Queries) }
 
 // CloseIdle closes every connection with no query in progress, as an
 // upstream enforcing an idle timeout does, and returns how many it closed.
-func (s *DoTServer) CloseIdle() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for c := range s.conns {
-		// Under c.mu: an answer is either fully written or not begun, so a
-		// client that has its answer sees this connection as idle too.
-		c.mu.Lock()
-		if c.busy == 0 {
-			c.tc.Close()
-			delete(s.conns, c)
-			n++
-		}
-		c.mu.Unlock()
-	}
-	return n
-}
-
-func (s *DoTServer) serve(ctx context.Context) {
-	for {
-		raw, err := s.ln.Accept()
-		if err != nil {
-			return // the listener closed
-		}
-		s.accepts.Add(1)
-		s.wg.Go(func() { s.serveConn(ctx, raw) })
-	}
-}
-
-func (s *DoTServer) serveConn(ctx context.Context, raw net.Conn) {
-	tc := tls.Server(raw, s.tlsConf)
-	defer tc.Close()
-	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
-	err := tc.HandshakeContext(hctx)
-	cancel()
-	if err != nil {
-		return // a client that does not trust us, or went away
-	}
-	s.handshakes.Add(1)
-	if tc.ConnectionState().DidResume {
-		s.resumed.Add(1)
-	}
-	c := &dotServerConn{tc: tc}
-	if !s.add(c) {
-		return
-	}
-	defer s.remove(c)
-	cctx, ccancel := context.WithCancel(ctx)
-	defer ccancel() // ends this connection's handlers
-	for {
-		q, err := readFrame(tc)
-		if err != nil {
-			return
-		}
-		s.queries.Add(1)
-		f := s.faults.take()
-		switch f {
-		case FaultCloseOnQuery:
-			return
-		case FaultPartialLength:
-			c.mu.Lock()
-			c.writeLocked([]byte{0})
-			c.mu.Unlock()
-			return
-		default: // no fault, or one applied to the answer (mangle)
-		}
-		c.mu.Lock()
-		c.busy++
-		c.mu.Unlock()
-		s.wg.Go(func() { c.finish(s.answer(cctx, q, f)) })
-	}
-}
-
-// answer waits the configured delay, asks the handler and applies f.
-func (s *DoTServer) answer(ctx context.Context, q *dns.Msg, f Fault) *dns.Msg {
-	if d := time.Duration(s.delay.Load()); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil
-		}
-	}
-	r := s.handler(ctx, q)
-	if r != nil {
-		mangle(r, f)
-	}
-	return r
-}
-
-func (s *DoTServer) add(c *dotServerConn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.conns[c] = struct{}{}
-	return true
-}
-
-func (s *DoTServer) remove(c *dotServerConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.conns, c)
-}
-
-// readFrame reads one length-prefixed DNS message (RFC 1035 §4.2.2).
-func readFrame(r io.Reader) (*dns.Msg, error) {
-	var hdr [2]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	wire := make([]byte, binary.BigEndian.Uint16(hdr[:]))
-	if _, err := io.ReadFull(r, wire); err != nil {
-		return nil, err
-	}
-	q := new(dns.Msg)
-	if err := q.Unpack(wire); err != nil {
-		return nil, err
-	}
-	return q, nil
-}
-
-// finish ends one query: it sends the answer, if any, and stops counting
-// the query as in progress, in one step.
-func (c *dotServerConn) finish(r *dns.Msg) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.busy--
-	if r == nil {
-		return
-	}
-	wire, err := r.Pack()
-	if err != nil {
-		return
-	}
-	c.writeLocked(append(binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(wire)), uint16(len(wire))), wire...))
-}
-
-// writeLocked sends b in one call, so pipelined answers never interleave.
-func (c *dotServerConn) writeLocked(b []byte) {
-	c.tc.SetWriteDeadline(time.Now().Add(handshakeTimeout))
-	c.tc.Write(b)
-}
+func (s *DoTServer) CloseIdle() int { return s.srv.CloseIdle() }

@@ -123,7 +123,7 @@ func (d *DoH) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 		return nil, d.error(ctx, &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("id %d, want 0", resp.Id)})
 	}
 	resp.Id = m.Id
-	if err := Validate(m, resp); err != nil {
+	if err := ValidateStream(m, resp); err != nil {
 		return nil, d.error(ctx, err)
 	}
 	return resp, nil

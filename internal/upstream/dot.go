@@ -158,7 +158,7 @@ func dotDecode(q *dns.Msg, wire []byte) (*dns.Msg, error) {
 		return nil, err
 	}
 	resp.Id = q.Id // the wire ID was ours; matching it was the ID check
-	if err := Validate(q, resp); err != nil {
+	if err := ValidateStream(q, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,11 +42,12 @@ const transportWriteTimeout = 3 * time.Second
 var errClientClosed = fmt.Errorf("upstream client closed: %w", KindCanceled)
 
 // NewClient builds the transport for ep: DoT for tls://, DoH for https://.
-// caFile, when not empty, names a PEM file whose certificates are trusted on
-// top of the system roots (SPEC §3 ca_file); there is no way to skip
-// verification. logger may be nil.
-func NewClient(ep Endpoint, caFile string, logger *zap.Logger) (Client, error) {
-	roots, err := LoadRoots(caFile)
+// caPEM, when not empty, holds PEM certificates trusted on top of the
+// system roots (SPEC §3 ca_file, as config.ReadFiles read it once: the file
+// checked is the file used, and nothing here touches the file system);
+// there is no way to skip verification. logger may be nil.
+func NewClient(ep Endpoint, caPEM []byte, logger *zap.Logger) (Client, error) {
+	roots, err := LoadRoots(caPEM)
 	if err != nil {
 		return nil, err
 	}
@@ -61,23 +61,19 @@ func NewClient(ep Endpoint, caFile string, logger *zap.Logger) (Client, error) {
 }
 
 // LoadRoots returns the trust for an upstream: nil (the system roots, which
-// crypto/tls loads itself) when caFile is empty, otherwise a copy of the
-// system roots plus every certificate in caFile. A file without a single
+// crypto/tls loads itself) when caPEM is empty, otherwise a copy of the
+// system roots plus every certificate in caPEM. PEM without a single
 // certificate is an error rather than a silent fallback to system roots.
-func LoadRoots(caFile string) (*x509.CertPool, error) {
-	if caFile == "" {
+func LoadRoots(caPEM []byte) (*x509.CertPool, error) {
+	if len(caPEM) == 0 {
 		return nil, nil
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("ca_file: %w", err)
 	}
 	roots, err := x509.SystemCertPool() // a fresh copy on every call
 	if err != nil {
 		roots = x509.NewCertPool() // no system store (a minimal image): ca_file alone
 	}
-	if !roots.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("ca_file %s: no PEM certificate found", caFile)
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("ca_file: no PEM certificate found")
 	}
 	return roots, nil
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/nxdns/nxdns/internal/testutil"
@@ -23,23 +21,13 @@ func TestTransportError_doesNotRepeatTheKind(t *testing.T) {
 
 func TestLoadRoots(t *testing.T) {
 	ca := testutil.NewCA(t)
-	dir := t.TempDir()
-	good := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(good, ca.PEM, 0o644); err != nil {
-		t.Fatal(err)
+	if roots, err := LoadRoots(nil); roots != nil || err != nil {
+		t.Errorf("LoadRoots(nil) = %v, %v; want nil, nil (the system roots)", roots, err)
 	}
-	junk := filepath.Join(dir, "junk.pem")
-	if err := os.WriteFile(junk, []byte("not a certificate\n"), 0o644); err != nil {
-		t.Fatal(err)
+	if _, err := LoadRoots([]byte("not a certificate\n")); err == nil {
+		t.Error("LoadRoots(junk): no error")
 	}
-	if roots, err := LoadRoots(""); roots != nil || err != nil {
-		t.Errorf("LoadRoots(\"\") = %v, %v; want nil, nil (the system roots)", roots, err)
-	}
-	for _, bad := range []string{junk, filepath.Join(dir, "missing.pem")} {
-		if _, err := LoadRoots(bad); err == nil {
-			t.Errorf("LoadRoots(%s): no error", filepath.Base(bad))
-		}
-	}
+	good := ca.PEM
 	roots, err := LoadRoots(good)
 	if err != nil {
 		t.Fatalf("LoadRoots: %v", err)
@@ -57,10 +45,6 @@ func TestLoadRoots(t *testing.T) {
 // transports answer through a CA that only the file names.
 func TestNewClient_dispatchesBySchemeAndTrustsCAFile(t *testing.T) {
 	ca := testutil.NewCA(t)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.PEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	dot := testutil.StartDoT(t, ca, "dot.test", testutil.AnswerA("192.0.2.1"))
 	doh := testutil.StartDoH(t, ca, "doh.test", testutil.AnswerA("192.0.2.2"))
 	for _, tc := range []struct {
@@ -71,7 +55,7 @@ func TestNewClient_dispatchesBySchemeAndTrustsCAFile(t *testing.T) {
 		{fmt.Sprintf("tls://dot.test:%d", dot.Addr.Port()), dot.Addr, "*upstream.DoT"},
 		{doh.URL("/dns-query"), doh.Addr, "*upstream.DoH"},
 	} {
-		c, err := NewClient(transportEndpoint(t, tc.url, tc.addr), caFile, nil)
+		c, err := NewClient(transportEndpoint(t, tc.url, tc.addr), ca.PEM, nil)
 		if err != nil {
 			t.Fatalf("NewClient(%s): %v", tc.url, err)
 		}
@@ -81,7 +65,7 @@ func TestNewClient_dispatchesBySchemeAndTrustsCAFile(t *testing.T) {
 		transportMustExchange(t, c, "a.example.")
 		c.Close()
 	}
-	if _, err := NewClient(Endpoint{Scheme: "udp"}, "", nil); err == nil {
+	if _, err := NewClient(Endpoint{Scheme: "udp"}, nil, nil); err == nil {
 		t.Error("NewClient accepted scheme udp")
 	}
 }

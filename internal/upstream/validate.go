@@ -44,6 +44,21 @@ func Validate(q, resp *dns.Msg) error {
 	return nil
 }
 
+// ValidateStream is Validate for a stream transport (DoT, DoH, DNS over
+// TCP), where TC=1 means nothing: the message was not cut to a datagram, so
+// an upstream that sets it is broken or hostile, and its answer is a
+// KindBadResponse that is never relayed (SPEC §7). Over UDP, TC=1 is the
+// signal to retry over TCP and Validate alone applies.
+func ValidateStream(q, resp *dns.Msg) error {
+	if err := Validate(q, resp); err != nil {
+		return err
+	}
+	if resp.Truncated {
+		return &AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("TC set over a stream transport")}
+	}
+	return nil
+}
+
 // Unpack decodes a wire response, enforcing the size limit. Decoding errors
 // are peer faults: the upstream sent something that is not DNS.
 func Unpack(wire []byte) (*dns.Msg, error) {

@@ -59,6 +59,31 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateStream: TC=1 means nothing over a stream (SPEC §7), so such an
+// answer is a bad response there, while Validate alone (UDP) lets it through
+// for the TCP retry.
+func TestValidateStream(t *testing.T) {
+	q := new(dns.Msg)
+	q.SetQuestion("example.org.", dns.TypeTXT)
+	tc := new(dns.Msg)
+	tc.SetReply(q)
+	tc.Truncated = true
+	if err := ValidateStream(q, tc); Classify(err) != KindBadResponse {
+		t.Errorf("ValidateStream(TC=1) kind = %v, want bad response", Classify(err))
+	}
+	if err := Validate(q, tc); err != nil {
+		t.Errorf("Validate(TC=1) = %v, want nil: over UDP TC asks for the TCP retry", err)
+	}
+	tc.Truncated = false
+	if err := ValidateStream(q, tc); err != nil {
+		t.Errorf("ValidateStream(TC=0) = %v, want nil", err)
+	}
+	tc.Id++
+	if err := ValidateStream(q, tc); Classify(err) != KindResponseMismatch {
+		t.Errorf("ValidateStream(wrong id) kind = %v, want mismatch", Classify(err))
+	}
+}
+
 func TestUnpack(t *testing.T) {
 	q := new(dns.Msg)
 	q.SetQuestion("example.org.", dns.TypeA)

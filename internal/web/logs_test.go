@@ -91,6 +91,9 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 	primary.fails.Store(false)
 	standby.fails.Store(false)
 	ask("ok.example.") // the last-resort pass answers: recovered
+	// A query's line is written after its answer was sent (so an undelivered
+	// answer is logged as such): wait for all four.
+	waitFor(t, "four query lines", func() bool { return strings.Count(buf.String(), "INFO server.query query ") >= 4 })
 
 	seen := map[string]logLine{} // by "logger message", with the union of fields seen
 	sc := bufio.NewScanner(strings.NewReader(buf.String()))

@@ -251,7 +251,7 @@ func TestScrape_realComponents(t *testing.T) {
 		{"nxdns_listener_tcp_connections", gauge, none, 0},
 		{"nxdns_listener_dropped_total", counter, map[string]string{"reason": "malformed"}, 1},
 		{"nxdns_listener_dropped_total", counter, map[string]string{"reason": "udp_over_capacity"}, 0},
-		{"nxdns_listener_tcp_refused_total", counter, none, 0},
+		{"nxdns_listener_tcp_refused_total", counter, map[string]string{"reason": "capacity"}, 0},
 		{"nxdns_forward_queries_total", counter, lan, 2},
 		{"nxdns_forward_tcp_fallbacks_total", counter, lan, 1},
 		{"nxdns_forward_failures_total", counter, lan, 0},

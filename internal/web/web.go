@@ -5,7 +5,8 @@
 //
 // The server is bounded so that a slow or hostile client cannot pin it or
 // starve the DNS side of file descriptors: every phase of a request has a
-// timeout, headers are small, connections are capped, and at most a few
+// timeout, headers are small, connections are capped overall and per client
+// (idle keep-alives make room rather than block, conns.go), and at most a few
 // scrapes run at once.
 package web
 
@@ -21,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"golang.org/x/net/netutil"
 )
 
 // HTTP bounds. Compiled: the endpoints answer small GETs from Prometheus and
@@ -41,15 +41,22 @@ const (
 	// promhttp answers 503; a Gather takes well under a millisecond.
 	scrapeTimeout = 20 * time.Second
 	// idleTimeout closes a kept-alive connection with no request: long
-	// enough for Prometheus to reuse it across 15 s scrapes.
-	idleTimeout = 60 * time.Second
+	// enough for Prometheus to reuse it across 15 s scrapes, short enough
+	// that idle connections do not pile up (connGuard also closes the
+	// oldest idle one when a cap is reached).
+	idleTimeout = 20 * time.Second
 	// maxHeaderBytes is far above what a scraper or browser sends.
 	maxHeaderBytes = 8 << 10
 	// maxConns caps open connections. The process shares its descriptor
 	// limit with the DNS listeners: a client opening connections without end
 	// must run into this cap, not make DNS fail for lack of descriptors.
-	// Beyond it, new connections wait in the kernel's accept queue.
+	// At the cap the oldest idle connection makes room (connGuard).
 	maxConns = 32
+	// maxConnsPerClient is one client address's share of maxConns: a
+	// browser opens up to 6 per host, Prometheus one; 8 lets a dashboard and
+	// a scraper share an address (loopback) and leaves the other 24 to other
+	// hosts whatever one host does.
+	maxConnsPerClient = 8
 	// maxScrapes is how many /metrics requests run at once; more get 503.
 	maxScrapes = 4
 )
@@ -131,9 +138,10 @@ func (s *Server) Start() error {
 	s.started = true
 	s.ln = ln
 	s.srv.ReadHeaderTimeout = s.readHeaderTimeout
-	limited := netutil.LimitListener(ln, maxConns)
+	guard := newConnGuard(ln)
+	s.srv.ConnState = guard.connState
 	s.serving.Go(func() {
-		if err := s.srv.Serve(limited); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(guard); !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("web server stopped", zap.String("addr", ln.Addr().String()), zap.Error(err))
 		}
 	})

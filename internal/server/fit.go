@@ -1,0 +1,146 @@
+package server
+
+import (
+	"unicode/utf8"
+
+	"github.com/miekg/dns"
+)
+
+// fit encodes m so that its wire form is at most limit bytes, the client's
+// limit (SPEC §9 "Robustness": the size is checked after packing, not
+// assumed). It is the one place every answer's size is decided, for three
+// reasons Msg.Truncate alone does not cover: Truncate never shrinks the OPT
+// record, so an Extended DNS Error with a long EXTRA-TEXT (an upstream's, or
+// ours naming long URLs on a long name) overflows any limit; it skips a
+// message whose last record is a TSIG; and it works on an estimate.
+//
+// Guarantee: a non-nil result is at most max(limit, the header plus the
+// question plus a bare OPT) bytes — under 512 for any question — and what
+// was cut is announced: records dropped set TC (the client retries over
+// TCP), EDE text is shortened (SPEC §4.6: "EXTRA-TEXT is shortened rather
+// than overflow it"), never dropped with its info code. m is modified.
+func fit(m *dns.Msg, limit int) ([]byte, error) {
+	m.Truncate(limit)
+	wire, err := m.Pack()
+	if err != nil || len(wire) <= limit {
+		return wire, err
+	}
+	// The OPT is what Truncate could not shrink: cut the EDE texts by the
+	// excess and size the records again around the smaller OPT.
+	if shortenEDE(m, len(wire)-limit) {
+		m.Truncate(limit)
+		if wire, err = m.Pack(); err != nil || len(wire) <= limit {
+			return wire, err
+		}
+	}
+	// Still too large (a record Truncate cannot measure right, a TSIG it
+	// refused to touch): the header, the question and the OPT with empty
+	// EDE texts, TC set.
+	m.Answer, m.Ns = nil, nil
+	var opt *dns.OPT
+	for _, rr := range m.Extra {
+		if o, ok := rr.(*dns.OPT); ok {
+			opt = o
+		}
+	}
+	m.Extra = nil
+	if opt != nil {
+		// The first EDE alone, text emptied: its info code still says why.
+		bare := &dns.OPT{Hdr: opt.Hdr}
+		for _, o := range opt.Option {
+			if e, ok := o.(*dns.EDNS0_EDE); ok {
+				e.ExtraText = ""
+				bare.Option = []dns.EDNS0{e}
+				break
+			}
+		}
+		m.Extra = []dns.RR{bare}
+	}
+	m.Truncated = true
+	m.Compress = true
+	return m.Pack()
+}
+
+// shortenEDE cuts the EXTRA-TEXT of m's Extended DNS Errors by at least
+// excess bytes in all, longest first, and reports whether there was any
+// text to cut. Texts are cut at a UTF-8 boundary (RFC 8914 §2: the text is
+// UTF-8).
+func shortenEDE(m *dns.Msg, excess int) bool {
+	var edes []*dns.EDNS0_EDE
+	for _, rr := range m.Extra {
+		if o, ok := rr.(*dns.OPT); ok {
+			for _, opt := range o.Option {
+				if e, ok := opt.(*dns.EDNS0_EDE); ok && e.ExtraText != "" {
+					edes = append(edes, e)
+				}
+			}
+		}
+	}
+	if len(edes) == 0 {
+		return false
+	}
+	for _, e := range edes {
+		if excess <= 0 {
+			break
+		}
+		keep := max(len(e.ExtraText)-excess, 0)
+		excess -= len(e.ExtraText) - keep
+		e.ExtraText = truncateUTF8(e.ExtraText, keep)
+	}
+	return true
+}
+
+// truncateUTF8 is s cut to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// maxRelayedEDEText bounds the EXTRA-TEXT nxdns relays from a resolver's
+// Extended DNS Error (SPEC §9: relayed EDE text is bounded). Real resolvers'
+// texts are a phrase and perhaps a name ("validation failure <example.org.
+// A IN>: signature expired"); 160 bytes keeps those whole, and with the
+// largest question and nxdns's own OPT still fits a 512-byte answer.
+const maxRelayedEDEText = 160
+
+// maxRelayedEDEs bounds how many Extended DNS Errors of one answer are
+// relayed: an upstream sending thousands of empty ones would otherwise grow
+// the OPT record past any client's limit. Real answers carry one or two.
+const maxRelayedEDEs = 3
+
+// transactionRR reports whether rr belongs to the upstream's own exchange
+// and must never be relayed (SPEC §9): TSIG and TKEY (RFC 8945, RFC 2930)
+// and SIG(0) (RFC 2931: a SIG covering type 0). Relayed, they would be
+// signatures over a message the client never saw, and a TSIG also stops
+// Msg.Truncate from sizing the answer.
+func transactionRR(rr dns.RR) bool {
+	switch r := rr.(type) {
+	case *dns.TSIG, *dns.TKEY:
+		return true
+	case *dns.SIG:
+		return r.TypeCovered == 0
+	}
+	return false
+}
+
+// withoutTransactionRRs is rrs without the transaction records, sharing the
+// slice when there are none (the common case costs no allocation).
+func withoutTransactionRRs(rrs []dns.RR) []dns.RR {
+	for i, rr := range rrs {
+		if transactionRR(rr) {
+			out := append(make([]dns.RR, 0, len(rrs)-1), rrs[:i]...)
+			for _, rr := range rrs[i+1:] {
+				if !transactionRR(rr) {
+					out = append(out, rr)
+				}
+			}
+			return out
+		}
+	}
+	return rrs
+}

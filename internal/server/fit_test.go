@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+func protoOf(tcp bool) query.Proto {
+	if tcp {
+		return query.TCP
+	}
+	return query.UDP
+}
+
+// hostileEDE answers SERVFAIL with a 65 000-byte EDE text, as the hostile
+// DoT upstream of issue 13 finding 1 did.
+func hostileEDE(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+	m := reply(q)
+	m.Rcode = dns.RcodeServerFailure
+	m.SetEdns0(4096, false)
+	m.IsEdns0().Option = append(m.IsEdns0().Option,
+		&dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeDNSBogus, ExtraText: strings.Repeat("é", 32500)})
+	return m, testUpstream, nil
+}
+
+// hostileTSIG answers 60 KB of TXT with a TSIG as the last record, which
+// Msg.Truncate refuses to truncate.
+func hostileTSIG(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+	var rrs []dns.RR
+	for range 240 {
+		rrs = append(rrs, &dns.TXT{
+			Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60},
+			Txt: []string{strings.Repeat("x", 250)},
+		})
+	}
+	m := reply(q, rrs...)
+	m.Extra = append(m.Extra, &dns.TSIG{
+		Hdr:       dns.RR_Header{Name: "key.example.", Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm: dns.HmacSHA256, TimeSigned: 1, Fudge: 300, MACSize: 4, MAC: "00000000", OrigId: q.Id,
+	})
+	return m, testUpstream, nil
+}
+
+// manyEDEs answers with ten thousand empty EDE options.
+func manyEDEs(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+	m := reply(q)
+	m.SetEdns0(4096, false)
+	for range 10000 {
+		m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther})
+	}
+	return m, testUpstream, nil
+}
+
+// longTried fails naming many long upstream URLs, so nxdns's own EDE 23
+// text on a long name is more than 512 bytes.
+func longTried(_ context.Context, _ *dns.Msg) (*dns.Msg, string, error) {
+	var tried []string
+	for i := range 4 {
+		tried = append(tried, "https://"+strings.Repeat(string(rune('a'+i)), 60)+".example:443")
+	}
+	return nil, tried[0], &upstream.QueryError{Kind: upstream.KindPeerTimeout, Tried: tried, Attributed: tried[0]}
+}
+
+// Every answer's final wire form fits the client's limit whatever the
+// resolver sent (SPEC §9 "Robustness", issue 13 finding 1), and what was cut
+// is announced: TC for records, the EDE's info code kept.
+func TestAnswer_fitsClientLimitWhateverTheUpstreamSent(t *testing.T) {
+	longName := strings.Repeat(strings.Repeat("n", 63)+".", 3) + "example."
+	for _, tc := range []struct {
+		name     string
+		r        resolverFunc
+		qname    string
+		edns     uint16 // 0: no EDNS
+		tcp      bool
+		limit    int
+		wantEDE  int // info code the answer must keep; -1 for none
+		wantTC   bool
+		wantTXTs bool // some records still relayed
+	}{
+		{"65 KB EDE, no EDNS", hostileEDE, "a.example.", 0, false, 512, -1, false, false},
+		{"65 KB EDE, EDNS 512", hostileEDE, "a.example.", 512, false, 512, int(dns.ExtendedErrorCodeDNSBogus), false, false},
+		{"65 KB EDE, EDNS 1232", hostileEDE, "a.example.", 1232, false, 1232, int(dns.ExtendedErrorCodeDNSBogus), false, false},
+		{"65 KB EDE, TCP", hostileEDE, "a.example.", 1232, true, 65535, int(dns.ExtendedErrorCodeDNSBogus), false, false},
+		{"60 KB TXT and TSIG, no EDNS", hostileTSIG, "a.example.", 0, false, 512, -1, true, true},
+		{"60 KB TXT and TSIG, EDNS 1232", hostileTSIG, "a.example.", 1232, false, 1232, -1, true, true},
+		{"10 000 EDEs, EDNS 512", manyEDEs, "a.example.", 512, false, 512, int(dns.ExtendedErrorCodeOther), false, false},
+		{"own EDE 23 on a long name", longTried, longName, 512, false, 512, int(dns.ExtendedErrorCodeNetworkError), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Options{}, state(tc.r))
+			q := newQuery(tc.qname, dns.TypeTXT)
+			if tc.edns != 0 {
+				q.SetEdns0(tc.edns, false)
+			}
+			wire := s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), protoOf(tc.tcp))
+			if wire == nil {
+				t.Fatal("no answer")
+			}
+			if len(wire) > tc.limit {
+				t.Fatalf("answer is %d bytes, client's limit %d", len(wire), tc.limit)
+			}
+			m := new(dns.Msg)
+			if err := m.Unpack(wire); err != nil {
+				t.Fatalf("answer does not decode: %v", err)
+			}
+			if m.Truncated != tc.wantTC {
+				t.Errorf("TC = %v, want %v", m.Truncated, tc.wantTC)
+			}
+			if tc.wantTXTs && len(m.Answer) == 0 {
+				t.Error("no record relayed; the ones that fit should be")
+			}
+			for _, rr := range append(append(m.Answer, m.Ns...), m.Extra...) {
+				if rr.Header().Rrtype == dns.TypeTSIG {
+					t.Error("a TSIG from the upstream was relayed")
+				}
+			}
+			e := edeOf(m)
+			switch {
+			case tc.wantEDE < 0 && e != nil:
+				t.Errorf("EDE %d sent to a client without EDNS", e.InfoCode)
+			case tc.wantEDE >= 0 && (e == nil || int(e.InfoCode) != tc.wantEDE):
+				t.Errorf("EDE %v, want info code %d", e, tc.wantEDE)
+			}
+			if opt := m.IsEdns0(); opt != nil && len(opt.Option) > maxRelayedEDEs {
+				t.Errorf("%d EDE options relayed, want at most %d", len(opt.Option), maxRelayedEDEs)
+			}
+		})
+	}
+}
+
+// A relayed EDE text is bounded even when the answer would fit over TCP,
+// and cut at a UTF-8 boundary.
+func TestRelay_boundsEDETextAtRuneBoundary(t *testing.T) {
+	s := New(Options{}, state(resolverFunc(hostileEDE)))
+	q := newQuery("a.example.", dns.TypeA)
+	q.SetEdns0(1232, false)
+	m := new(dns.Msg)
+	if err := m.Unpack(s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), query.TCP)); err != nil {
+		t.Fatal(err)
+	}
+	e := edeOf(m)
+	if e == nil {
+		t.Fatal("no EDE relayed")
+	}
+	if n := len(e.ExtraText); n > maxRelayedEDEText || n < maxRelayedEDEText-1 {
+		t.Errorf("relayed EDE text is %d bytes, want %d (or one less at a rune boundary)", n, maxRelayedEDEText)
+	}
+	if !strings.HasPrefix(strings.Repeat("é", 100), e.ExtraText) {
+		t.Errorf("text cut inside a character: %q", e.ExtraText[len(e.ExtraText)-3:])
+	}
+}
+
+func TestTruncateUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 5, "abc"}, {"abc", 2, "ab"}, {"aé", 2, "a"}, {"aé", 3, "aé"}, {"é", 0, ""},
+	} {
+		if got := truncateUTF8(tc.s, tc.n); got != tc.want {
+			t.Errorf("truncateUTF8(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package web
+
+import (
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// connGuard is the web listener's admission (SPEC §9 "Robustness": the web
+// endpoint survives idle keep-alive connections and slow clients). It
+// replaces netutil.LimitListener, under which 32 idle keep-alive connections
+// blocked every later client until their idle timeout ended.
+//
+// Guarantees:
+//   - at most maxConns connections are open, and at most maxConnsPerClient
+//     from one client address;
+//   - at a cap a new connection is not queued: the oldest idle keep-alive
+//     connection in the cap's scope (that client's, or anyone's) is closed
+//     to make room — an idle connection costs its client nothing to lose,
+//     HTTP clients redial — and only when none is idle is the new connection
+//     closed at once;
+//   - so a host holding idle connections never keeps /metrics or
+//     /api/health from another client, and a host holding busy ones (a slow
+//     loris inside the header timeout) holds at most its share.
+//
+// States come from http.Server.ConnState; the count is released exactly
+// once per connection, by its Close.
+type connGuard struct {
+	net.Listener
+
+	mu        sync.Mutex // guards the fields below
+	conns     map[*guardedConn]struct{}
+	perClient map[netip.Addr]int
+}
+
+// guardedConn is one admitted connection.
+type guardedConn struct {
+	net.Conn
+	g      *connGuard
+	client netip.Addr
+	once   sync.Once
+
+	// Guarded by g.mu.
+	idle      bool      // between requests on a keep-alive connection
+	idleSince time.Time // when it became idle
+}
+
+func newConnGuard(ln net.Listener) *connGuard {
+	return &connGuard{Listener: ln, conns: make(map[*guardedConn]struct{}), perClient: make(map[netip.Addr]int)}
+}
+
+// Accept returns the next connection that fits, closing idle connections or
+// refused newcomers on the way; it fails only when the listener does.
+func (g *connGuard) Accept() (net.Conn, error) {
+	for {
+		c, err := g.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if gc := g.admit(c); gc != nil {
+			return gc, nil
+		}
+	}
+}
+
+func (g *connGuard) admit(c net.Conn) *guardedConn {
+	client := remoteAddr(c)
+	g.mu.Lock()
+	var evict *guardedConn
+	switch {
+	case g.perClient[client] >= maxConnsPerClient:
+		evict = g.oldestIdle(func(o *guardedConn) bool { return o.client == client })
+	case len(g.conns) >= maxConns:
+		evict = g.oldestIdle(func(*guardedConn) bool { return true })
+	}
+	full := g.perClient[client] >= maxConnsPerClient || len(g.conns) >= maxConns
+	if full && evict == nil {
+		g.mu.Unlock()
+		c.Close()
+		return nil
+	}
+	if evict != nil {
+		g.forgetLocked(evict) // its slot is the newcomer's from now
+	}
+	gc := &guardedConn{Conn: c, g: g, client: client}
+	g.conns[gc] = struct{}{}
+	g.perClient[client]++
+	g.mu.Unlock()
+	if evict != nil {
+		evict.Conn.Close() // outside the lock; already forgotten
+	}
+	return gc
+}
+
+// oldestIdle is the connection idle longest among those match accepts, or
+// nil. Called with g.mu held; a linear scan over at most maxConns.
+func (g *connGuard) oldestIdle(match func(*guardedConn) bool) *guardedConn {
+	var best *guardedConn
+	for c := range g.conns {
+		if c.idle && match(c) && (best == nil || c.idleSince.Before(best.idleSince)) {
+			best = c
+		}
+	}
+	return best
+}
+
+// forgetLocked releases c's slot once. Called with g.mu held.
+func (g *connGuard) forgetLocked(c *guardedConn) {
+	c.once.Do(func() {
+		delete(g.conns, c)
+		if g.perClient[c.client]--; g.perClient[c.client] <= 0 {
+			delete(g.perClient, c.client)
+		}
+	})
+}
+
+// connState is the http.Server.ConnState hook: it records which
+// connections are idle keep-alives.
+func (g *connGuard) connState(c net.Conn, st http.ConnState) {
+	gc, ok := c.(*guardedConn)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch st {
+	case http.StateIdle:
+		gc.idle, gc.idleSince = true, time.Now()
+	case http.StateActive:
+		gc.idle = false
+	case http.StateClosed, http.StateHijacked:
+		g.forgetLocked(gc)
+	default: // StateNew: not idle yet
+	}
+}
+
+func (c *guardedConn) Close() error {
+	c.g.mu.Lock()
+	c.g.forgetLocked(c)
+	c.g.mu.Unlock()
+	return c.Conn.Close()
+}
+
+func remoteAddr(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}

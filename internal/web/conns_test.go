@@ -1,0 +1,90 @@
+package web
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// dialFrom opens a TCP connection to s from the loopback source address src
+// (127.0.0.x: distinct hosts on one machine).
+func dialFrom(t *testing.T, s *Server, src string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// keepAlive makes one request on c and leaves the connection open and idle.
+func keepAlive(t *testing.T, c net.Conn) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET /api/health HTTP/1.1\r\nHost: nxdns\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("keep-alive request: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	c.SetDeadline(time.Time{})
+}
+
+// getFrom fetches path from the source address src, within 3 s.
+func getFrom(s *Server, src, path string) (int, error) {
+	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext:       (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).DialContext,
+	}}
+	resp, err := c.Get("http://" + s.Addr().String() + path)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// Idle keep-alive connections, from one host or from several filling the
+// cap, never keep /metrics and /api/health from another client (SPEC §9,
+// issue 13 finding 7: under netutil.LimitListener 32 idle connections
+// blocked everyone until their idle timeout).
+func TestServer_idleKeepAlivesMakeRoom(t *testing.T) {
+	s := startWeb(t, nil, okHealth)
+	for h := range maxConns / maxConnsPerClient {
+		for range maxConnsPerClient {
+			keepAlive(t, dialFrom(t, s, fmt.Sprintf("127.0.0.%d", 10+h)))
+		}
+	}
+	for range maxConnsPerClient { // one host asking for more than its share
+		keepAlive(t, dialFrom(t, s, "127.0.0.10"))
+	}
+	for _, path := range []string{"/metrics", "/api/health"} {
+		if code, err := getFrom(s, "127.0.0.2", path); err != nil || code != http.StatusOK {
+			t.Errorf("GET %s with the connection cap held by idle keep-alives: %d, %v", path, code, err)
+		}
+		if code, err := getFrom(s, "127.0.0.10", path); err != nil || code != http.StatusOK {
+			t.Errorf("GET %s from the host holding idle connections: %d, %v", path, code, err)
+		}
+	}
+}
+
+// A host holding busy connections (headers trickling, inside the header
+// timeout) holds only its share: another host is still answered.
+func TestServer_slowHostHoldsOnlyItsShare(t *testing.T) {
+	s := startWeb(t, nil, okHealth)
+	for range maxConns + 8 {
+		c := dialFrom(t, s, "127.0.0.20")
+		fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: nxdns\r\n") // never finished
+	}
+	if code, err := getFrom(s, "127.0.0.21", "/api/health"); err != nil || code != http.StatusOK {
+		t.Errorf("GET /api/health while one host holds %d half-sent requests: %d, %v", maxConns+8, code, err)
+	}
+}
