@@ -34,7 +34,10 @@ const drainMargin = time.Second
 // Options are what the App needs besides the configuration.
 type Options struct {
 	Logger *zap.Logger
-	Level  zap.AtomicLevel // changed in place when a reload changes log.level
+	// Level is changed in place when a reload changes log.level. The zero
+	// value (a library caller that built its own logger) gets a level of its
+	// own that nothing reads, so a reload has nothing to change.
+	Level zap.AtomicLevel
 }
 
 // App is a running nxdns.
@@ -62,7 +65,11 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level}
+	level := opts.Level
+	if level == (zap.AtomicLevel{}) { // its methods dereference a nil pointer
+		level = zap.NewAtomicLevel()
+	}
+	a := &App{log: log, level: level}
 	a.gen.Store(gen)
 	a.srv = server.New(server.Options{Logger: log}, gen.state())
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
