@@ -192,9 +192,18 @@ type query struct {
 	servfailFrom string
 }
 
-// candidate reports whether the query may still be admitted to e.
-func (qs *query) candidate(e *entry, lastResort bool) bool {
-	return qs.tried&e.bit == 0 && (lastResort || !e.health.backoff.Load())
+// candidate reports whether the query may still be admitted to e, given the
+// entries in backoff as one sweep read them.
+func (qs *query) candidate(e *entry, backoff uint64, lastResort bool) bool {
+	return qs.tried&e.bit == 0 && (lastResort || backoff&e.bit == 0)
+}
+
+// lastResort reports whether the query is in step 5: no entry outside
+// backoff is left untried (all is the mask of every entry). A query holding
+// a SERVFAIL does not go there: it already has an answer from a serving
+// upstream (SPEC §4.4).
+func (qs *query) lastResort(backoff, all uint64) bool {
+	return qs.servfail == nil && all&^qs.tried&^backoff == 0
 }
 
 // started notes that e's exchange ran, for QueryError.Tried.
