@@ -1,0 +1,200 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/testutil"
+)
+
+// dotTestAfter answers after d, or nothing once the connection ends.
+func dotTestAfter(ctx context.Context, q *dns.Msg, d time.Duration) *dns.Msg {
+	select {
+	case <-time.After(d):
+		return testutil.AnswerA("192.0.2.1")(ctx, q)
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// dotTestWaitQueries waits until the server has read n queries: state in
+// the server's goroutines, with nothing to block on.
+func dotTestWaitQueries(t *testing.T, srv *testutil.DoTServer, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Queries() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("server read %d queries in 5 s, want %d", srv.Queries(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Issue 12 finding 2 (SPEC §4.4): one bad frame on a pipelined connection is
+// one fault. The exchange it answered fails and is recorded; the others
+// waiting on the connection never received a response, so they retry once
+// on a fresh connection and record nothing. Before, every one of them failed
+// as a bad response, and three in flight put a healthy upstream in backoff.
+func TestDoT_badFrameIsEvidenceOnceAndTheOthersRetry(t *testing.T) {
+	const others = 4
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", func(ctx context.Context, q *dns.Msg) *dns.Msg {
+		if q.Question[0].Name == "bad.example." {
+			r := testutil.AnswerA("192.0.2.1")(ctx, q)
+			r.Question[0].Name = "other.example." // answers a question nobody asked
+			return r
+		}
+		return dotTestAfter(ctx, q, 200*time.Millisecond)
+	})
+	ep := transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", srv.Addr.Port()), srv.Addr)
+	p, err := New(Options{Attempt: 2 * time.Second, Total: 4 * time.Second}, []Member{{Endpoint: ep, Client: NewDoT(ep, ca.Pool(), nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if _, _, err := p.Resolve(transportCtx(t), transportQuery("warm.example.")); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	results := make(chan error, others)
+	for i := range others {
+		go func() {
+			_, _, err := p.Resolve(transportCtx(t), transportQuery(fmt.Sprintf("good%d.example.", i)))
+			results <- err
+		}()
+	}
+	dotTestWaitQueries(t, srv, 1+others) // all pipelined on the warm connection
+	if _, _, err := p.Resolve(transportCtx(t), transportQuery("bad.example.")); poolTestKind(err) != KindResponseMismatch {
+		t.Errorf("bad.example: %v, want a response mismatch", err)
+	}
+	for range others {
+		if err := <-results; err != nil {
+			t.Errorf("an exchange pipelined beside the bad frame failed: %v", err)
+		}
+	}
+	e := p.entries[0]
+	if got := e.failures.Load(); got != 1 {
+		t.Errorf("failures recorded = %d, want 1: one bad frame is one fault", got)
+	}
+	if e.health.backoff.Load() {
+		t.Error("one bad frame put the upstream in backoff")
+	}
+	if srv.Accepts() != 2 {
+		t.Errorf("accepts %d, want 2: the collateral retries share one fresh connection", srv.Accepts())
+	}
+}
+
+// Issue 12 finding 3 (SPEC §4.4, §5): a query whose own budget ran out says
+// nothing about the connection it waited on. Before, the silent-connection
+// rule retired the warm connection, and the next query paid a handshake.
+func TestDoT_budgetExpiryKeepsTheWarmConnection(t *testing.T) {
+	srv, c, _ := dotTestSetup(t, "dot.test", func(ctx context.Context, q *dns.Msg) *dns.Msg {
+		if q.Question[0].Name == "stall.example." {
+			<-ctx.Done()
+			return nil
+		}
+		return testutil.AnswerA("192.0.2.1")(ctx, q)
+	})
+	transportMustExchange(t, c, "a.example.")
+	ctx, cancel := context.WithTimeoutCause(transportCtx(t), 150*time.Millisecond, KindBudgetExhausted)
+	defer cancel()
+	_, err := c.Exchange(ctx, transportQuery("stall.example."))
+	transportWantKind(t, err, KindBudgetExhausted, c.name)
+	transportMustExchange(t, c, "b.example.")
+	if srv.Accepts() != 1 {
+		t.Errorf("accepts %d, want 1: a budget expiry must not retire the warm connection", srv.Accepts())
+	}
+	if d := c.Dials(); d.New != 1 || d.Resumed != 0 || d.Failed != 0 {
+		t.Errorf("dials %+v, want one new", d)
+	}
+}
+
+// Issue 12 finding 5: a connection whose table of pending IDs fills (queries
+// that left early keep their IDs) is retired, not failed: the exchange still
+// waiting on it is answered, and the query that found it full goes to a new
+// connection. Before, every exchange on it failed as a network error.
+func TestDoT_fullIDTableRetiresWithoutFailingTheExchangesOnIt(t *testing.T) {
+	srv, c, _ := dotTestSetup(t, "dot.test", func(ctx context.Context, q *dns.Msg) *dns.Msg {
+		switch q.Question[0].Name {
+		case "drop0.example.", "drop1.example.", "drop2.example.":
+			return nil // never answered: their IDs stay pending
+		case "slow.example.":
+			return dotTestAfter(ctx, q, 300*time.Millisecond)
+		}
+		return testutil.AnswerA("192.0.2.1")(ctx, q)
+	})
+	c.maxPending = 4
+	transportMustExchange(t, c, "a.example.")
+	slow := make(chan error, 1)
+	go func() {
+		_, err := c.Exchange(transportCtx(t), transportQuery("slow.example."))
+		slow <- err
+	}()
+	dotTestWaitQueries(t, srv, 2)
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(transportCtx(t))
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Exchange(ctx, transportQuery(fmt.Sprintf("drop%d.example.", i)))
+			done <- err
+		}()
+		dotTestWaitQueries(t, srv, 3+i)
+		cancel()
+		transportWantKind(t, <-done, KindCanceled, c.name)
+	}
+	transportMustExchange(t, c, "b.example.") // 4 IDs pending: the table is full
+	if err := <-slow; err != nil {
+		t.Errorf("the exchange waiting on the full connection: %v, want its answer", err)
+	}
+	if srv.Accepts() != 2 {
+		t.Errorf("accepts %d, want 2: the full connection is retired, the next query dials", srv.Accepts())
+	}
+}
+
+// SPEC §5: extra connections are dialed ahead of need, in the background.
+// Once the warm connection carries dotDialAhead exchanges a second one is
+// dialed, and no exchange waited for it: all were already on the wire.
+func TestDoT_dialsAheadOfNeedInTheBackground(t *testing.T) {
+	release := make(chan struct{})
+	srv, c, _ := dotTestSetup(t, "dot.test", func(ctx context.Context, q *dns.Msg) *dns.Msg {
+		if q.Question[0].Name != "warm.example." {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		return testutil.AnswerA("192.0.2.1")(ctx, q)
+	})
+	transportMustExchange(t, c, "warm.example.")
+	results := make(chan error, dotDialAhead)
+	for i := range dotDialAhead {
+		go func() {
+			_, err := c.Exchange(transportCtx(t), transportQuery(fmt.Sprintf("held%d.example.", i)))
+			results <- err
+		}()
+	}
+	dotTestWaitQueries(t, srv, 1+dotDialAhead)
+	deadline := time.Now().Add(5 * time.Second)
+	for dotTestUpConns(c) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d established connections 5 s after %d exchanges filled the first, want 2", dotTestUpConns(c), dotDialAhead)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range dotDialAhead {
+		if err := <-results; err != nil {
+			t.Errorf("held exchange: %v", err)
+		}
+	}
+	if d := c.Dials(); d.New+d.Resumed != 2 || d.Failed != 0 {
+		t.Errorf("dials %+v, want two that succeeded", d)
+	}
+	if srv.Accepts() != 2 {
+		t.Errorf("accepts %d, want 2", srv.Accepts())
+	}
+}
