@@ -70,8 +70,8 @@ let
   budgetMs = types.ints.between 100 120000;
   upstreamSection = {
     options = {
-      attempt_timeout_ms = optional budgetMs "One attempt against one upstream, connect included (default 2500).";
-      total_timeout_ms = optional budgetMs "Per-query budget of the upstream pool: every wait and attempt together (default 5000).";
+      attempt_timeout_ms = optional budgetMs "One attempt against one upstream, connect included (default 2000).";
+      total_timeout_ms = optional budgetMs "Per-query budget of the upstream pool: every wait and attempt together (default 4000).";
       read_timeout_ms = optional budgetMs "Whole forward-zone exchange: UDP, TC=1 fallback and TCP retry together (default 3000).";
     };
   };
@@ -213,7 +213,7 @@ let
       u = cfg.settings.upstream;
     in
     # Rounded up: Nix's integer division truncates.
-    ((lib.max (orDefault u.total_timeout_ms 5000) (orDefault u.read_timeout_ms 3000)) + 999) / 1000 + 1;
+    ((lib.max (orDefault u.total_timeout_ms 4000) (orDefault u.read_timeout_ms 3000)) + 999) / 1000 + 1;
 
   isLoopback = host: lib.hasPrefix "127." host || host == "::1" || host == "localhost";
   publicPorts = lib.unique (

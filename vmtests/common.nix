@@ -177,7 +177,7 @@ rec {
           })
         ];
 
-      # The shipped budgets (attempt 2500 ms, total 5000 ms): nothing set.
+      # The shipped budgets (attempt 2000 ms, total 4000 ms): nothing set.
       resolver = resolverNode (nodes: {
         upstreams = [
           (primaryUpstream nodes)

@@ -24,8 +24,8 @@
         ];
       };
       upstream = {
-        attempt_timeout_ms = 2500;
-        total_timeout_ms = 5000;
+        attempt_timeout_ms = 2000;
+        total_timeout_ms = 4000;
         read_timeout_ms = 3000;
       };
       upstreams = [
