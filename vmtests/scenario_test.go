@@ -2,8 +2,11 @@ package vmtests
 
 import (
 	"fmt"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/burst"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -366,4 +369,103 @@ func TestScenarioStaleConnectionRecovery(t *testing.T) {
 	if got := metric(m, "nxdns_upstream_backoff"); got != 0 {
 		t.Errorf("backoff = %v, want 0", got)
 	}
+}
+
+// Scenario 6 (SPEC §9): a UDP flood from loopback, well above the listener's
+// cap, for a bounded time. The upstream (one round trip away, 32 slots)
+// answers about a thousand queries a second; the flood sends eight, so its
+// queries pile up at the listener. The queries in flight stay at the cap
+// (1024), the excess is dropped and counted, memory stays bounded (measured
+// here: a few MiB above the idle process), and a normal query is answered
+// during the flood — over TCP, whose cap the flood does not touch, within a
+// stub's 5 s (it queues for the upstream with the flood's; one flooding
+// host's share of the UDP cap is the robustness issue's) — and over UDP
+// after it.
+func TestScenarioUDPFlood(t *testing.T) {
+	skipShort(t)
+	const (
+		floodFor  = 3 * time.Second
+		floodRate = 8000 // queries a second, eight times what the upstream's slots pass
+		maxRSS    = 256 << 20
+	)
+	ca := newTestCA(t)
+	up := startUpstream(t, ca, "dot://127.0.0.1:0")
+	p := startNxdns(t, ca, settings{}, up)
+	waitUntil(t, "the start-up probe's answer", 10*time.Second, func() bool { return up.counts().Answered >= 1 })
+	before := p.rssBytes(t)
+
+	conn, err := net.Dial("udp", p.dns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go func() { // drain answers so the flooder's socket never blocks anything
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	floodDone := make(chan int, 1)
+	go func() {
+		sent := 0
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		end := time.Now().Add(floodFor)
+		for time.Now().Before(end) {
+			<-tick.C
+			for range floodRate / 100 {
+				m := new(dns.Msg).SetQuestion(fmt.Sprintf("flood-%d.example.", sent), dns.TypeA)
+				wire, _ := m.Pack()
+				conn.Write(wire)
+				sent++
+			}
+		}
+		floodDone <- sent
+	}()
+
+	var peak int64
+	var tcpTook time.Duration
+	tcpAnswered := false
+	sample := time.NewTicker(100 * time.Millisecond)
+	defer sample.Stop()
+	var sent int
+	for sent == 0 {
+		select {
+		case sent = <-floodDone:
+		case <-sample.C:
+			peak = max(peak, p.rssBytes(t))
+			if !tcpAnswered && metric(p.metrics(t), "nxdns_listener_dropped_total", "reason", "udp_over_capacity") > 0 {
+				c := &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
+				r, took, err := c.Exchange(new(dns.Msg).SetQuestion("normal-tcp.example.", dns.TypeA), p.dns)
+				tcpTook = took
+				if err != nil || r.Rcode != dns.RcodeSuccess {
+					t.Errorf("a normal TCP query during the flood: %v, %v; want an answer", r, err)
+				}
+				tcpAnswered = true
+			}
+		}
+	}
+	m := p.metrics(t)
+	dropped := metric(m, "nxdns_listener_dropped_total", "reason", "udp_over_capacity")
+	t.Logf("UDP flood: %d queries in %v; dropped over capacity %v; RSS before %.1f MiB, peak %.1f MiB; a TCP query during it answered in %v",
+		sent, floodFor, dropped, float64(before)/(1<<20), float64(peak)/(1<<20), tcpTook.Round(time.Millisecond))
+	if dropped == 0 {
+		t.Errorf("no query dropped over capacity: the flood (%d qps) did not reach the cap", floodRate)
+	}
+	if !tcpAnswered {
+		t.Error("the flood never reached the cap while it ran, so no query was sent during it")
+	}
+	if peak > maxRSS {
+		t.Errorf("peak RSS %.1f MiB, want ≤ %d MiB: the cap bounds memory", float64(peak)/(1<<20), maxRSS>>20)
+	}
+	// After: the queries the flood left in flight end within their budget
+	// (most queued for the upstream's 32 slots and answer SERVFAIL, EDE
+	// 22), then UDP serves as before.
+	waitUntil(t, "the flood's queries in flight to end", 10*time.Second, func() bool {
+		return metric(p.metrics(t), "nxdns_listener_udp_in_flight") == 0
+	})
+	r := p.burst(t, func(c *burst.Config) { c.N = 30; c.Baseline = 0 })
+	checkAllAnswered(t, "a burst after the flood", r)
 }
