@@ -20,10 +20,17 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// run relays until SIGTERM or SIGINT. It prints the listen address (TCP and
-// UDP share the port) on stdout once the relay is up, so a script that
-// passed port 0 can read it.
+// run relays until SIGTERM or SIGINT.
 func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return serve(ctx, args, stdout, stderr)
+}
+
+// serve relays until ctx ends. It prints the listen address (TCP and UDP
+// share the port) on stdout once the relay is up, so a script that passed
+// port 0 can read it.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("nxdns-pathemu", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "host:port to listen on, TCP and UDP (port 0 picks one)")
@@ -45,8 +52,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, r.Addr)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	<-ctx.Done()
 	if err := r.Close(); err != nil {
 		fmt.Fprintln(stderr, err)
