@@ -32,8 +32,7 @@ const DoTMaxConns = 3
 // the one probe), so a household burst — 30 names, or hundreds arriving
 // together, which the pool admits at most 32 at a time per upstream — always
 // shares a warm connection and never waits for a handshake (SPEC §1 lesson 6,
-// §5), with room for a second pool during a reload. Servers pipeline far
-// deeper than that: unbound and knot-resolver read every frame a connection
+// §5), with room to spare for retries. Servers pipeline far deeper than that: unbound and knot-resolver read every frame a connection
 // delivers and answer out of order (RFC 7766 §6.2.1.1).
 const dotMaxInFlight = 64
 
