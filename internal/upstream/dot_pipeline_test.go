@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdns/nxdns/internal/pathemu"
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
@@ -196,5 +197,32 @@ func TestDoT_dialsAheadOfNeedInTheBackground(t *testing.T) {
 	}
 	if srv.Accepts() != 2 {
 		t.Errorf("accepts %d, want 2", srv.Accepts())
+	}
+}
+
+// SPEC §5 and §1 lesson 6, through a real round trip (internal/pathemu, 40
+// ms): once a connection is up, a burst larger than dotDialAhead completes
+// in one round trip. Before issue 12, exchanges past the 16th waited for a
+// new connection's TCP and TLS handshakes, two round trips more.
+func TestDoT_warmBurstNeverWaitsForAHandshake(t *testing.T) {
+	const rtt, n = 40 * time.Millisecond, 40
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoT(t, ca, "dot.test", testutil.AnswerA("192.0.2.1"))
+	relay, err := pathemu.Start("127.0.0.1:0", srv.Addr.String(), pathemu.Path{RTT: rtt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	c := NewDoT(transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", relay.Addr.Port()), relay.Addr), ca.Pool(), nil)
+	t.Cleanup(func() { c.Close() })
+	transportMustExchange(t, c, "warm.example.")
+
+	start := time.Now()
+	dotTestBurst(t, c, n, "warm-burst")
+	took := time.Since(start)
+	// One round trip plus the margin of two shared cores and -race; a
+	// handshake on the way would add two round trips (80 ms).
+	if limit := rtt + 35*time.Millisecond; took > limit {
+		t.Errorf("%d exchanges on a warm connection took %v, want under %v: one waited for a handshake", n, took, limit)
 	}
 }
