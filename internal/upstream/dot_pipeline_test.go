@@ -226,3 +226,42 @@ func TestDoT_warmBurstNeverWaitsForAHandshake(t *testing.T) {
 		t.Errorf("%d exchanges on a warm connection took %v, want under %v: one waited for a handshake", n, took, limit)
 	}
 }
+
+// The DoH client the same way (SPEC §5, §6), through a 40 ms path: a cold
+// burst shares the one connection being set up (one dial, about three round
+// trips: TCP, TLS, the query), and a warm burst is streams on that
+// connection, one round trip, with no second connection.
+func TestDoH_burstsShareOneConnectionThroughARoundTrip(t *testing.T) {
+	const rtt, n = 40 * time.Millisecond, 40
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoH(t, ca, "doh.test", testutil.AnswerA("192.0.2.1"))
+	relay, err := pathemu.Start("127.0.0.1:0", srv.Addr.String(), pathemu.Path{RTT: rtt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	c := NewDoH(transportEndpoint(t, fmt.Sprintf("https://doh.test:%d/dns-query", relay.Addr.Port()), relay.Addr), ca.Pool(), nil)
+	t.Cleanup(func() { c.Close() })
+
+	// Margins: two shared cores and -race; the cold one also covers the
+	// handshake's CPU. Each stays below the two round trips (80 ms) that a
+	// second handshake on the way would add.
+	for _, tc := range []struct {
+		name         string
+		want, margin time.Duration // the emulated cost
+	}{{"cold", 3 * rtt, 60 * time.Millisecond}, {"warm", rtt, 35 * time.Millisecond}} {
+		start := time.Now()
+		dotTestBurst(t, c, n, tc.name)
+		took := time.Since(start)
+		t.Logf("%s burst of %d: %v (emulated %v)", tc.name, n, took.Round(time.Millisecond), tc.want)
+		if limit := tc.want + tc.margin; took > limit {
+			t.Errorf("%s burst of %d took %v, want under %v", tc.name, n, took, limit)
+		}
+	}
+	if got := srv.Connections(); got != 1 {
+		t.Errorf("server saw %d connections, want 1: both bursts share one", got)
+	}
+	if d := c.Dials(); d.New+d.Resumed != 1 || d.Failed != 0 {
+		t.Errorf("dials %+v, want exactly one", d)
+	}
+}
