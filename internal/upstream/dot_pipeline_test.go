@@ -236,7 +236,9 @@ func TestDoT_warmBurstNeverWaitsForAHandshake(t *testing.T) {
 	for i := range 3 {
 		c := NewDoT(ep, ca.Pool(), nil)
 		transportMustExchange(t, c, "warm.example.")
-		d := dotTestBestOf(1, func(int) { dotTestBurst(t, c, n, fmt.Sprintf("warm-burst%d-", i)) })
+		start := time.Now()
+		dotTestBurst(t, c, n, fmt.Sprintf("warm-burst%d-", i))
+		d := time.Since(start)
 		c.Close()
 		if i == 0 || d < took {
 			took = d
