@@ -263,3 +263,48 @@ func TestStart_rejectsBadPaths(t *testing.T) {
 		}
 	}
 }
+
+// A datagram to a target that is not listening (the kernel answers with an
+// ICMP port unreachable) is lost, as on a real path, and the client's later
+// datagrams still reach the target once it listens.
+func TestRelay_udpSurvivesATargetThatWasDown(t *testing.T) {
+	probe, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := probe.LocalAddr().(*net.UDPAddr)
+	probe.Close() // the port is free: nothing listens there yet
+	r := startRelay(t, target.String(), Path{RTT: 2 * time.Millisecond})
+	c, err := net.Dial("udp", r.Addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "early")
+	time.Sleep(20 * time.Millisecond) // the early datagram's refusal comes back: that is the scenario
+
+	srv, err := net.ListenUDP("udp", target)
+	if err != nil {
+		t.Skipf("the freed port was taken meanwhile: %v", err)
+	}
+	defer srv.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := srv.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			srv.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	buf := make([]byte, 64)
+	for i := range 20 { // datagrams may be lost; a bounded number of tries
+		fmt.Fprintf(c, "late%d", i)
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if n, err := c.Read(buf); err == nil && string(buf[:n]) != "early" {
+			return
+		}
+	}
+	t.Error("no answer through the relay after the target came up")
+}

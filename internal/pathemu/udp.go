@@ -1,8 +1,10 @@
 package pathemu
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"syscall"
 	"time"
 )
 
@@ -84,10 +86,18 @@ func (r *Relay) udpReturn(s *udpSession) {
 	for {
 		s.up.SetReadDeadline(time.Now().Add(udpSessionIdle))
 		n, err := s.up.Read(buf)
-		if err != nil {
-			if ne, ok := err.(net.Error); ok && ne.Timeout() && !r.expire(s) {
+		var ne net.Error
+		switch {
+		case err == nil:
+		case errors.Is(err, syscall.ECONNREFUSED):
+			continue // the target's port was closed for one datagram (ICMP): as on a real path, it is lost
+		case errors.As(err, &ne) && ne.Timeout():
+			if !r.expire(s) {
 				continue
 			}
+			return
+		default:
+			r.forget(s) // closed by Close, or broken: the next datagram starts a new session
 			return
 		}
 		if r.path.lost() {
@@ -95,6 +105,15 @@ func (r *Relay) udpReturn(s *udpSession) {
 		}
 		b := append([]byte(nil), buf[:n]...)
 		time.AfterFunc(r.path.oneWay(), func() { r.udp.WriteToUDPAddrPort(b, s.client) })
+	}
+}
+
+// forget removes s from the sessions, if it is still the client's.
+func (r *Relay) forget(s *udpSession) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.udpSes[s.client] == s {
+		delete(r.udpSes, s.client)
 	}
 }
 
