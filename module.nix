@@ -75,8 +75,8 @@ let
   budgetMs = types.ints.between 100 120000;
   upstreamSection = {
     options = {
-      attempt_timeout_ms = optional budgetMs "One attempt against one upstream, connect included (default 2500).";
-      total_timeout_ms = optional budgetMs "Per-query budget of the upstream pool: every wait and attempt together (default 5000).";
+      attempt_timeout_ms = optional budgetMs "One attempt against one upstream, connect included (default 2000).";
+      total_timeout_ms = optional budgetMs "Per-query budget of the upstream pool: every wait and attempt together (default 4000).";
       read_timeout_ms = optional budgetMs "Whole forward-zone exchange: UDP, TC=1 fallback and TCP retry together (default 3000).";
     };
   };

@@ -107,6 +107,26 @@ func TestCheckExampleConfigIsValid(t *testing.T) {
 	}
 }
 
+// A file that breaks the budget inequalities (SPEC §3) is valid: check exits
+// 0 and warns, naming each broken promise; the shipped defaults warn of none.
+func TestCheckWarnsWhenBudgetsBreakTheInequalities(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nxdns.toml")
+	os.WriteFile(file, []byte("[upstream]\nattempt_timeout_ms = 3000\ntotal_timeout_ms = 5000\n[[upstreams]]\nurl = \"tls://9.9.9.9\"\n"), 0o644)
+	out, code := nxdns(t, "check", "--config", file)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0: a warning is not a problem\n%s", code, out)
+	}
+	for _, want := range []string{"warning: upstream.attempt_timeout_ms:", "warning: upstream.total_timeout_ms:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if out, _ := nxdns(t, "check"); strings.Contains(out, "warning") {
+		t.Errorf("the built-in configuration warns:\n%s", out)
+	}
+}
+
 func TestCheckBuiltInConfig(t *testing.T) {
 	out, code := nxdns(t, "check")
 	if code != exitOK || !strings.Contains(out, "built-in configuration: ok") {

@@ -42,9 +42,12 @@ const clockPoll = 2 * time.Second
 // Options are what the App needs besides the configuration.
 type Options struct {
 	Logger *zap.Logger
-	Level  zap.AtomicLevel // changed in place when a reload changes log.level
-	Listen []string        // nxdns run --listen: replaces dns.listen of every file ReloadFile loads
-	Clock  *clock.Watcher  // nil: the system's clock (clock.System), polled every clockPoll
+	// Level is changed in place when a reload changes log.level. The zero
+	// value (a library caller that built its own logger) gets a level of its
+	// own that nothing reads, so a reload has nothing to change.
+	Level  zap.AtomicLevel
+	Listen []string       // nxdns run --listen: replaces dns.listen of every file ReloadFile loads
+	Clock  *clock.Watcher // nil: the system's clock (clock.System), polled every clockPoll
 }
 
 // App is a running nxdns.
@@ -86,7 +89,11 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level, listen: opts.Listen, clock: opts.Clock,
+	level := opts.Level
+	if level == (zap.AtomicLevel{}) { // its methods dereference a nil pointer
+		level = zap.NewAtomicLevel()
+	}
+	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock,
 		stat:  metrics.ConfigState{Generation: 1, LoadedAt: time.Now()},
 		cache: cache.New(cacheOptions(cfg, log))}
 	if a.clock == nil {

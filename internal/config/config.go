@@ -97,7 +97,7 @@ func Default() Config {
 			CacheMaxTTL: 86400, // one day
 			StaleMaxAge: 86400, // one day, within RFC 8767 §5's suggested 1 to 3 days
 		},
-		Upstream: Upstream{AttemptTimeoutMS: 2500, TotalTimeoutMS: 5000, ReadTimeoutMS: 3000},
+		Upstream: Upstream{AttemptTimeoutMS: 2000, TotalTimeoutMS: 4000, ReadTimeoutMS: 3000},
 		Upstreams: []UpstreamURL{
 			{URL: "tls://dns.quad9.net", Address: "9.9.9.9", TLSName: "dns.quad9.net"},
 			{URL: "tls://one.one.one.one", Address: "1.1.1.1", TLSName: "one.one.one.one", Priority: 1},

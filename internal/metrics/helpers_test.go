@@ -34,6 +34,7 @@ func sampleSources() Sources {
 				Index: 0, URL: "tls://192.0.2.1:853", Slots: 32, InFlight: 5,
 				QueuedTotal: 7, QueuedSeconds: 1.25, Successes: 100, Failures: 3,
 				ReuseRecoveries: 4,
+				Dials:           upstream.Dials{New: 12, Resumed: 13, Failed: 14},
 				AttemptLatency:  histogramOf(3*time.Millisecond, 40*time.Millisecond, 6*time.Second),
 			},
 			{
