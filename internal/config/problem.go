@@ -37,6 +37,7 @@ const (
 	CodeInvalidCIDR       Code = "InvalidCIDR"       // not a CIDR prefix
 	CodeInvalidListen     Code = "InvalidListen"     // not an IP:port to listen on
 	CodeInvalidLevel      Code = "InvalidLevel"      // not one of debug, info, warn, error
+	CodeNotAbsolute       Code = "NotAbsolute"       // a file path (history.path, web.password_file) that is not absolute
 )
 
 // Cross-checks: keys that are fine alone but not together.
@@ -46,6 +47,7 @@ const (
 	CodeNoUpstreams       Code = "NoUpstreams"       // no enabled upstream
 	CodeTooManyUpstreams  Code = "TooManyUpstreams"  // more than MaxUpstreams enabled
 	CodeDuplicate         Code = "Duplicate"         // a second URL, zone, client IP or listen address
+	CodePasswordRequired  Code = "PasswordRequired"  // a non-loopback web.listen without web.password_file
 )
 
 // Problem is one thing wrong with a configuration.

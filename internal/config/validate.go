@@ -37,6 +37,8 @@ func Validate(c Config) Problems {
 	checkClients(&ps, c.Clients)
 	checkWeb(&ps, c.Web)
 	checkLog(&ps, c.Log)
+	checkHistory(&ps, c.History)
+	checkWebAuth(&ps, c.Web)
 	return ps
 }
 
