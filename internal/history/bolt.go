@@ -119,9 +119,9 @@ func (t boltTx) bucket(name []byte) kvBucket {
 
 type boltBucket struct{ b *bolt.Bucket }
 
-func (b boltBucket) get(k []byte) []byte    { return b.b.Get(k) }
-func (b boltBucket) put(k, v []byte) error  { return b.b.Put(k, v) }
-func (b boltBucket) cursor() kvCursor       { return b.b.Cursor() }
+func (b boltBucket) get(k []byte) []byte   { return b.b.Get(k) }
+func (b boltBucket) put(k, v []byte) error { return b.b.Put(k, v) }
+func (b boltBucket) cursor() kvCursor      { return b.b.Cursor() }
 func (b boltBucket) deleteBefore(end []byte, limit int) (int, int64, error) {
 	// Collect first, then delete: deleting under a moving cursor can skip
 	// keys in bbolt.
