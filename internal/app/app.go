@@ -18,7 +18,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/dashboard"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/server"
@@ -46,6 +48,11 @@ type App struct {
 	web     *web.Server // nil when web.listen is empty
 	webAddr string      // web.listen as configured
 
+	history    *history.History // outlives reloads: every generation records into it
+	historyCfg config.History   // the settings it was opened with
+	dash       *dashboard.Dashboard
+	webHash    []byte // web.password_file's hash; nil without a login
+
 	mu      sync.Mutex                 // serialises Reload and Shutdown
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
@@ -62,18 +69,28 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level}
+	hash, err := loadWebPassword(cfg.Web)
+	if err != nil {
+		gen.close()
+		return nil, err
+	}
+	a := &App{log: log, level: opts.Level, webHash: hash}
+	a.history, a.historyCfg = openHistory(cfg.History, log), cfg.History
+	a.dash = a.newDashboard()
+	gen.history = a.history
 	a.gen.Store(gen)
 	a.srv = server.New(server.Options{Logger: log}, gen.state())
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
+		a.history.Close()
 		return nil, err
 	}
 	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
+		a.history.Close()
 		return nil, err
 	}
 	a.commitWeb(ws)
@@ -93,19 +110,33 @@ func (a *App) Reload(cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	// The web endpoint is bound before the listeners change and released
-	// only after they did, so a failure in either leaves everything as it was.
-	ws, err := a.bindWeb(cfg.Web.Listen)
+	gen.history = a.history
+	hash, err := loadWebPassword(cfg.Web)
 	if err != nil {
 		gen.close()
 		return err
 	}
+	oldHash := a.webHash
+	a.webHash = hash // a new endpoint starts with the new password
+	// The web endpoint is bound before the listeners change and released
+	// only after they did, so a failure in either leaves everything as it was.
+	ws, err := a.bindWeb(cfg.Web.Listen)
+	if err != nil {
+		a.webHash = oldHash
+		gen.close()
+		return err
+	}
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
+		a.webHash = oldHash
 		a.abortWeb(ws)
 		gen.close()
 		return err
 	}
 	a.commitWeb(ws)
+	if a.web != nil {
+		a.web.SetPassword(hash) // the running endpoint, when web.listen did not change
+	}
+	a.noteHistoryChange(cfg.History)
 	old := a.gen.Swap(gen)
 	drained := a.srv.Swap(gen.state())
 	gen.start()
@@ -221,6 +252,7 @@ func (a *App) restoreWeb() {
 // feature's own routes (web.Server.Handle) with the access they need.
 func (a *App) newWeb(addr string) *web.Server {
 	s := web.New(addr, a.registry(), a.health, a.log)
+	a.addDashboard(s)
 	return s
 }
 
@@ -255,6 +287,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	stopWeb(a.web)
 	a.retired.Wait()
 	a.gen.Load().close()
+	a.history.Close() // after the last query: its event is in the final flush
 	return err
 }
 
@@ -269,13 +302,16 @@ func (a *App) registry() *prometheus.Registry {
 		Pool:   func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
 		Server: a.srv.Snapshot,
 		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
+
+		History: a.history.Snapshot,
 	})
 }
 
 // health is /api/health's view of the current state.
 func (a *App) health() web.Health {
 	udp, _ := a.srv.Addrs()
-	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp))
+	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp)).
+		WithHistory(a.historyStore(), a.history.Problem())
 }
 
 // logEffective prints the configuration summary SPEC §9 asks for at start-up.

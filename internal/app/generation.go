@@ -9,6 +9,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -23,6 +24,8 @@ type generation struct {
 	pool  *upstream.Pool
 	zones *forward.Table
 	names *forward.Names
+
+	history *history.History // the App's, set by the App after build; nil in tests that build alone
 }
 
 // build makes a generation from a validated configuration. Nothing is
@@ -112,7 +115,9 @@ func (g *generation) stages() []query.Stage {
 // and counters.
 func (g *generation) sinks() []query.Sink {
 	var sinks []query.Sink
-	// history (SPEC §9)
+	if g.history != nil {
+		sinks = append(sinks, g.history) // history (SPEC §9)
+	}
 	return sinks
 }
 

@@ -351,6 +351,10 @@ func (h *History) recover() {
 	}
 }
 
+// InMemory reports whether the history lives in memory: no path, or a file
+// that could not be opened.
+func (h *History) InMemory() bool { return h.mem }
+
 // Problem is why the history is degraded, or "" when it is not.
 func (h *History) Problem() string {
 	if p := h.problem.Load(); p != nil {

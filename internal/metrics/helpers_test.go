@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -69,6 +70,10 @@ func sampleSources() Sources {
 		Pool:   func() upstream.Snapshot { return pool },
 		Server: func() server.Snapshot { return srv },
 		Zones:  func() []forward.ZoneSnapshot { return zones },
+
+		History: func() history.Stats {
+			return history.Stats{Recorded: 53, Dropped: 2, Lost: 3, BytesWritten: 59 << 10, WriteErrors: 1, Pruned: 61, UsedBytes: 67 << 10, Degraded: true}
+		},
 	}
 }
 

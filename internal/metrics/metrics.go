@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -28,6 +29,8 @@ type Sources struct {
 	Pool   func() upstream.Snapshot
 	Server func() server.Snapshot
 	Zones  func() []forward.ZoneSnapshot
+
+	History func() history.Stats
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -55,6 +58,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Zones != nil {
 		cs = append(cs, forwardCollector{src.Zones})
+	}
+	if src.History != nil {
+		cs = append(cs, historyCollector{src.History})
 	}
 	return cs
 }
