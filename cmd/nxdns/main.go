@@ -22,6 +22,7 @@ commands:
   run     [--config FILE]            serve DNS (built-in loopback config without --config)
   check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream
   version                            print the version and commit
+  hash-password                      read a password on stdin, print the hash for web.password_file
 
 Run 'nxdns <command> -h' for a command's flags.
 `
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], stderr)
 	case "check":
 		return cmdCheck(ctx, args[1:], stdout, stderr)
+	case "hash-password":
+		return cmdHashPassword(args[1:], os.Stdin, stdout, stderr)
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "nxdns version takes no arguments\n\n%s", usage)
