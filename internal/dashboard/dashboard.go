@@ -64,6 +64,7 @@ func (d *Dashboard) Register(s *web.Server) {
 	for pattern, h := range d.pageRoutes() {
 		s.Handle(pattern, h, web.Private)
 	}
+	s.Handle("GET /static/", staticHandler(), web.Public)
 }
 
 func typeName(t uint16) string {

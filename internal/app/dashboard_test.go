@@ -1,0 +1,64 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nxdns/nxdns/internal/testutil"
+)
+
+// TestDashboard_showsAQueriedMarkupNameAsText: a LAN client asks for a
+// name made of HTML; the query log page and the overview, served by the
+// real App after the real DNS query, show it escaped, never as markup.
+func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
+	r := newRig(t)
+	dnsAddr := loopbackAddr(t)
+	cfg := r.config(t, dnsAddr, false)
+	webPort := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	a := r.start(t, cfg)
+	_ = a
+
+	const evil = `<script>x=1</script><b>x</b>.evil.example.`
+	ask(t, dnsAddr, evil)
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	for _, page := range []string{"/queries?name=script", "/", "/clients/127.0.0.1"} {
+		body := get(t, base+page, http.StatusOK)
+		if strings.Contains(body, "<script>x=1") || strings.Contains(body, "<b>x</b>") {
+			t.Errorf("%s renders the queried name as markup", page)
+		}
+		if !strings.Contains(body, "&lt;script&gt;x=1&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;.evil.example") {
+			t.Errorf("%s does not show the queried name as text", page)
+		}
+	}
+	var q struct {
+		Queries []struct {
+			Name, Why, Source string
+		} `json:"queries"`
+	}
+	if err := json.Unmarshal([]byte(get(t, base+"/api/queries?name=%3Cscript", http.StatusOK)), &q); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Queries) != 1 || q.Queries[0].Name != evil || q.Queries[0].Source != "pool" || !strings.HasPrefix(q.Queries[0].Why, "forwarded to tls://") {
+		t.Fatalf("api: %+v", q.Queries)
+	}
+}
+
+func get(t *testing.T, url string, want int) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("GET %s: %d, want %d: %s", url, resp.StatusCode, want, b)
+	}
+	return string(b)
+}
