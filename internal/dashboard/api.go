@@ -223,7 +223,7 @@ func (d *Dashboard) apiOverview(w http.ResponseWriter, r *http.Request) {
 
 // overview reads from, to and top and computes the overview.
 func (d *Dashboard) overview(r *http.Request) (history.Overview, error) {
-	v, err := params(r.URL, "from", "to", "top")
+	v, err := params(r.URL, routeParams["GET /api/overview"]...)
 	if err != nil {
 		return history.Overview{}, err
 	}
@@ -251,10 +251,16 @@ func (d *Dashboard) apiQueries(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, j)
 }
 
-var queryParams = []string{"client", "name", "source", "rcode", "from", "to", "limit", "before"}
+// routeParams are each API route's query parameters; any other is a 400.
+var routeParams = map[string][]string{
+	"GET /api/overview":  {"from", "to", "top"},
+	"GET /api/queries":   {"client", "name", "source", "rcode", "from", "to", "limit", "before"},
+	"GET /api/clients":   {"from", "to"},
+	"GET /api/upstreams": {},
+}
 
 func (d *Dashboard) search(r *http.Request) (history.Page, error) {
-	v, err := params(r.URL, queryParams...)
+	v, err := params(r.URL, routeParams["GET /api/queries"]...)
 	if err != nil {
 		return history.Page{}, err
 	}
@@ -277,7 +283,7 @@ func (d *Dashboard) apiClients(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Dashboard) clients(r *http.Request) (ClientsJSON, error) {
-	v, err := params(r.URL, "from", "to")
+	v, err := params(r.URL, routeParams["GET /api/clients"]...)
 	if err != nil {
 		return ClientsJSON{}, err
 	}
@@ -312,7 +318,7 @@ func (d *Dashboard) clients(r *http.Request) (ClientsJSON, error) {
 }
 
 func (d *Dashboard) apiUpstreams(w http.ResponseWriter, r *http.Request) {
-	if _, err := params(r.URL); err != nil {
+	if _, err := params(r.URL, routeParams["GET /api/upstreams"]...); err != nil {
 		writeErr(w, err)
 		return
 	}
