@@ -62,3 +62,33 @@ func get(t *testing.T, url string, want int) string {
 	}
 	return string(b)
 }
+
+// TestHistory_unusableStoreLeavesDNSAndReportsDegraded: history.path under a
+// regular file cannot be created; nxdns starts, answers, keeps the history
+// in memory and says so in /api/health.
+func TestHistory_unusableStoreLeavesDNSAndReportsDegraded(t *testing.T) {
+	r := newRig(t)
+	dnsAddr := loopbackAddr(t)
+	cfg := r.config(t, dnsAddr, false)
+	webPort := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	notADir := r.write(t, "")
+	cfg.History.Path = notADir + "/history.db"
+	r.start(t, cfg)
+	ask(t, dnsAddr, "works.example.")
+
+	var h struct {
+		Status  string
+		History struct{ Status, Store, Problem string }
+	}
+	if err := json.Unmarshal([]byte(get(t, fmt.Sprintf("http://127.0.0.1:%d/api/health", webPort), http.StatusOK)), &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != "degraded" || h.History.Status != "degraded" || h.History.Store != "memory" || !strings.Contains(h.History.Problem, "history.db") {
+		t.Fatalf("health: %+v", h)
+	}
+	body := get(t, fmt.Sprintf("http://127.0.0.1:%d/queries?name=works", webPort), http.StatusOK)
+	if !strings.Contains(body, "works.example.") {
+		t.Error("the in-memory history does not show the query")
+	}
+}
