@@ -21,7 +21,10 @@ func openBolt(path string) (store, error) {
 	return boltStore{db}, db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists([]byte("rows")); return err })
 }
 
-func str(b []byte, s string) []byte { b = binary.AppendUvarint(b, uint64(len(s))); return append(b, s...) }
+func str(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
 
 func readStr(b []byte) (string, []byte) {
 	n, k := binary.Uvarint(b)
