@@ -40,8 +40,11 @@ func seriesSVG(points []history.Point) template.HTML {
 		}
 		first, last := points[0].Time.Local(), points[n-1].Time.Local()
 		layout := "15:04"
-		if last.Sub(first) > 36*time.Hour {
+		switch span := last.Sub(first); {
+		case span > 3*24*time.Hour:
 			layout = "Jan 2"
+		case span > 12*time.Hour:
+			layout = "Mon 15:04"
 		}
 		fmt.Fprintf(&b, `<text class="axis" x="0" y="%d">%s</text>`, chartH+15, first.Format(layout))
 		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d" text-anchor="end">%s</text>`, chartW, chartH+15, last.Format(layout))
@@ -57,18 +60,19 @@ func latencySVG(bins []history.LatencyBin) template.HTML {
 		peak = max(peak, l.Count)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" role="img" aria-label="answer latency" id="latency">`, chartW, chartH+chartPad)
+	const barH = chartH / 2 // a histogram of a dozen bars reads at half the height
+	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" role="img" aria-label="answer latency" id="latency">`, chartW, barH+chartPad)
 	if n := len(bins); n > 0 {
 		w := float64(chartW) / float64(n)
 		for i, l := range bins {
-			h := float64(l.Count) / float64(peak) * chartH
+			h := float64(l.Count) / float64(peak) * barH
 			label := "≥5 s"
 			if l.LtMS > 0 {
 				label = fmt.Sprintf("<%d ms", l.LtMS)
 			}
 			fmt.Fprintf(&b, `<rect class="total" x="%.1f" y="%.1f" width="%.1f" height="%.1f"><title>%s: %d</title></rect>`,
-				float64(i)*w, chartH-h, w-2, h, label, l.Count)
-			fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%d" text-anchor="middle">%s</text>`, float64(i)*w+w/2, chartH+15, label)
+				float64(i)*w, barH-h, w-2, h, label, l.Count)
+			fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%d" text-anchor="middle">%s</text>`, float64(i)*w+w/2, barH+15, label)
 		}
 	}
 	b.WriteString(`</svg>`)

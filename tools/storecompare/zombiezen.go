@@ -16,8 +16,10 @@ func openZ(path string) (store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sqlitex.ExecuteScript(c, `PRAGMA synchronous=FULL;
-CREATE TABLE rows (ts INTEGER NOT NULL, client TEXT, name TEXT, qtype INTEGER, source TEXT, upstream TEXT, rcode INTEGER, dur_us INTEGER, answer TEXT);
+	if err := sqlitex.ExecuteTransient(c, `PRAGMA synchronous=FULL`, nil); err != nil {
+		return nil, err
+	}
+	if err := sqlitex.ExecuteScript(c, `CREATE TABLE rows (ts INTEGER NOT NULL, client TEXT, name TEXT, qtype INTEGER, source TEXT, upstream TEXT, rcode INTEGER, dur_us INTEGER, answer TEXT);
 CREATE INDEX rows_ts ON rows(ts);
 CREATE INDEX rows_client_ts ON rows(client, ts);`, nil); err != nil {
 		return nil, err
