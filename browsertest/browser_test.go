@@ -18,7 +18,7 @@ import (
 
 // The test's bounds: every wait ends.
 const (
-	queries     = 40 // real DNS queries sent with kdig before the browser looks
+	queries = 40 // real DNS queries sent with kdig before the browser looks
 )
 
 // stack is the real binaries on loopback: nxdns-fakeup as the DoT upstream
