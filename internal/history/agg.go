@@ -2,7 +2,6 @@ package history
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"strings"
 	"time"
 
@@ -16,14 +15,20 @@ import (
 // day is 1440 small minute buckets, a month 720 hour buckets, so a month
 // costs about what a day does, and neither touches a raw row.
 //
+// Hour buckets are rolled up once more into UTC days, for the top lists of
+// long ranges only: a month's series and counts come from its 720 hour
+// buckets read without their maps, its top lists from 30 day buckets (and
+// the hours of the partial days at either end).
+//
 // The counts by source, rcode, cache outcome, upstream and latency are
 // exact. The per-name and per-client maps are capped per bucket (a flood of
 // random names must not grow a bucket without bound): past the cap a new
 // key's queries are counted in the bucket's Other field, and the overview
 // says its top lists are approximate.
 const (
-	minuteCap = 128 // names, blocked names or clients kept per minute bucket
-	hourCap   = 512 // and per hour bucket
+	minuteCap = 128  // names, blocked names or clients kept per minute bucket
+	hourCap   = 512  // and per hour bucket
+	dayCap    = 2048 // and per day bucket (the top lists of long ranges)
 	// minuteRetention is how long minute buckets are kept: the overview reads
 	// them for ranges up to minuteRange.
 	minuteRetention = 3 * 24 * time.Hour
@@ -122,6 +127,11 @@ func (a *Agg) merge(b *Agg) {
 		v.DurUS += u.DurUS
 		a.Upstreams[k] = v
 	}
+	a.mergeTops(b)
+}
+
+// mergeTops adds only b's per-key maps (and their overflow) into a.
+func (a *Agg) mergeTops(b *Agg) {
 	for k, n := range b.Clients {
 		a.capped(&a.Clients, "clients", k, n)
 	}
@@ -174,27 +184,6 @@ func latencyIndex(d time.Duration) int {
 		}
 	}
 	return len(latencyBoundsMS)
-}
-
-func (a *Agg) encode() []byte {
-	b, err := json.Marshal(a)
-	if err != nil {
-		panic("history: encode bucket: " + err.Error()) // maps of strings and numbers always encode
-	}
-	return b
-}
-
-func decodeAgg(v []byte, cap int) (*Agg, error) {
-	a := newAgg(cap)
-	if err := json.Unmarshal(v, a); err != nil {
-		return nil, err
-	}
-	if len(a.Latency) != len(latencyBoundsMS)+1 {
-		l := make([]int64, len(latencyBoundsMS)+1)
-		copy(l, a.Latency)
-		a.Latency = l
-	}
-	return a, nil
 }
 
 // bucketKey is the key of the bucket starting at t (unix seconds,

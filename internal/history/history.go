@@ -62,7 +62,8 @@ type History struct {
 	inflight []pendingRow // the batch being written; still searchable
 	seq      uint32
 
-	flushMu sync.Mutex // one flush at a time (the ticker, Flush, Close)
+	flushMu   sync.Mutex // one flush at a time (the ticker, Flush, Close); guards lastWrite
+	lastWrite int64      // bytes the last successful flush wrote, for prune's headroom
 
 	recorded     atomic.Int64
 	dropped      atomic.Int64 // buffer full
@@ -220,6 +221,9 @@ func (h *History) write(batch []pendingRow, now time.Time) error {
 		return h.expire(tx, now)
 	})
 	h.bytesWritten.Add(n)
+	if err == nil {
+		h.lastWrite = n
+	}
 	return err
 }
 
@@ -229,7 +233,7 @@ func foldBuckets(tx kvTx, batch []pendingRow) error {
 		name []byte
 		size time.Duration
 		cap  int
-	}{{bucketMinute, time.Minute, minuteCap}, {bucketHour, time.Hour, hourCap}} {
+	}{{bucketMinute, time.Minute, minuteCap}, {bucketHour, time.Hour, hourCap}, {bucketDay, 24 * time.Hour, dayCap}} {
 		aggs := map[int64]*Agg{}
 		for i := range batch {
 			t := batch[i].row.Time.Truncate(level.size).Unix()
@@ -244,7 +248,7 @@ func foldBuckets(tx kvTx, batch []pendingRow) error {
 		for t, a := range aggs {
 			k := bucketKey(time.Unix(t, 0))
 			if old := b.get(k); old != nil {
-				prev, err := decodeAgg(old, level.cap)
+				prev, err := decodeAgg(old, level.cap, false)
 				if err != nil {
 					prev = newAgg(level.cap) // a damaged bucket starts over rather than blocking every flush
 				}
@@ -263,7 +267,7 @@ func foldBuckets(tx kvTx, batch []pendingRow) error {
 // after a long downtime does not build a huge transaction.
 const expireChunk = 100_000
 
-// expire deletes rows and hour buckets older than max_age and minute
+// expire deletes rows, hour and day buckets older than max_age and minute
 // buckets older than minuteRetention.
 func (h *History) expire(tx kvTx, now time.Time) error {
 	cut := now.Add(-h.opts.MaxAge)
@@ -275,21 +279,32 @@ func (h *History) expire(tx kvTx, now time.Time) error {
 	if _, _, err := tx.bucket(bucketHour).deleteBefore(bucketKey(cut.Truncate(time.Hour)), expireChunk); err != nil {
 		return err
 	}
+	if _, _, err := tx.bucket(bucketDay).deleteBefore(bucketKey(cut.Truncate(24*time.Hour)), expireChunk); err != nil {
+		return err
+	}
 	_, _, err = tx.bucket(bucketMinute).deleteBefore(bucketKey(now.Add(-minuteRetention)), expireChunk)
 	return err
 }
 
-// prune deletes the oldest rows while the store uses more than pruneAt of
-// max_bytes, down to target of it. Buckets are kept: they are small, and
-// the overview of an old day outlives its rows.
+// prune deletes the oldest rows while the store's free room is below the
+// headroom — the larger of (1-pruneAt) of max_bytes and three times what
+// the last flush wrote, so the next intervals and the deletions' own
+// copy-on-write pages fit — down to twice the headroom (target overrides
+// the goal, for the retry after a full store). Buckets are kept: they are
+// small, and the overview of an old day outlives its rows.
 func (h *History) prune(target float64) {
 	limit := float64(h.opts.MaxBytes - allocStep(h.opts.MaxBytes))
+	headroom := max(limit*(1-pruneAt), 3*float64(h.lastWrite))
+	goal := max(limit-2*headroom, limit/4)
+	if target < pruneTo {
+		goal = limit * target
+	}
 	for range 8 {
 		used, _ := h.kv.used()
-		if float64(used) <= limit*pruneAt && target >= pruneTo {
+		if float64(used) <= limit-headroom && target >= pruneTo {
 			return
 		}
-		excess := float64(used) - limit*target
+		excess := float64(used) - goal
 		if excess <= 0 {
 			return
 		}

@@ -47,5 +47,6 @@ var (
 	bucketRows   = []byte("rows")   // rowKey → encodeRow
 	bucketMinute = []byte("minute") // bucketKey(minute) → encoded aggregate
 	bucketHour   = []byte("hour")   // bucketKey(hour) → encoded aggregate
-	allBuckets   = [][]byte{bucketRows, bucketMinute, bucketHour}
+	bucketDay    = []byte("day")    // bucketKey(UTC day) → encoded aggregate
+	allBuckets   = [][]byte{bucketRows, bucketMinute, bucketHour, bucketDay}
 )

@@ -87,16 +87,36 @@ func (h *History) Overview(from, to time.Time, top int) (Overview, error) {
 	if t := to.Truncate(res); t.Before(to) {
 		to = t.Add(res)
 	}
-	var buckets []bucketAt
+	// Long ranges take their top lists from the day buckets of the whole
+	// days inside them, and read those days' hours without their maps.
+	var dayFrom, dayTo time.Time
+	if res == time.Hour {
+		dayFrom, dayTo = from.Truncate(24*time.Hour), to.Truncate(24*time.Hour)
+		if dayFrom.Before(from) {
+			dayFrom = dayFrom.Add(24 * time.Hour)
+		}
+	}
+	var buckets, days []bucketAt
 	err := h.kv.view(func(tx kvTx) error {
 		c := tx.bucket(name).cursor()
 		end := to.Unix()
 		for k, v := c.Seek(bucketKey(from)); k != nil && bucketTime(k).Unix() < end; k, v = c.Next() {
-			a, err := decodeAgg(v, cap)
+			t := bucketTime(k)
+			countsOnly := !t.Before(dayFrom) && t.Before(dayTo)
+			a, err := decodeAgg(v, cap, countsOnly)
 			if err != nil {
 				continue // a damaged bucket costs itself
 			}
-			buckets = append(buckets, bucketAt{bucketTime(k), a})
+			buckets = append(buckets, bucketAt{t, a})
+		}
+		if !dayFrom.Before(dayTo) {
+			return nil
+		}
+		c = tx.bucket(bucketDay).cursor()
+		for k, v := c.Seek(bucketKey(dayFrom)); k != nil && bucketTime(k).Before(dayTo); k, v = c.Next() {
+			if a, err := decodeAgg(v, dayCap, false); err == nil {
+				days = append(days, bucketAt{bucketTime(k), a})
+			}
 		}
 		return nil
 	})
@@ -104,7 +124,7 @@ func (h *History) Overview(from, to time.Time, top int) (Overview, error) {
 		return Overview{}, err
 	}
 	buckets = mergeBuckets(buckets, h.bufferedBuckets(from, to, res, cap))
-	return summarize(from, to, res, buckets, top), nil
+	return summarize(from, to, res, buckets, days, top), nil
 }
 
 type bucketAt struct {
@@ -157,7 +177,9 @@ func mergeBuckets(stored, buffered []bucketAt) []bucketAt {
 	return stored
 }
 
-func summarize(from, to time.Time, res time.Duration, buckets []bucketAt, top int) Overview {
+// summarize adds the buckets up; days add only their top-list maps (their
+// counts are in the hour buckets already).
+func summarize(from, to time.Time, res time.Duration, buckets, days []bucketAt, top int) Overview {
 	o := Overview{From: from, To: to, Resolution: res}
 	n := int64(to.Sub(from) / res)
 	stepBuckets := max(1, (n+maxPoints-1)/maxPoints)
@@ -187,6 +209,9 @@ func summarize(from, to time.Time, res time.Duration, buckets []bucketAt, top in
 			p.MeanMS = float64(pointDur[t.Unix()]) / float64(p.Total) / 1000
 		}
 		o.Series = append(o.Series, *p)
+	}
+	for _, d := range days {
+		sum.mergeTops(d.a)
 	}
 	o.Total = sum.Total
 	o.Blocked = sum.Sources[query.SourceBlocked]
