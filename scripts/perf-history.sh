@@ -13,12 +13,13 @@ command -v dnsperf >/dev/null || { echo "dnsperf not installed (apt-get install 
 
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; git worktree remove --force "$work/base" 2>/dev/null || true; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
 go build -o "$work/nxdns-on" ./cmd/nxdns
 go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
-git worktree add --detach -q "$work/base" "$base"
+mkdir "$work/base"
+git archive "$base" | tar -x -C "$work/base"
 (cd "$work/base" && go build -o "$work/nxdns-off" ./cmd/nxdns)
 
 port=$(( 20000 + RANDOM % 20000 ))

@@ -28,7 +28,7 @@ func BenchmarkRecord(b *testing.B) {
 			h.Record(e)
 			if i%10_000 == 0 {
 				h.mu.Lock()
-				h.pending = make([]pendingRow, 0, 10_000)
+				h.pending = make([]buffered, 0, 10_000)
 				h.mu.Unlock()
 			}
 		}

@@ -25,7 +25,7 @@ import (
 )
 
 // DefaultMaxPending bounds the events held between two flushes. At about
-// 300 bytes each that is 15 MB at most; a household sends a few thousand
+// 150 bytes each (their stored form) that is under 10 MB; a household sends a few thousand
 // queries a minute at its busiest, so only a flood fills it, and then the
 // flood's excess is dropped and counted, never a query.
 const DefaultMaxPending = 50_000
@@ -58,8 +58,8 @@ type History struct {
 	mem  bool // the store is in memory (no path, or the file failed to open)
 
 	mu       sync.Mutex // guards the fields below; Record holds it for an append
-	pending  []pendingRow
-	inflight []pendingRow // the batch being written; still searchable
+	pending  []buffered
+	inflight []buffered // the batch being written; still searchable
 	seq      uint32
 
 	flushMu   sync.Mutex // one flush at a time (the ticker, Flush, Close); guards lastWrite
@@ -80,6 +80,14 @@ type History struct {
 	once sync.Once
 }
 
+// buffered is an event between Record and its flush, already in its
+// stored form: about 150 bytes instead of a Row's 400 and its strings, so
+// a full buffer stays a few MB.
+type buffered struct {
+	key, val []byte
+}
+
+// pendingRow is a decoded row with its key (search results).
 type pendingRow struct {
 	key []byte
 	row Row
@@ -131,6 +139,7 @@ func safeOpenBolt(path string, maxBytes int64) (k *boltKV, err error) {
 // short lock and returns; a full buffer drops the event and counts it.
 func (h *History) Record(e *query.Event) {
 	r := fromEvent(e)
+	val := encodeRow(&r)
 	h.mu.Lock()
 	if len(h.pending) >= h.opts.MaxPending {
 		h.mu.Unlock()
@@ -138,7 +147,7 @@ func (h *History) Record(e *query.Event) {
 		return
 	}
 	h.seq++
-	h.pending = append(h.pending, pendingRow{key: rowKey(r.Time, h.seq), row: r})
+	h.pending = append(h.pending, buffered{key: rowKey(r.Time, h.seq), val: val})
 	h.mu.Unlock()
 	h.recorded.Add(1)
 }
@@ -178,7 +187,7 @@ func (h *History) Flush() {
 	defer h.flushMu.Unlock()
 	h.mu.Lock()
 	batch := h.pending
-	h.pending = make([]pendingRow, 0, min(len(batch), h.opts.MaxPending))
+	h.pending = make([]buffered, 0, min(len(batch), h.opts.MaxPending))
 	h.inflight = batch
 	h.mu.Unlock()
 	defer func() {
@@ -207,11 +216,11 @@ func (h *History) Flush() {
 
 // write stores batch and its buckets and deletes what is past max_age, in
 // one transaction.
-func (h *History) write(batch []pendingRow, now time.Time) error {
+func (h *History) write(batch []buffered, now time.Time) error {
 	n, err := h.kv.update(func(tx kvTx) error {
 		rows := tx.bucket(bucketRows)
 		for i := range batch {
-			if err := rows.put(batch[i].key, encodeRow(&batch[i].row)); err != nil {
+			if err := rows.put(batch[i].key, batch[i].val); err != nil {
 				return err
 			}
 		}
@@ -228,21 +237,27 @@ func (h *History) write(batch []pendingRow, now time.Time) error {
 }
 
 // foldBuckets adds the batch to its minute and hour buckets.
-func foldBuckets(tx kvTx, batch []pendingRow) error {
+func foldBuckets(tx kvTx, batch []buffered) error {
+	rows := make([]Row, 0, len(batch))
+	for _, b := range batch {
+		if r, err := decodeRow(b.key, b.val); err == nil { // encoded by Record: never fails
+			rows = append(rows, r)
+		}
+	}
 	for _, level := range []struct {
 		name []byte
 		size time.Duration
 		cap  int
 	}{{bucketMinute, time.Minute, minuteCap}, {bucketHour, time.Hour, hourCap}, {bucketDay, 24 * time.Hour, dayCap}} {
 		aggs := map[int64]*Agg{}
-		for i := range batch {
-			t := batch[i].row.Time.Truncate(level.size).Unix()
+		for i := range rows {
+			t := rows[i].Time.Truncate(level.size).Unix()
 			a := aggs[t]
 			if a == nil {
 				a = newAgg(level.cap)
 				aggs[t] = a
 			}
-			a.add(&batch[i].row)
+			a.add(&rows[i])
 		}
 		b := tx.bucket(level.name)
 		for t, a := range aggs {

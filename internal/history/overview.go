@@ -137,12 +137,16 @@ type bucketAt struct {
 func (h *History) bufferedBuckets(from, to time.Time, res time.Duration, cap int) []bucketAt {
 	m := map[int64]*Agg{}
 	h.mu.Lock()
-	for _, set := range [][]pendingRow{h.pending, h.inflight} {
-		for i := range set {
-			r := &set[i].row
-			if r.Time.Before(from) || !r.Time.Before(to) {
+	for _, set := range [][]buffered{h.pending, h.inflight} {
+		for _, b := range set {
+			if t := keyTime(b.key); t.Before(from) || !t.Before(to) {
 				continue
 			}
+			row, err := decodeRow(b.key, b.val)
+			if err != nil {
+				continue
+			}
+			r := &row
 			t := r.Time.Truncate(res).Unix()
 			if m[t] == nil {
 				m[t] = newAgg(cap)

@@ -74,10 +74,13 @@ func (h *History) Search(ctx context.Context, f Filter) (Page, error) {
 	// Buffered rows: few, unordered; take the newest matches.
 	var found []pendingRow
 	h.mu.Lock()
-	for _, set := range [][]pendingRow{h.pending, h.inflight} {
-		for _, p := range set {
-			if bytes.Compare(p.key, upper) < 0 && bytes.Compare(p.key, lower) >= 0 && m.row(&p.row) {
-				found = append(found, p)
+	for _, set := range [][]buffered{h.pending, h.inflight} {
+		for _, b := range set {
+			if bytes.Compare(b.key, upper) >= 0 || bytes.Compare(b.key, lower) < 0 || !m.nameOf(b.val) {
+				continue
+			}
+			if r, err := decodeRow(b.key, b.val); err == nil && m.row(&r) {
+				found = append(found, pendingRow{key: b.key, row: r})
 			}
 		}
 	}
