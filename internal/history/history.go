@@ -224,7 +224,7 @@ func (h *History) write(batch []buffered, now time.Time) error {
 				return err
 			}
 		}
-		if err := foldBuckets(tx, batch); err != nil {
+		if err := foldBuckets(tx, batch, now); err != nil {
 			return err
 		}
 		return h.expire(tx, now)
@@ -236,8 +236,13 @@ func (h *History) write(batch []buffered, now time.Time) error {
 	return err
 }
 
-// foldBuckets adds the batch to its minute and hour buckets.
-func foldBuckets(tx kvTx, batch []buffered) error {
+// foldBuckets adds the batch to its minute and hour buckets, and to the
+// day buckets of days already rolled up (a query that arrived before
+// midnight and was recorded after the roll-up), then rolls up the days that
+// ended. A day bucket is written once, when its day is over, not at every
+// flush: it is the largest bucket, and rewriting it each minute would be
+// most of the SD card's wear.
+func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
 	rows := make([]Row, 0, len(batch))
 	for _, b := range batch {
 		if r, err := decodeRow(b.key, b.val); err == nil { // encoded by Record: never fails
@@ -245,10 +250,11 @@ func foldBuckets(tx kvTx, batch []buffered) error {
 		}
 	}
 	for _, level := range []struct {
-		name []byte
-		size time.Duration
-		cap  int
-	}{{bucketMinute, time.Minute, minuteCap}, {bucketHour, time.Hour, hourCap}, {bucketDay, 24 * time.Hour, dayCap}} {
+		name     []byte
+		size     time.Duration
+		cap      int
+		onlyKept bool // fold only into buckets that exist
+	}{{bucketMinute, time.Minute, minuteCap, false}, {bucketHour, time.Hour, hourCap, false}, {bucketDay, day, dayCap, true}} {
 		aggs := map[int64]*Agg{}
 		for i := range rows {
 			t := rows[i].Time.Truncate(level.size).Unix()
@@ -262,7 +268,11 @@ func foldBuckets(tx kvTx, batch []buffered) error {
 		b := tx.bucket(level.name)
 		for t, a := range aggs {
 			k := bucketKey(time.Unix(t, 0))
-			if old := b.get(k); old != nil {
+			old := b.get(k)
+			if old == nil && level.onlyKept {
+				continue
+			}
+			if old != nil {
 				prev, err := decodeAgg(old, level.cap, false)
 				if err != nil {
 					prev = newAgg(level.cap) // a damaged bucket starts over rather than blocking every flush
@@ -273,6 +283,40 @@ func foldBuckets(tx kvTx, batch []buffered) error {
 			if err := b.put(k, a.encode()); err != nil {
 				return err
 			}
+		}
+	}
+	return rollUpDays(tx, now)
+}
+
+const day = 24 * time.Hour
+
+// maxRollUps bounds the days one flush rolls up (after a long downtime the
+// rest follow at the next flushes).
+const maxRollUps = 3
+
+// rollUpDays writes the day bucket of each ended day that has hour buckets
+// and no day bucket yet, oldest first.
+func rollUpDays(tx kvTx, now time.Time) error {
+	days, hours := tx.bucket(bucketDay), tx.bucket(bucketHour)
+	var start time.Time
+	if k, _ := days.cursor().Last(); k != nil {
+		start = bucketTime(k).Add(day)
+	} else if k, _ := hours.cursor().First(); k != nil {
+		start = bucketTime(k).Truncate(day)
+	} else {
+		return nil
+	}
+	today := now.Truncate(day)
+	for d, n := start, 0; d.Before(today) && n < maxRollUps; d, n = d.Add(day), n+1 {
+		sum := newAgg(dayCap)
+		c := hours.cursor()
+		for k, v := c.Seek(bucketKey(d)); k != nil && bucketTime(k).Before(d.Add(day)); k, v = c.Next() {
+			if a, err := decodeAgg(v, hourCap, false); err == nil {
+				sum.merge(a)
+			}
+		}
+		if err := days.put(bucketKey(d), sum.encode()); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -150,3 +150,26 @@ func TestOverview_countsBufferedEvents(t *testing.T) {
 		t.Fatalf("total %d (%v), want 2: one stored, one buffered", o.Total, err)
 	}
 }
+
+// TestOverview_lateQueryReachesItsRolledUpDay: a query that arrived before
+// midnight but was flushed after the day was rolled up still counts in the
+// day's top lists.
+func TestOverview_lateQueryReachesItsRolledUpDay(t *testing.T) {
+	d := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	c := &clock{now: d.Add(-time.Minute)}
+	h := openTest(t, filePath(t), c, nil)
+	h.Record(event(d.Add(-time.Second), 1))
+	h.Flush()
+	c.now = d.Add(30 * time.Second)
+	h.Flush() // the day before d ended: rolled up now
+	h.Record(event(d.Add(-2*time.Second), 1))
+	h.Flush()
+	c.now = d.Add(2 * 24 * time.Hour)
+	o, err := h.Overview(d.Add(-2*24*time.Hour), d.Add(24*time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Total != 2 || len(o.TopDomains) != 1 || o.TopDomains[0].Count != 2 {
+		t.Fatalf("total %d, top domains %+v: want both queries in the day's top list", o.Total, o.TopDomains)
+	}
+}
