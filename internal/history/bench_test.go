@@ -160,3 +160,26 @@ func BenchmarkSearchMonth(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHouseholdDay writes one day of a busy household (busyPerDay
+// queries, one flush a minute as flush_seconds = 60 does) into a file and
+// reports the SD card's wear: bytes written per day and per query.
+func BenchmarkHouseholdDay(b *testing.B) {
+	for b.Loop() {
+		c := &clock{now: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+		h := Open(Options{Path: b.TempDir() + "/h.db", MaxBytes: 1 << 30, MaxAge: 31 * 24 * time.Hour, Flush: time.Hour, Now: c.Now})
+		perMinute := busyPerDay / 1440
+		for m := range 1440 + 1 { // and the first minute of the next day: its roll-up
+			for i := range perMinute {
+				h.Record(event(c.now.Add(time.Duration(i)*time.Second), m*perMinute+i))
+			}
+			c.now = c.now.Add(time.Minute)
+			h.Flush()
+		}
+		s := h.Snapshot()
+		b.ReportMetric(float64(s.BytesWritten)/1e6, "written-MB/day")
+		b.ReportMetric(float64(s.BytesWritten)/float64(s.Recorded), "written-B/query")
+		b.ReportMetric(float64(s.UsedBytes)/float64(s.Recorded), "stored-B/query")
+		h.Close()
+	}
+}

@@ -36,9 +36,10 @@ func openBolt(path string, maxBytes int64) (*boltKV, error) {
 		return nil, fmt.Errorf("history: %s is not a regular file", path)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:      time.Second, // another nxdns holding the file's lock
-		MaxSize:      int(maxBytes),
-		FreelistType: bolt.FreelistMapType,
+		Timeout:        time.Second, // another nxdns holding the file's lock
+		MaxSize:        int(maxBytes),
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("history: open %s: %w", path, err)

@@ -236,12 +236,12 @@ func (h *History) write(batch []buffered, now time.Time) error {
 	return err
 }
 
-// foldBuckets adds the batch to its minute and hour buckets, and to the
-// day buckets of days already rolled up (a query that arrived before
-// midnight and was recorded after the roll-up), then rolls up the days that
-// ended. A day bucket is written once, when its day is over, not at every
-// flush: it is the largest bucket, and rewriting it each minute would be
-// most of the SD card's wear.
+// foldBuckets adds the batch to its minute buckets, and to the hour and
+// day buckets already rolled up (a query that arrived before the hour or
+// day ended and was recorded after its roll-up), then rolls up the hours
+// and days that ended. Hour and day buckets are written once, when their
+// time is over, not at every flush: they are the large buckets, and
+// rewriting them each minute would be most of the SD card's wear.
 func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
 	rows := make([]Row, 0, len(batch))
 	for _, b := range batch {
@@ -254,7 +254,7 @@ func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
 		size     time.Duration
 		cap      int
 		onlyKept bool // fold only into buckets that exist
-	}{{bucketMinute, time.Minute, minuteCap, false}, {bucketHour, time.Hour, hourCap, false}, {bucketDay, day, dayCap, true}} {
+	}{{bucketMinute, time.Minute, minuteCap, false}, {bucketHour, time.Hour, hourCap, true}, {bucketDay, day, dayCap, true}} {
 		aggs := map[int64]*Agg{}
 		for i := range rows {
 			t := rows[i].Time.Truncate(level.size).Unix()
@@ -285,39 +285,48 @@ func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
 			}
 		}
 	}
-	return rollUpDays(tx, now)
+	if err := rollUp(tx, bucketMinute, bucketHour, time.Hour, hourCap, now); err != nil {
+		return err
+	}
+	return rollUp(tx, bucketHour, bucketDay, day, dayCap, now)
 }
 
 const day = 24 * time.Hour
 
-// maxRollUps bounds the days one flush rolls up (after a long downtime the
-// rest follow at the next flushes).
-const maxRollUps = 3
+// maxRollUps bounds the buckets one flush rolls up per level (after a long
+// downtime the rest follow at the next flushes).
+const maxRollUps = 48
 
-// rollUpDays writes the day bucket of each ended day that has hour buckets
-// and no day bucket yet, oldest first.
-func rollUpDays(tx kvTx, now time.Time) error {
-	days, hours := tx.bucket(bucketDay), tx.bucket(bucketHour)
-	var start time.Time
-	if k, _ := days.cursor().Last(); k != nil {
-		start = bucketTime(k).Add(day)
-	} else if k, _ := hours.cursor().First(); k != nil {
-		start = bucketTime(k).Truncate(day)
-	} else {
-		return nil
+// rollUp writes the bucket of each ended period (an hour, a day) of level
+// to from the finer level from, oldest first, starting after the newest
+// bucket to has; periods with nothing in them are skipped.
+func rollUp(tx kvTx, from, to []byte, size time.Duration, cap int, now time.Time) error {
+	src, dst := tx.bucket(from), tx.bucket(to)
+	var next time.Time // the first period not rolled up
+	if k, _ := dst.cursor().Last(); k != nil {
+		next = bucketTime(k).Add(size)
 	}
-	today := now.Truncate(day)
-	for d, n := start, 0; d.Before(today) && n < maxRollUps; d, n = d.Add(day), n+1 {
-		sum := newAgg(dayCap)
-		c := hours.cursor()
-		for k, v := c.Seek(bucketKey(d)); k != nil && bucketTime(k).Before(d.Add(day)); k, v = c.Next() {
-			if a, err := decodeAgg(v, hourCap, false); err == nil {
+	current := now.Truncate(size)
+	for range maxRollUps {
+		c := src.cursor()
+		k, _ := c.Seek(bucketKey(next))
+		if k == nil {
+			return nil
+		}
+		p := bucketTime(k).Truncate(size)
+		if !p.Before(current) {
+			return nil // still running
+		}
+		sum := newAgg(cap)
+		for k, v := c.Seek(bucketKey(p)); k != nil && bucketTime(k).Before(p.Add(size)); k, v = c.Next() {
+			if a, err := decodeAgg(v, 0, false); err == nil {
 				sum.merge(a)
 			}
 		}
-		if err := days.put(bucketKey(d), sum.encode()); err != nil {
+		if err := dst.put(bucketKey(p), sum.encode()); err != nil {
 			return err
 		}
+		next = p.Add(size)
 	}
 	return nil
 }
@@ -327,7 +336,7 @@ func rollUpDays(tx kvTx, now time.Time) error {
 const expireChunk = 100_000
 
 // expire deletes rows, hour and day buckets older than max_age and minute
-// buckets older than minuteRetention.
+// buckets older than minuteRetention (or max_age, if shorter).
 func (h *History) expire(tx kvTx, now time.Time) error {
 	cut := now.Add(-h.opts.MaxAge)
 	n, _, err := tx.bucket(bucketRows).deleteBefore(timeKey(cut), expireChunk)
@@ -341,7 +350,7 @@ func (h *History) expire(tx kvTx, now time.Time) error {
 	if _, _, err := tx.bucket(bucketDay).deleteBefore(bucketKey(cut.Truncate(24*time.Hour)), expireChunk); err != nil {
 		return err
 	}
-	_, _, err = tx.bucket(bucketMinute).deleteBefore(bucketKey(now.Add(-minuteRetention)), expireChunk)
+	_, _, err = tx.bucket(bucketMinute).deleteBefore(bucketKey(later(cut, now.Add(-minuteRetention))), expireChunk)
 	return err
 }
 

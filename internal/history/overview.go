@@ -79,45 +79,21 @@ type UpstreamUse struct {
 // top bounds the top lists.
 func (h *History) Overview(from, to time.Time, top int) (Overview, error) {
 	top = min(max(top, 1), MaxTop)
-	res, name, cap := time.Minute, bucketMinute, minuteCap
+	res, cap := time.Minute, minuteCap
 	if to.Sub(from) > minuteRange || from.Before(h.opts.Now().Add(-minuteRetention+time.Hour)) {
-		res, name, cap = time.Hour, bucketHour, hourCap
+		res, cap = time.Hour, hourCap
 	}
 	from = from.Truncate(res)
 	if t := to.Truncate(res); t.Before(to) {
 		to = t.Add(res)
 	}
-	// Long ranges take their top lists from the day buckets of the whole
-	// days inside them, and read those days' hours without their maps.
-	var dayFrom, dayTo time.Time
-	if res == time.Hour {
-		dayFrom, dayTo = from.Truncate(24*time.Hour), to.Truncate(24*time.Hour)
-		if dayFrom.Before(from) {
-			dayFrom = dayFrom.Add(24 * time.Hour)
-		}
-	}
 	var buckets, days []bucketAt
 	err := h.kv.view(func(tx kvTx) error {
-		c := tx.bucket(name).cursor()
-		end := to.Unix()
-		for k, v := c.Seek(bucketKey(from)); k != nil && bucketTime(k).Unix() < end; k, v = c.Next() {
-			t := bucketTime(k)
-			countsOnly := !t.Before(dayFrom) && t.Before(dayTo)
-			a, err := decodeAgg(v, cap, countsOnly)
-			if err != nil {
-				continue // a damaged bucket costs itself
-			}
-			buckets = append(buckets, bucketAt{t, a})
-		}
-		if !dayFrom.Before(dayTo) {
+		if res == time.Minute {
+			buckets = readBuckets(tx, bucketMinute, minuteCap, from, to, nil)
 			return nil
 		}
-		c = tx.bucket(bucketDay).cursor()
-		for k, v := c.Seek(bucketKey(dayFrom)); k != nil && bucketTime(k).Before(dayTo); k, v = c.Next() {
-			if a, err := decodeAgg(v, dayCap, false); err == nil {
-				days = append(days, bucketAt{bucketTime(k), a})
-			}
-		}
+		buckets, days = readLongRange(tx, from, to)
 		return nil
 	})
 	if err != nil {
@@ -125,6 +101,58 @@ func (h *History) Overview(from, to time.Time, top int) (Overview, error) {
 	}
 	buckets = mergeBuckets(buckets, h.bufferedBuckets(from, to, res, cap))
 	return summarize(from, to, res, buckets, days, top), nil
+}
+
+// readBuckets decodes the buckets of one level in [from, to); countsOnly
+// (nil for none) says which to read without their maps.
+func readBuckets(tx kvTx, name []byte, cap int, from, to time.Time, countsOnly func(time.Time) bool) []bucketAt {
+	var out []bucketAt
+	c := tx.bucket(name).cursor()
+	for k, v := c.Seek(bucketKey(from)); k != nil && bucketTime(k).Before(to); k, v = c.Next() {
+		t := bucketTime(k)
+		a, err := decodeAgg(v, cap, countsOnly != nil && countsOnly(t))
+		if err != nil {
+			continue // a damaged bucket costs itself
+		}
+		out = append(out, bucketAt{t, a})
+	}
+	return out
+}
+
+// readLongRange reads a range at hour resolution: the hour buckets (the
+// hours of days that have a day bucket without their maps), those days'
+// buckets for the top lists, and, for the hours not rolled up yet (the
+// current one, usually), their minute buckets summed per hour.
+func readLongRange(tx kvTx, from, to time.Time) (hours, days []bucketAt) {
+	days = readBuckets(tx, bucketDay, dayCap, from.Add(day-1).Truncate(day), to.Truncate(day), nil)
+	rolled := map[int64]bool{}
+	for _, d := range days {
+		rolled[d.t.Unix()] = true
+	}
+	hours = readBuckets(tx, bucketHour, hourCap, from, to, func(t time.Time) bool { return rolled[t.Truncate(day).Unix()] })
+	unrolled := from
+	if k, _ := tx.bucket(bucketHour).cursor().Last(); k != nil {
+		unrolled = later(from, bucketTime(k).Add(time.Hour))
+	}
+	perHour := map[int64]*Agg{}
+	for _, m := range readBuckets(tx, bucketMinute, minuteCap, unrolled, to, nil) {
+		t := m.t.Truncate(time.Hour).Unix()
+		if perHour[t] == nil {
+			perHour[t] = newAgg(hourCap)
+		}
+		perHour[t].merge(m.a)
+	}
+	for t, a := range perHour {
+		hours = append(hours, bucketAt{time.Unix(t, 0), a})
+	}
+	return hours, days
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 type bucketAt struct {
