@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/testutil"
+	"github.com/nxdns/nxdns/internal/web"
 )
 
 // TestDashboard_showsAQueriedMarkupNameAsText: a LAN client asks for a
@@ -91,4 +94,46 @@ func TestHistory_unusableStoreLeavesDNSAndReportsDegraded(t *testing.T) {
 	if !strings.Contains(body, "works.example.") {
 		t.Error("the in-memory history does not show the query")
 	}
+}
+
+// TestHistory_survivesReloadAndPasswordApplies: the history is the App's,
+// not a generation's: queries before and after a reload are both in it.
+// The reload also turns the login on for the running web endpoint.
+func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
+	r := newRig(t)
+	dnsAddr := loopbackAddr(t)
+	cfg := r.config(t, dnsAddr, false)
+	webPort := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	a := r.start(t, cfg)
+	ask(t, dnsAddr, "before.example.")
+
+	hash, err := web.HashPassword([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := cfg
+	cfg2.Web.PasswordFile = r.write(t, hash+"\n")
+	if err := a.Reload(cfg2); err != nil {
+		t.Fatal(err)
+	}
+	ask(t, dnsAddr, "after.example.")
+	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	get(t, base+"/api/queries", http.StatusUnauthorized) // the login is on
+
+	p, err := a.history.Search(context.Background(), history.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Rows) != 2 || p.Rows[0].Name != "after.example." || p.Rows[1].Name != "before.example." {
+		t.Fatalf("history after a reload: %+v", p.Rows)
+	}
+
+	// A password file that holds no hash fails the reload and changes nothing.
+	cfg3 := cfg
+	cfg3.Web.PasswordFile = r.write(t, "hunter2\n")
+	if err := a.Reload(cfg3); err == nil || !strings.Contains(err.Error(), "web.password_file") {
+		t.Fatalf("reload with a plain-text password file: %v", err)
+	}
+	get(t, base+"/api/queries", http.StatusUnauthorized)
 }
