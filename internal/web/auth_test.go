@@ -178,3 +178,15 @@ func TestLoadPasswordFile(t *testing.T) {
 		t.Error("a 73-byte password was hashed: bcrypt would ignore its end")
 	}
 }
+
+func TestLogin_hugeFormIsRefusedUnread(t *testing.T) {
+	_, base := loginServer(t)
+	c := browser(t)
+	resp, _ := do(t, c, "POST", base+"/login", url.Values{"password": {strings.Repeat("x", 1<<20)}}, nil)
+	if resp.StatusCode == http.StatusSeeOther {
+		t.Fatalf("a 1 MB form logged in")
+	}
+	if resp, _ := do(t, c, "GET", base+"/api/private", nil, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("after a huge form: %d", resp.StatusCode)
+	}
+}

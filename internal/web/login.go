@@ -49,6 +49,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, maxPasswordForm) // before anything parses the form
+	}
 	next := safeNext(r.FormValue("next"))
 	if r.Method == http.MethodGet {
 		renderLogin(w, http.StatusOK, loginView{Next: next})
@@ -64,7 +67,6 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("login attempts rate-limited", zapClient(r))
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxPasswordForm)
 	password := r.PostFormValue("password")
 	if bcrypt.CompareHashAndPassword(l.hash, []byte(password)) != nil {
 		s.log.Warn("login failed: wrong password", zapClient(r))
