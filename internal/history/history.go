@@ -165,6 +165,16 @@ func (h *History) loop() {
 	}
 }
 
+// buffered returns the events not yet stored. The slices are read after
+// the lock is released: their elements are never modified (Record only
+// appends, Flush replaces the slices), so a search decoding thousands of
+// them never holds up Record.
+func (h *History) buffered() [][]buffered {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return [][]buffered{h.pending[:len(h.pending):len(h.pending)], h.inflight}
+}
+
 // Close stops the flusher, writes what is buffered and closes the store.
 func (h *History) Close() error {
 	var err error

@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,5 +252,46 @@ func TestHistory_unusableStoreDegradesToMemory(t *testing.T) {
 				t.Error("snapshot not degraded")
 			}
 		})
+	}
+}
+
+// TestHistory_concurrentRecordSearchFlush: Record, Search, Overview and
+// Flush from several goroutines at once (run with -race); every recorded
+// event ends up stored exactly once.
+func TestHistory_concurrentRecordSearchFlush(t *testing.T) {
+	h := openTest(t, filePath(t), &clock{now: t0.Add(time.Hour)}, nil)
+	const writers, each = 4, 500
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				h.Record(event(t0.Add(time.Duration(w*each+i)*time.Millisecond), i))
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			h.Search(context.Background(), Filter{Name: "host1", Limit: MaxLimit})
+			h.Overview(t0, t0.Add(time.Hour), 10)
+			h.Flush()
+		}
+	})
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	h.Flush()
+	o, err := h.Overview(t0, t0.Add(time.Hour), 10)
+	if err != nil || o.Total != writers*each {
+		t.Fatalf("overview total %d (%v), want %d", o.Total, err, writers*each)
+	}
+	if s := h.Snapshot(); s.Recorded != writers*each || s.Pending != 0 {
+		t.Fatalf("recorded %d pending %d", s.Recorded, s.Pending)
 	}
 }

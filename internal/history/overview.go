@@ -164,8 +164,7 @@ type bucketAt struct {
 // counts the queries of the last interval too.
 func (h *History) bufferedBuckets(from, to time.Time, res time.Duration, cap int) []bucketAt {
 	m := map[int64]*Agg{}
-	h.mu.Lock()
-	for _, set := range [][]buffered{h.pending, h.inflight} {
+	for _, set := range h.buffered() {
 		for _, b := range set {
 			if t := keyTime(b.key); t.Before(from) || !t.Before(to) {
 				continue
@@ -182,7 +181,6 @@ func (h *History) bufferedBuckets(from, to time.Time, res time.Duration, cap int
 			m[t].add(r)
 		}
 	}
-	h.mu.Unlock()
 	out := make([]bucketAt, 0, len(m))
 	for t, a := range m {
 		out = append(out, bucketAt{time.Unix(t, 0), a})

@@ -73,8 +73,7 @@ func (h *History) Search(ctx context.Context, f Filter) (Page, error) {
 
 	// Buffered rows: few, unordered; take the newest matches.
 	var found []pendingRow
-	h.mu.Lock()
-	for _, set := range [][]buffered{h.pending, h.inflight} {
+	for _, set := range h.buffered() {
 		for _, b := range set {
 			if bytes.Compare(b.key, upper) >= 0 || bytes.Compare(b.key, lower) < 0 || !m.nameOf(b.val) {
 				continue
@@ -84,7 +83,6 @@ func (h *History) Search(ctx context.Context, f Filter) (Page, error) {
 			}
 		}
 	}
-	h.mu.Unlock()
 
 	stored, partialAt, err := h.scan(ctx, m, lower, upper, limit)
 	if err != nil {
