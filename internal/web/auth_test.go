@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
@@ -169,7 +170,11 @@ func TestLoadPasswordFile(t *testing.T) {
 	os.WriteFile(plain, []byte("hunter2\n"), 0o600)
 	huge := filepath.Join(dir, "huge")
 	os.WriteFile(huge, make([]byte, 1<<20), 0o600)
-	for name, path := range map[string]string{"a plain password": plain, "a huge file": huge, "a directory": dir, "missing": filepath.Join(dir, "none")} {
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, path := range map[string]string{"a plain password": plain, "a huge file": huge, "a directory": dir, "missing": filepath.Join(dir, "none"), "a FIFO (must not hang)": fifo, "a device": "/dev/zero"} {
 		if _, err := LoadPasswordFile(path); err == nil || !strings.Contains(err.Error(), "web.password_file") {
 			t.Errorf("%s: %v, want a web.password_file error", name, err)
 		}

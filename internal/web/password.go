@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -36,9 +37,13 @@ func HashPassword(password []byte) (string, error) {
 }
 
 // LoadPasswordFile reads web.password_file: a regular file of at most
-// 4 KiB holding one bcrypt hash (surrounding white space ignored).
+// 4 KiB holding one bcrypt hash (surrounding white space ignored). A FIFO
+// or a device fails at once.
 func LoadPasswordFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	// writer and hang the start or the reload (SPEC §9 "Robustness"); on a
+	// regular file it changes nothing.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("web.password_file: %w", err)
 	}
