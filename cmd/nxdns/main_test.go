@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
@@ -234,4 +236,18 @@ tls_name = "dot.test"
 		t.Fatal(err)
 	}
 	return path
+}
+
+func TestHashPassword_printsAHashTheLoginAccepts(t *testing.T) {
+	var out, errb strings.Builder
+	if code := cmdHashPassword(nil, strings.NewReader("s3cret pass\n"), &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	hash := strings.TrimSpace(out.String())
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte("s3cret pass")) != nil {
+		t.Fatalf("%q does not verify the password (without its newline)", hash)
+	}
+	if code := cmdHashPassword(nil, strings.NewReader("\n"), &out, &errb); code != exitProblems {
+		t.Errorf("empty password: exit %d", code)
+	}
 }

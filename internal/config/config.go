@@ -16,6 +16,7 @@ type Config struct {
 	Web          Web           `toml:"web"`
 	TLS          TLS           `toml:"tls"`
 	Log          Log           `toml:"log"`
+	History      History       `toml:"history"`
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.
@@ -68,7 +69,8 @@ type Client struct {
 
 // Web is the HTTP endpoint for /metrics and /api/health.
 type Web struct {
-	Listen string `toml:"listen"` // host:port; empty disables
+	Listen       string `toml:"listen"`        // host:port; empty disables
+	PasswordFile string `toml:"password_file"` // a bcrypt hash (nxdns hash-password); "" means loopback only
 }
 
 // Log sets verbosity and the per-query line.
@@ -104,5 +106,7 @@ func Default() Config {
 		},
 		Web: Web{Listen: "127.0.0.1:9153"},
 		Log: Log{Level: "info"},
+
+		History: defaultHistory(),
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -87,6 +88,9 @@ func sampleSources() Sources {
 		Cache: func() cache.Snapshot { return cacheSnap },
 
 		LogDropped: func() uint64 { return 43 },
+		History: func() history.Stats {
+			return history.Stats{Recorded: 53, Dropped: 2, Lost: 3, BytesWritten: 59 << 10, WriteErrors: 1, Pruned: 61, UsedBytes: 67 << 10, Degraded: true}
+		},
 	}
 }
 
