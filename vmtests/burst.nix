@@ -53,8 +53,8 @@ in
           # The same in absolute terms: 30 queries of 100 ms in series take
           # 3000 ms; together, one round trip plus overhead.
           assert r["wall_ms"] < 1500, f"burst wall clock: {r}"
-          # Nobody came near the attempt timeout (2500 ms), let alone the budget.
-          assert r["max_ms"] < 2500, f"slowest query: {r}"
+          # Nobody came near the attempt timeout (2000 ms), let alone the budget.
+          assert r["max_ms"] < 2000, f"slowest query: {r}"
 
       with subtest("the upstream saw reused connections, not one handshake per query"):
           fake = counters(PRIMARY_HTTP)

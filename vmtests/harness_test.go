@@ -23,8 +23,15 @@ import (
 	"github.com/nxdns/nxdns/internal/burst"
 	"github.com/nxdns/nxdns/internal/certs"
 	"github.com/nxdns/nxdns/internal/fakeup"
+	"github.com/nxdns/nxdns/internal/pathemu"
 	"github.com/nxdns/nxdns/internal/testutil"
 )
+
+// scenarioPath is the path between nxdns and every fake upstream: the round
+// trip a Pi has to a public resolver (SPEC §1 lesson 6: 15–40 ms), so each
+// TCP connect, TLS handshake and query costs its real round trips
+// (internal/pathemu). The jitter keeps answers from arriving in lockstep.
+var scenarioPath = pathemu.Path{RTT: 30 * time.Millisecond, Jitter: 4 * time.Millisecond}
 
 // nxdnsBinary is the real binary, built once in TestMain.
 var nxdnsBinary string
@@ -63,17 +70,25 @@ func newTestCA(t *testing.T) testCA {
 }
 
 // upstreamNode is an upstream nxdns is configured with: a fake upstream with
-// one listener, or (srv nil) a real resolver the test started.
+// one listener behind an emulated path, or (srv nil) a real resolver the
+// test started.
 type upstreamNode struct {
 	srv     *fakeup.Server
-	url     string // what nxdns's configuration names, e.g. tls://127.0.0.1:41234
+	url     string // what nxdns's configuration names: the relay's address, e.g. tls://127.0.0.1:41234
 	tlsName string // the name its certificate carries; "" means upstream.test
 	key     string // the counters key of its listener
 }
 
 // startUpstream starts a fake upstream from a listen URL with port 0, e.g.
-// "dot://127.0.0.1:0?latency=30ms" or "doh://127.0.0.1:0/dns-query?stall=1".
+// "dot://127.0.0.1:0?latency=30ms" or "doh://127.0.0.1:0/dns-query?stall=1",
+// behind scenarioPath.
 func startUpstream(t *testing.T, ca testCA, listen string) *upstreamNode {
+	return startUpstreamOn(t, ca, listen, scenarioPath)
+}
+
+// startUpstreamOn is startUpstream across path: nxdns connects to a relay
+// (internal/pathemu) in front of the fake upstream.
+func startUpstreamOn(t *testing.T, ca testCA, listen string, path pathemu.Path) *upstreamNode {
 	t.Helper()
 	l, err := fakeup.ParseListen(listen)
 	if err != nil {
@@ -85,12 +100,17 @@ func startUpstream(t *testing.T, ca testCA, listen string) *upstreamNode {
 	}
 	t.Cleanup(func() { srv.Close() })
 	b := srv.Listeners()[0]
+	relay, err := pathemu.Start("127.0.0.1:0", b.Addr.String(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
 	n := &upstreamNode{srv: srv, key: b.Key}
 	switch b.Transport {
 	case fakeup.DoT:
-		n.url = "tls://" + b.Addr.String()
+		n.url = "tls://" + relay.Addr.String()
 	case fakeup.DoH:
-		n.url = "https://" + b.Addr.String() + l.Path
+		n.url = "https://" + relay.Addr.String() + l.Path
 	default:
 		t.Fatalf("upstream transport %s is not encrypted", b.Transport)
 	}
@@ -113,7 +133,7 @@ type nxdnsProc struct {
 
 // settings shapes the generated configuration.
 type settings struct {
-	attemptMS, totalMS int // 0 means the shipped defaults (2500, 5000)
+	attemptMS, totalMS int // 0 means the shipped defaults (2000, 4000)
 	queryLog           bool
 	extra              string // TOML appended as is: forward zones, clients
 }
@@ -206,6 +226,24 @@ func (p *nxdnsProc) burst(t *testing.T, mutate func(*burst.Config)) *burst.Repor
 		t.Fatalf("burst: %v", err)
 	}
 	return r
+}
+
+// rssBytes is the process's resident memory now (VmRSS).
+func (p *nxdnsProc) rssBytes(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/PID/status")
+	return 0
 }
 
 // metrics scrapes /metrics and parses the exposition format.

@@ -29,6 +29,9 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitProblems
 	}
 	fmt.Fprint(stdout, summary(name, cfg))
+	for _, w := range config.Warnings(cfg) { // legal, but a promise of the defaults is broken
+		fmt.Fprintf(stdout, "%s: warning: %s\n", name, w)
+	}
 	code := exitOK
 	if *tlsCheck {
 		code = max(code, checkTLS(cfg, *tlsName, stdout))

@@ -25,6 +25,7 @@ commands:
   check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream and zone resolver
           [--tls [--tls-name NAME]]  --tls: will Android's Private DNS accept the DoT certificate?
   version                            print the version and commit
+  hash-password                      read a password on stdin, print the hash for web.password_file
 
 Run 'nxdns <command> -h' for a command's flags.
 `
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], stderr)
 	case "check":
 		return cmdCheck(ctx, args[1:], stdout, stderr)
+	case "hash-password":
+		return cmdHashPassword(args[1:], os.Stdin, stdout, stderr)
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "nxdns version takes no arguments\n\n%s", usage)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
@@ -104,6 +106,26 @@ func TestCheckExampleConfigIsValid(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// A file that breaks the budget inequalities (SPEC §3) is valid: check exits
+// 0 and warns, naming each broken promise; the shipped defaults warn of none.
+func TestCheckWarnsWhenBudgetsBreakTheInequalities(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nxdns.toml")
+	os.WriteFile(file, []byte("[upstream]\nattempt_timeout_ms = 3000\ntotal_timeout_ms = 5000\n[[upstreams]]\nurl = \"tls://9.9.9.9\"\n"), 0o644)
+	out, code := nxdns(t, "check", "--config", file)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0: a warning is not a problem\n%s", code, out)
+	}
+	for _, want := range []string{"warning: upstream.attempt_timeout_ms:", "warning: upstream.total_timeout_ms:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if out, _ := nxdns(t, "check"); strings.Contains(out, "warning") {
+		t.Errorf("the built-in configuration warns:\n%s", out)
 	}
 }
 
@@ -214,4 +236,18 @@ tls_name = "dot.test"
 		t.Fatal(err)
 	}
 	return path
+}
+
+func TestHashPassword_printsAHashTheLoginAccepts(t *testing.T) {
+	var out, errb strings.Builder
+	if code := cmdHashPassword(nil, strings.NewReader("s3cret pass\n"), &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	hash := strings.TrimSpace(out.String())
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte("s3cret pass")) != nil {
+		t.Fatalf("%q does not verify the password (without its newline)", hash)
+	}
+	if code := cmdHashPassword(nil, strings.NewReader("\n"), &out, &errb); code != exitProblems {
+		t.Errorf("empty password: exit %d", code)
+	}
 }

@@ -20,7 +20,9 @@ import (
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/dashboard"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/localnet"
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/metrics"
@@ -42,9 +44,12 @@ const clockPoll = 2 * time.Second
 // Options are what the App needs besides the configuration.
 type Options struct {
 	Logger *zap.Logger
-	Level  zap.AtomicLevel // changed in place when a reload changes log.level
-	Listen []string        // nxdns run --listen: replaces dns.listen of every file ReloadFile loads
-	Clock  *clock.Watcher  // nil: the system's clock (clock.System), polled every clockPoll
+	// Level is changed in place when a reload changes log.level. The zero
+	// value (a library caller that built its own logger) gets a level of its
+	// own that nothing reads, so a reload has nothing to change.
+	Level  zap.AtomicLevel
+	Listen []string       // nxdns run --listen: replaces dns.listen of every file ReloadFile loads
+	Clock  *clock.Watcher // nil: the system's clock (clock.System), polled every clockPoll
 }
 
 // App is a running nxdns.
@@ -57,6 +62,11 @@ type App struct {
 	web     *web.Server // nil when web.listen is empty
 	webAddr string      // web.listen as configured
 	certs   certState   // the DoT/DoH certificate (tls.go); under mu
+
+	history    *history.History // outlives reloads: every generation records into it
+	historyCfg config.History   // the settings it was opened with
+	dash       *dashboard.Dashboard
+	webHash    []byte // web.password_file's hash; nil without a login
 
 	mu      sync.Mutex                 // serialises Reload, Shutdown and local-network changes
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
@@ -86,12 +96,24 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level, listen: opts.Listen, clock: opts.Clock,
+	level := opts.Level
+	if level == (zap.AtomicLevel{}) { // its methods dereference a nil pointer
+		level = zap.NewAtomicLevel()
+	}
+	hash, err := loadWebPassword(cfg.Web)
+	if err != nil {
+		gen.close()
+		return nil, err
+	}
+	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock, webHash: hash,
 		stat:  metrics.ConfigState{Generation: 1, LoadedAt: time.Now()},
 		cache: cache.New(cacheOptions(cfg, log))}
 	if a.clock == nil {
 		a.clock = clock.NewWatcher(clock.System(), clockPoll)
 	}
+	a.history, a.historyCfg = openHistory(cfg.History, log), cfg.History
+	a.dash = a.newDashboard()
+	gen.history = a.history
 	gen.cache = a.cache.Stage()
 	// fail undoes whatever had started, in reverse, so an error leaves
 	// nothing running.
@@ -102,6 +124,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		a.stopLocal()
 		gen.close()
 		a.closeCache()
+		a.history.Close()
 		return nil, err
 	}
 	store, err := a.prepareCerts(cfg.TLS)
@@ -150,6 +173,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		return err
 	}
 	gen.cache = a.cache.Stage()
+	gen.history = a.history
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
 		gen.close()
@@ -160,14 +184,23 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		gen.close()
 		return err
 	}
-	// The web endpoint is bound before the listeners change and released
-	// only after they did, so a failure in either leaves everything as it was.
-	ws, err := a.bindWeb(cfg.Web.Listen)
+	hash, err := loadWebPassword(cfg.Web)
 	if err != nil {
 		gen.close()
 		return err
 	}
+	oldHash := a.webHash
+	a.webHash = hash // a new endpoint starts with the new password
+	// The web endpoint is bound before the listeners change and released
+	// only after they did, so a failure in either leaves everything as it was.
+	ws, err := a.bindWeb(cfg.Web.Listen)
+	if err != nil {
+		a.webHash = oldHash
+		gen.close()
+		return err
+	}
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
+		a.webHash = oldHash
 		a.abortWeb(ws)
 		gen.close()
 		return explainListen(err)
@@ -176,6 +209,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	// as the new file says, but keeps the running generation and TLS
 	// listeners, and the error says which address.
 	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
+		a.webHash = oldHash
 		a.abortWeb(ws)
 		gen.close()
 		return err
@@ -183,6 +217,10 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.commitCerts(store)
 	a.commitWeb(ws)
 	a.reconfigureCache(a.gen.Load().cfg, cfg)
+	if a.web != nil {
+		a.web.SetPassword(hash) // the running endpoint, when web.listen did not change
+	}
+	a.noteHistoryChange(cfg.History)
 	old := a.gen.Swap(gen)
 	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
 	a.drains = nil
@@ -304,6 +342,7 @@ func (a *App) restoreWeb() {
 func (a *App) newWeb(addr string) *web.Server {
 	s := web.New(addr, a.registry(), a.health, a.log)
 	a.cacheRoutes(s)
+	a.addDashboard(s)
 	return s
 }
 
@@ -344,6 +383,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.retired.Wait()
 	a.gen.Load().close()
 	a.closeCache()
+	a.history.Close() // after the last query: its event is in the final flush
 	return err
 }
 
@@ -363,6 +403,7 @@ func (a *App) registry() *prometheus.Registry {
 		Config:     a.configState,
 		Cache:      a.cache.Snapshot,
 		LogDropped: logging.Dropped,
+		History:    a.history.Snapshot,
 	})
 }
 
@@ -372,7 +413,8 @@ func (a *App) health() web.Health {
 	g := a.gen.Load()
 	h := web.HealthFrom(g.pool.Snapshot(), a.srv.Snapshot(), len(udp)).
 		WithClock(a.clock.Current()).
-		WithZones(g.zones.Snapshot())
+		WithZones(g.zones.Snapshot()).
+		WithHistory(a.historyStore(), a.history.Problem())
 	if st, ok := a.certStatus(); ok {
 		h.AddCertificate(st.NotAfter, st.LastError, time.Now())
 	}

@@ -189,6 +189,22 @@ func TestReload_goodFileChangesRoutingAndListener(t *testing.T) {
 	}
 }
 
+// A library caller that leaves Options.Level zero must be able to reload
+// (issue 12: SetLevel on the zero AtomicLevel panicked).
+func TestReload_zeroLevelOptionDoesNotPanic(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	a, err := Start(r.config(t, addr, false), Options{Logger: r.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdown(t, a) })
+	if err := a.Reload(r.config(t, addr, true)); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	ask(t, addr, "host.lan.")
+}
+
 func TestReload_badFileKeepsServingAndLogsEveryProblem(t *testing.T) {
 	r := newRig(t)
 	addr := loopbackAddr(t)

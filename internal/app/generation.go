@@ -13,6 +13,7 @@ import (
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/tlscert"
@@ -33,7 +34,8 @@ type generation struct {
 	cache *cache.Stage   // the App's cache, seen by this generation's chain
 	// allow is the allow list of the state last built (state), read by the
 	// learned names; "local" makes it change without a new generation.
-	allow atomic.Pointer[[]netip.Prefix]
+	allow   atomic.Pointer[[]netip.Prefix]
+	history *history.History // the App's, set by the App after build; nil in tests that build alone
 }
 
 // build makes a generation from a validated configuration. Nothing is
@@ -148,7 +150,9 @@ func (g *generation) stages() []query.Stage {
 // and counters.
 func (g *generation) sinks() []query.Sink {
 	var sinks []query.Sink
-	// history (SPEC §9)
+	if g.history != nil {
+		sinks = append(sinks, g.history) // history (SPEC §9)
+	}
 	return sinks
 }
 

@@ -11,7 +11,7 @@ import (
 
 func TestUpstream_durations(t *testing.T) {
 	u := Default().Upstream
-	if u.Attempt() != 2500*time.Millisecond || u.Total() != 5*time.Second || u.Read() != 3*time.Second {
+	if u.Attempt() != 2*time.Second || u.Total() != 4*time.Second || u.Read() != 3*time.Second {
 		t.Errorf("Attempt, Total, Read = %v, %v, %v; want 2.5s, 5s, 3s", u.Attempt(), u.Total(), u.Read())
 	}
 	d := Default().DNS

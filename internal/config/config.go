@@ -16,6 +16,7 @@ type Config struct {
 	Web          Web           `toml:"web"`
 	TLS          TLS           `toml:"tls"`
 	Log          Log           `toml:"log"`
+	History      History       `toml:"history"`
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.
@@ -68,7 +69,8 @@ type Client struct {
 
 // Web is the HTTP endpoint for /metrics and /api/health.
 type Web struct {
-	Listen string `toml:"listen"` // host:port; empty disables
+	Listen       string `toml:"listen"`        // host:port; empty disables
+	PasswordFile string `toml:"password_file"` // a bcrypt hash (nxdns hash-password); "" means loopback only
 }
 
 // Log sets verbosity and the per-query line.
@@ -97,12 +99,14 @@ func Default() Config {
 			CacheMaxTTL: 86400, // one day
 			StaleMaxAge: 86400, // one day, within RFC 8767 §5's suggested 1 to 3 days
 		},
-		Upstream: Upstream{AttemptTimeoutMS: 2500, TotalTimeoutMS: 5000, ReadTimeoutMS: 3000},
+		Upstream: Upstream{AttemptTimeoutMS: 2000, TotalTimeoutMS: 4000, ReadTimeoutMS: 3000},
 		Upstreams: []UpstreamURL{
 			{URL: "tls://dns.quad9.net", Address: "9.9.9.9", TLSName: "dns.quad9.net"},
 			{URL: "tls://one.one.one.one", Address: "1.1.1.1", TLSName: "one.one.one.one", Priority: 1},
 		},
 		Web: Web{Listen: "127.0.0.1:9153"},
 		Log: Log{Level: "info"},
+
+		History: defaultHistory(),
 	}
 }

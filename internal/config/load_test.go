@@ -190,7 +190,7 @@ func TestLoad_absentKeysKeepDefaults(t *testing.T) {
 // key left out of an element gets the element's line, a default gets none.
 func TestLoad_validationProblemsCarryLines(t *testing.T) {
 	ps := loadProblems(t, `[upstream]
-total_timeout_ms = 2000
+total_timeout_ms = 1500
 
 [[upstreams]]
 url = "tls://dns.quad9.net"
@@ -199,7 +199,7 @@ url = "tls://dns.quad9.net"
 listen = "localhost:9153"
 `)
 	want := map[string]int{
-		"upstream.attempt_timeout_ms": 0, // the default 2500 is above the file's total
+		"upstream.attempt_timeout_ms": 0, // the default 2000 is above the file's total
 		"upstreams[0].address":        4,
 		"web.listen":                  8,
 	}

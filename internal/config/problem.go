@@ -38,6 +38,7 @@ const (
 	CodeInvalidListen     Code = "InvalidListen"     // not an IP:port to listen on
 	CodeInvalidLevel      Code = "InvalidLevel"      // not one of debug, info, warn, error
 	CodeTLSFile           Code = "TLSFile"           // tls.cert_file or tls.key_file not an absolute path
+	CodeNotAbsolute       Code = "NotAbsolute"       // a file path (history.path, web.password_file) that is not absolute
 )
 
 // Cross-checks: keys that are fine alone but not together.
@@ -50,6 +51,7 @@ const (
 	CodeListenConflict    Code = "ListenConflict"    // a TLS listen address that a wildcard on the same port overlaps
 	CodeCacheFile         Code = "CacheFile"         // dns.cache_file not absolute, or not a regular file
 	CodeLoop              Code = "Loop"              // a forward zone's resolver is one of nxdns's own listen addresses
+	CodePasswordRequired  Code = "PasswordRequired"  // a non-loopback web.listen without web.password_file
 )
 
 // Problem is one thing wrong with a configuration.

@@ -39,6 +39,8 @@ func Validate(c Config) Problems {
 	checkWeb(&ps, c.Web)
 	checkTLS(&ps, c.TLS, c.DNS.Listen)
 	checkLog(&ps, c.Log)
+	checkHistory(&ps, c.History)
+	checkWebAuth(&ps, c.Web)
 	return ps
 }
 

@@ -141,7 +141,11 @@ func TestValidate_accepts(t *testing.T) {
 		{"allow everybody explicitly", func(c *Config) { c.DNS.Allow = []string{"0.0.0.0/0", "::/0"} }},
 		{"unmasked prefix", func(c *Config) { c.DNS.Allow = []string{"192.168.1.7/24"} }},
 		{"web disabled", func(c *Config) { c.Web.Listen = "" }},
-		{"web on every address", func(c *Config) { c.Web.Listen = "[::]:9153" }},
+		{"web on every address", func(c *Config) {
+			c.Web.Listen = "[::]:9153"
+			c.Web.PasswordFile = "/run/credentials/nxdns.service/web-password"
+		}},
+		{"history on disk", func(c *Config) { c.History.Path = "/var/lib/nxdns/history.db" }},
 		{"cache disabled", func(c *Config) { c.DNS.CacheSize = 0; c.DNS.StaleMaxAge = 0 }},
 		{"cache min equals max", func(c *Config) { c.DNS.CacheMinTTL, c.DNS.CacheMaxTTL = 300, 300 }},
 		{"every level", func(c *Config) { c.Log.Level = "warn" }},

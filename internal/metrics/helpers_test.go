@@ -10,6 +10,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -34,6 +35,7 @@ func sampleSources() Sources {
 				Index: 0, URL: "tls://192.0.2.1:853", Slots: 32, InFlight: 5,
 				QueuedTotal: 7, QueuedSeconds: 1.25, Successes: 100, Failures: 3,
 				ReuseRecoveries: 4,
+				Dials:           upstream.Dials{New: 12, Resumed: 13, Failed: 14},
 				AttemptLatency:  histogramOf(3*time.Millisecond, 40*time.Millisecond, 6*time.Second),
 			},
 			{
@@ -86,6 +88,9 @@ func sampleSources() Sources {
 		Cache: func() cache.Snapshot { return cacheSnap },
 
 		LogDropped: func() uint64 { return 43 },
+		History: func() history.Stats {
+			return history.Stats{Recorded: 53, Dropped: 2, Lost: 3, BytesWritten: 59 << 10, WriteErrors: 1, Pruned: 61, UsedBytes: 67 << 10, Degraded: true}
+		},
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
 	"github.com/nxdns/nxdns/internal/tlscert"
@@ -39,6 +40,7 @@ type Sources struct {
 	// LogDropped is the count of log lines dropped because the sink stalled
 	// (logging.Dropped).
 	LogDropped func() uint64
+	History    func() history.Stats
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -78,6 +80,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.LogDropped != nil {
 		cs = append(cs, logCollector{src.LogDropped})
+	}
+	if src.History != nil {
+		cs = append(cs, historyCollector{src.History})
 	}
 	return cs
 }

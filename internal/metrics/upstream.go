@@ -30,6 +30,9 @@ var (
 	upstreamReuseRecoveries = prometheus.NewDesc("nxdns_upstream_reuse_recoveries_total",
 		"Exchanges retried once on a fresh connection because the upstream had closed the reused one (DoT). Not failures, but each costs a new connection and handshake.",
 		upstreamLabels, nil)
+	upstreamConnections = prometheus.NewDesc("nxdns_upstream_connections_total",
+		"Connections dialed to this upstream (DoT, DoH), by outcome: new (a full TLS handshake), resumed (TLS session resumption) or failed (refused, timed out, certificate or handshake error, or cut short by the query that started it). A steady rise of new or resumed under steady load is connection churn.",
+		[]string{"index", "url", "outcome"}, nil)
 	upstreamRequests = prometheus.NewDesc("nxdns_upstream_requests_total",
 		"Attempts recorded in this upstream's health, by outcome: success (it answered) or failure (refused, reset, TLS or response error, REFUSED/NOTIMP, or no answer within a full attempt_timeout). Attempts cut short by the query's budget or a cancellation, and SERVFAIL answers, count in neither.",
 		[]string{"index", "url", "outcome"}, nil)
@@ -53,7 +56,7 @@ type upstreamCollector struct{ snap func() upstream.Snapshot }
 func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		upstreamInFlight, upstreamSlots, upstreamQueued, upstreamQueuedSeconds,
-		upstreamReuseRecoveries, upstreamRequests, upstreamProbes, upstreamAttemptDuration,
+		upstreamReuseRecoveries, upstreamConnections, upstreamRequests, upstreamProbes, upstreamAttemptDuration,
 		upstreamBackoff, upstreamBudgetExhausted,
 	} {
 		ch <- d
@@ -72,6 +75,9 @@ func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 		send(ch, upstreamQueued, prometheus.CounterValue, float64(u.QueuedTotal), index, url)
 		send(ch, upstreamQueuedSeconds, prometheus.CounterValue, u.QueuedSeconds, index, url)
 		send(ch, upstreamReuseRecoveries, prometheus.CounterValue, float64(u.ReuseRecoveries), index, url)
+		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.New), index, url, "new")
+		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.Resumed), index, url, "resumed")
+		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.Failed), index, url, "failed")
 		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Successes), index, url, "success")
 		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Failures), index, url, "failure")
 		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeSuccesses), index, url, "success")

@@ -112,16 +112,15 @@ func (c *clientShares) release(k netip.Prefix) {
 // Per-client shares of the listener caps (docs/server.md says why these).
 const (
 	// udpClientShare is one client's share of a family's UDP queries in
-	// flight: an eighth, never less than 64, and always leaving some of the
-	// cap (a thirty-second) to the other clients. A client is usually one
-	// device, but it can be a whole LAN behind a router that forwards to
-	// nxdns; an eighth of 1024 at a 20 ms upstream still carries thousands
-	// of queries a second for it, and a flooder is held to it while the
-	// other seven eighths stay free for everyone else. The floor is the
-	// field case of SPEC §1: one client's queries stalled on a saturated
-	// primary (upstream.DefaultSlots, 32) while its next page load (~30
-	// names) goes to the standby must still fit its share.
-	udpClientShare = min(max(maxUDPInFlight/8, 64), maxUDPInFlight-maxUDPInFlight/32)
+	// flight: half the cap. A client is usually one device, and a device
+	// waking up (a phone, a smart TV, a browser restoring its tabs) sends
+	// bursts of hundreds at once (SPEC §1 lesson 7), some of which may sit
+	// on a saturated primary while the rest go to the standby: 512 carries
+	// such a burst with room, and a router forwarding a whole LAN to nxdns
+	// (one source) gets over 25 000 queries a second at a 20 ms upstream. A
+	// flooder held to it leaves the other half to everyone else, so it
+	// degrades itself only (docs/server.md has the measurements).
+	udpClientShare = maxUDPInFlight / 2
 	// tcpClientShare is one client's share of a family's TCP connections:
 	// an eighth, and never less than 8. A stub opens one or two for
 	// truncated answers; a greedy host holding its whole share leaves the

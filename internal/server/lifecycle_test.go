@@ -54,6 +54,8 @@ func TestSwap_newQueriesUseNewStateAndDrainedWaitsForOld(t *testing.T) {
 func TestSwap_drainedReturnsAtOnceWhenIdle(t *testing.T) {
 	s := startServer(t, state(answerA("192.0.2.1")))
 	exchange(t, "udp", udpAddr(s), newQuery("a.example.", dns.TypeA))
+	// The query is recorded after its answer was sent: idle means that done.
+	waitFor(t, "the answered query to finish", func() bool { return s.Snapshot().UDPInFlight == 0 })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // a wait would fail
 	if err := s.Swap(state(answerA("192.0.2.2")))(ctx); err != nil {

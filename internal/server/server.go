@@ -70,14 +70,31 @@ type Options struct {
 // (a Raspberry Pi) from one client, and SPEC §9 fixes the first two.
 const (
 	// maxUDPInFlight is how many UDP queries of one address family are
-	// answered at once. A household's burst (a page load: ~30 names) fits
-	// with room to spare; beyond it a datagram is dropped and counted, and
-	// the client's own retry timer recovers, which beats queueing work whose
-	// client may already have given up.
-	maxUDPInFlight = 64
+	// answered at once. SPEC §1 lesson 7: a household sends bursts of
+	// hundreds (a phone waking up, a smart TV, a browser with many tabs), and
+	// while a primary stalls each of its queries holds its place for up to
+	// one attempt_timeout, so the cap must hold a stalled slot-full plus
+	// several such bursts; 1024 does (SPEC §9's minimum). Beyond it a
+	// datagram is dropped and counted, and the client's own retry timer
+	// recovers, which beats queueing work whose client may already have
+	// given up.
+	//
+	// Memory it bounds: one query in flight holds its goroutine (a stack of
+	// 8–32 KiB along the pool's call chain), the copied query and its answer
+	// (a few hundred bytes each for ordinary queries), so about 32 KiB at
+	// most, 32 MiB per family when full. A flood of maximum-size datagrams
+	// adds up to 64 KiB of copied query each (96 MiB per family), still
+	// within a Pi 3's 1 GiB.
+	maxUDPInFlight = 1024
 	// maxTCPConns is how many TCP connections of one address family are open
-	// at once. Beyond it a connection is refused (closed at once) and counted.
-	maxTCPConns = 64
+	// at once (SPEC §9: at least 256). Beyond it a connection is refused
+	// (closed at once) and counted. Memory it bounds: an idle connection holds
+	// its reader goroutine and a small read buffer (about 8 KiB); a busy one
+	// adds up to maxConnQueries queries of at most maxTCPQuerySize each, with
+	// their goroutines (about 36 KiB each), so about 0.6 MiB at most and
+	// 150 MiB per family in the worst case of every connection pipelining
+	// its full share, 2 MiB when they are idle.
+	maxTCPConns = 256
 	// maxConnQueries is how many queries of one TCP connection run at once
 	// (RFC 7766 §6.2.1.1 pipelining). At the cap the reader stops reading,
 	// and TCP flow control pushes back on the client instead of us buffering.

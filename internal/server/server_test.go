@@ -125,6 +125,8 @@ func TestHandler_rejectsBadQueries(t *testing.T) {
 			}
 		})
 	}
+	// Each query is counted after its answer was sent.
+	waitFor(t, "three FORMERR counted", func() bool { return count(s.Snapshot(), query.SourceServer, "FORMERR") >= 3 })
 	if n := count(s.Snapshot(), query.SourceServer, "FORMERR"); n != 3 {
 		t.Errorf("server/FORMERR count = %d, want 3", n)
 	}
@@ -257,7 +259,10 @@ func sendUDP(t *testing.T, c *net.UDPConn, id int) {
 // that together hold maxUDPInFlight; beyond it a datagram is dropped.
 func TestUDP_dropsOverInFlightCap(t *testing.T) {
 	const extra = 10
-	clients := maxUDPInFlight / udpClientShare
+	// Sixteen clients, each well within its share, and each socket's
+	// receive queue small enough for its answers.
+	const clients = 16
+	const per = maxUDPInFlight / clients
 	entered := make(chan struct{}, maxUDPInFlight+extra)
 	release := make(chan struct{})
 	s := startServer(t, state(blockingResolver(entered, release)))
@@ -265,10 +270,10 @@ func TestUDP_dropsOverInFlightCap(t *testing.T) {
 	for i := range conns {
 		conns[i] = dialUDPFrom(t, fmt.Sprintf("127.0.1.%d", i+1), udpAddr(s))
 	}
+	// In lockstep: a thousand datagrams sent at once overflow the socket's
+	// receive queue, and the kernel's drops are not the cap's.
 	for i := range maxUDPInFlight {
-		sendUDP(t, conns[i/udpClientShare], i+1)
-	}
-	for range maxUDPInFlight {
+		sendUDP(t, conns[i/per], i+1)
 		<-entered
 	}
 	for i := range extra {
@@ -279,9 +284,10 @@ func TestUDP_dropsOverInFlightCap(t *testing.T) {
 		t.Errorf("in flight %d, %d more reached the resolver, %d share drops; want %d, none, none",
 			snap.UDPInFlight, len(entered), snap.UDPClientShare, maxUDPInFlight)
 	}
+	// Spread over the clients, each socket's receive queue holds its answers.
 	close(release)
 	for i := range maxUDPInFlight {
-		if resp := readUDPMsg(t, conns[i/udpClientShare]); resp.Id > maxUDPInFlight {
+		if resp := readUDPMsg(t, conns[i/per]); resp.Id > maxUDPInFlight {
 			t.Errorf("dropped query %d was answered", resp.Id)
 		}
 	}

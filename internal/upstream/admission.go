@@ -77,18 +77,26 @@ func (p *Pool) admit(ctx context.Context, qs *query) (*entry, *AttemptError) {
 // sweep is one pass over the candidates in priority order that takes a slot
 // only where one is free right now (steps 1 and 5 without blocking). found
 // reports whether any candidate exists at all.
+//
+// Every entry's backoff is read once, into one mask, and both decisions of
+// the pass — last resort or not, and which entries are candidates — come
+// from that mask. Read twice, an entry entering backoff between the reads
+// would be neither a candidate outside backoff nor one of the last resort,
+// and the query would end with no attempt at all (SPEC §4.3 step 4).
 func (p *Pool) sweep(qs *query) (_ *entry, found bool) {
-	lastResort := p.lastResort(qs)
+	backoff := p.backoffMask()
+	lastResort := qs.lastResort(backoff, p.all())
 	for _, e := range p.entries {
-		if !qs.candidate(e, lastResort) {
+		if !qs.candidate(e, backoff, lastResort) {
 			continue
 		}
 		found = true
 		if !e.sem.TryAcquire(1) {
 			continue
 		}
-		// Step 4: it may have entered backoff after the check above; then it
-		// is skipped here and is left for the last-resort pass.
+		// Step 4: it may have entered backoff after the mask was read; then
+		// it is released here, and the next sweep (the caller waits on the
+		// board, which this release notifies) finds it as a last resort.
 		if !lastResort && e.health.backoff.Load() {
 			p.release(e)
 			continue
@@ -98,20 +106,20 @@ func (p *Pool) sweep(qs *query) (_ *entry, found bool) {
 	return nil, found
 }
 
-// lastResort reports whether the query is in step 5: no entry outside backoff
-// is left untried. A query holding a SERVFAIL does not go there: it already
-// has an answer from a serving upstream (SPEC §4.4).
-func (p *Pool) lastResort(qs *query) bool {
-	if qs.servfail != nil {
-		return false
-	}
+// backoffMask is the entries in backoff now, one bit each.
+func (p *Pool) backoffMask() uint64 {
+	var m uint64
 	for _, e := range p.entries {
-		if qs.tried&e.bit == 0 && !e.health.backoff.Load() {
-			return false
+		if e.health.backoff.Load() {
+			m |= e.bit
 		}
 	}
-	return true
+	return m
 }
+
+// all is the mask of every entry (a shift by 64 is 0 in Go, so 64 entries
+// give every bit).
+func (p *Pool) all() uint64 { return 1<<len(p.entries) - 1 }
 
 // wait blocks until a slot frees on any candidate (steps 3 and 5), bounded by
 // the query's context; priority breaks ties because every wake-up re-sweeps
@@ -166,9 +174,10 @@ func (p *Pool) countQueued(e *entry, since time.Time) {
 }
 
 func (p *Pool) firstCandidate(qs *query) *entry {
-	lastResort := p.lastResort(qs)
+	backoff := p.backoffMask()
+	lastResort := qs.lastResort(backoff, p.all())
 	for _, e := range p.entries {
-		if qs.candidate(e, lastResort) {
+		if qs.candidate(e, backoff, lastResort) {
 			return e
 		}
 	}

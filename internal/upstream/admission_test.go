@@ -219,3 +219,43 @@ func TestAdmission_entryEnteringBackoffWhileWaitingIsSkipped(t *testing.T) {
 		poolTestAllFree(t, p)
 	})
 }
+
+// SPEC §4.3 step 4: an entry changing state during the sweep never leaves a
+// query with no attempt. Issue 12 finding 1: the sweep read an entry's
+// backoff once to decide "last resort or not" and again to decide "is it a
+// candidate"; an entry entering backoff between the two reads was neither,
+// and the query ended SERVFAIL with EDE 0 "no upstream attempted".
+func TestAdmission_backoffFlippingDuringTheSweepLeavesNoQueryUnattempted(t *testing.T) {
+	up := &fakeClient{onExchange: poolTestAnswer}
+	p := poolTestNew(t, poolTestShipped, up)
+	e := p.entries[0]
+	stop := make(chan struct{})
+	flipped := make(chan struct{})
+	go func() {
+		defer close(flipped)
+		for on := true; ; on = !on {
+			select {
+			case <-stop:
+				e.health.backoff.Store(false)
+				return
+			default:
+			}
+			e.health.backoff.Store(on)
+		}
+	}()
+	const queries = 50000
+	unattempted := 0
+	for range queries {
+		if _, _, err := p.Resolve(context.Background(), poolTestQuery("flip.example.")); err != nil {
+			unattempted++
+		}
+	}
+	close(stop)
+	<-flipped
+	if unattempted != 0 {
+		t.Errorf("%d of %d queries ended with an error although the one upstream answers every attempt", unattempted, queries)
+	}
+	if got := up.live.Load(); got != queries {
+		t.Errorf("upstream saw %d live exchanges, want %d (one per query)", got, queries)
+	}
+}

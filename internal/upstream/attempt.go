@@ -9,14 +9,15 @@ import (
 
 // attempt runs one exchange against e, whose slot the caller holds; the slot
 // is released before it returns. The attempt races the query's deadline
-// (SPEC §4.2): it runs until min(now+attempt_timeout, deadline), and the
-// context's cause says which timer ended it.
+// (SPEC §4.2): it runs until min(now+limit, deadline), limit being
+// attempt_timeout or, when every upstream is down, a share of one probe
+// timeout (attemptLimit), and the context's cause says which timer ended it.
 //
 // The error, if any, names the upstream only when an exchange started: a
 // deadline already passed returns KindBudgetExhausted without calling the
 // client, so an instant exchange cannot manufacture evidence after the
 // budget is gone; a client already gone likewise starts nothing.
-func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns.Msg) (*dns.Msg, *AttemptError) {
+func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns.Msg, limit time.Duration) (*dns.Msg, *AttemptError) {
 	defer p.release(e)
 	now := time.Now()
 	if !now.Before(deadline) { // ctx.Done lags the clock by a timer tick
@@ -25,7 +26,7 @@ func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns
 	if err := ctx.Err(); err != nil {
 		return nil, &AttemptError{Kind: causeKind(ctx), Err: err}
 	}
-	expiry := now.Add(p.attemptTimeout)
+	expiry := now.Add(limit)
 	// Truncated means the upstream gets less than its configured interval;
 	// an attempt ending exactly at the deadline got all of it.
 	truncated := expiry.After(deadline)

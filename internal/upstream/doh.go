@@ -57,8 +57,9 @@ type DoH struct {
 	tr      *http.Transport
 	log     *zap.Logger
 
-	life context.Context // ends in-progress dials on Close
-	stop context.CancelCauseFunc
+	life  context.Context // ends in-progress dials on Close
+	stop  context.CancelCauseFunc
+	dials dialCounts // nxdns_upstream_connections_total
 
 	mu     sync.Mutex // guards the fields below
 	conns  map[*dohConn]struct{}
@@ -92,6 +93,13 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 		// With HTTP/2 this limits dials in progress, not connections: a cold
 		// burst waits for one handshake and then shares its connection,
 		// instead of dialing once per query (SPEC §1, the burst staircase).
+		// Once the connection is up, no query waits for a handshake (SPEC
+		// §5): every exchange is a stream on it, and the pool sends one
+		// upstream at most DefaultSlots (32) at once, far below the 100
+		// concurrent streams RFC 9113 §6.5.2 recommends servers allow (Go's
+		// server allows 250, unbound 100). Only past the server's stream limit
+		// would net/http dial a second connection, and then this cap makes
+		// the extra stream wait for a free one rather than for a handshake.
 		MaxConnsPerHost:        1,
 		IdleConnTimeout:        transportIdleTimeout,
 		DisableCompression:     true, // DNS messages are small; no gzip to decode
@@ -104,6 +112,9 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 	}
 	return d
 }
+
+// Dials is how many connections this client dialed, by outcome.
+func (d *DoH) Dials() Dials { return d.dials.load() }
 
 // Exchange sends m and returns the validated response with m's ID restored.
 // Failures are *AttemptError; none of them names more than the redacted URL.
@@ -187,15 +198,18 @@ func (d *DoH) dialTLS(ctx context.Context, _, _ string) (net.Conn, error) {
 	stop := context.AfterFunc(d.life, cancel)
 	defer stop()
 	tc, err := transportDial(ctx, d.addr, d.tlsConf, d.track)
-	if err != nil {
-		if d.life.Err() != nil {
-			return nil, errClientClosed
+	if err == nil {
+		if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+			tc.Close()
+			tc, err = nil, fmt.Errorf("upstream negotiated %q, not HTTP/2 (h2): %w", p, KindNetwork)
 		}
-		return nil, err
 	}
-	if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
-		tc.Close()
-		return nil, fmt.Errorf("upstream negotiated %q, not HTTP/2 (h2): %w", p, KindNetwork)
+	if err != nil && d.life.Err() != nil {
+		err = errClientClosed
+	}
+	d.dials.count(tc, err)
+	if err != nil {
+		return nil, err
 	}
 	d.log.Debug("connected", zap.Bool("resumed", tc.ConnectionState().DidResume))
 	return tc, nil

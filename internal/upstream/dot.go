@@ -16,18 +16,32 @@ import (
 )
 
 // DoTMaxConns is how many connections one DoT upstream keeps open for new
-// exchanges. One connection carries every in-flight exchange (pipelining),
-// so the burst of SPEC §1 needs one; a few more spread a burst when a server
-// works through one connection's queries in order, while keeping the sockets
-// (and the server's per-client budget) per upstream small. A connection
-// retired as unresponsive does not count: it only drains its last exchanges.
-// A stale retry may dial one past the cap (see pick).
+// exchanges. One connection carries every in-flight exchange (pipelining, up
+// to dotMaxInFlight), so the burst of SPEC §1 needs one; the others are dialed
+// ahead of need (dotDialAhead) so that a server working through one
+// connection's queries in order sees the load spread, and a connection lost
+// mid-burst has a warm successor, while the sockets (and the server's
+// per-client budget) per upstream stay few. A connection retired as
+// unresponsive or full does not count: it only drains its last exchanges. A
+// stale or collateral retry may dial one past the cap (see pick).
 const DoTMaxConns = 3
 
-// dotConnBusy is the number of in-flight exchanges on the least-loaded
-// connection beyond which a new connection is dialed (up to DoTMaxConns).
-// Below it, pipelining on a warm connection is cheaper than a handshake.
-const dotConnBusy = 16
+// dotMaxInFlight is the pipelining depth: how many exchanges one established
+// connection carries before a query would rather wait for another. 64 is
+// twice what the pool can send one upstream at once (DefaultSlots, 32, plus
+// the one probe), so a household burst — 30 names, or hundreds arriving
+// together, which the pool admits at most 32 at a time per upstream — always
+// shares a warm connection and never waits for a handshake (SPEC §1 lesson 6,
+// §5), with room to spare for retries. Servers pipeline far deeper than that: unbound and knot-resolver read every frame a connection
+// delivers and answer out of order (RFC 7766 §6.2.1.1).
+const dotMaxInFlight = 64
+
+// dotDialAhead is the load on the least-loaded established connection at
+// which the next connection is dialed in the background (up to DoTMaxConns).
+// No exchange waits for that dial: they keep pipelining on the established
+// connection, and the new one takes new exchanges once its handshake is done.
+// Half a burst: a steady trickle of queries stays on one connection.
+const dotDialAhead = 16
 
 // errDialerDeadline is the cause of a shared dial ended by the deadline of
 // the exchange that started it. Exchanges that joined that dial with more
@@ -44,12 +58,14 @@ type DoT struct {
 	tlsConf     *tls.Config
 	log         *zap.Logger
 	idleTimeout time.Duration // transportIdleTimeout; tests shorten it
+	maxPending  int           // dotMaxPending; tests shorten it
 
 	life       context.Context // ends in-progress dials on Close
 	stop       context.CancelCauseFunc
 	wg         sync.WaitGroup // dials, readers and writers
 	seq        atomic.Uint64  // connections created so far
 	recoveries atomic.Uint64  // exchanges saved by a stale retry (SPEC §5)
+	dials      dialCounts     // nxdns_upstream_connections_total
 
 	mu     sync.Mutex // guards the fields below
 	conns  []*dotConn // dialing or up; ended ones are pruned on the next pick
@@ -72,6 +88,7 @@ func NewDoT(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoT {
 		tlsConf:     transportTLS(ep, roots),
 		log:         logger.Named("dot").With(zap.String("upstream", ep.Redacted())),
 		idleTimeout: transportIdleTimeout,
+		maxPending:  dotMaxPending,
 		life:        life,
 		stop:        stop,
 	}
@@ -82,12 +99,24 @@ func NewDoT(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoT {
 // nxdns_upstream_reuse_recoveries_total). Those failures were never returned.
 func (d *DoT) ReuseRecoveries() uint64 { return d.recoveries.Load() }
 
+// Dials is how many connections this client dialed, by outcome.
+func (d *DoT) Dials() Dials { return d.dials.load() }
+
 // dotFailure is one failed try and what the stale rule needs to know about it.
 type dotFailure struct {
-	err     error
-	reused  bool   // the connection was up before this exchange picked it
-	started bool   // a byte of the response may have arrived
-	failSeq uint64 // connections newer than this are fresh for a retry
+	err        error
+	reused     bool   // the connection was up before this exchange picked it
+	started    bool   // a byte of the response may have arrived
+	collateral bool   // another exchange's bad frame ended the connection (SPEC §4.4)
+	failSeq    uint64 // connections newer than this are fresh for a retry
+}
+
+// retry reports whether the failure earns one more try on a fresh
+// connection: a stale reused connection (SPEC §5), or collateral damage of
+// another exchange's bad frame (SPEC §4.4: evidence is counted once per
+// fault, and this exchange never received a response).
+func (f *dotFailure) retry() bool {
+	return f.collateral || staleRetry(f.reused, f.started, f.err)
 }
 
 // Exchange sends m and returns the validated response with m's ID. A stale
@@ -101,11 +130,18 @@ func (d *DoT) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 		return nil, &AttemptError{Upstream: d.name, Kind: KindNoResources, Err: fmt.Errorf("pack query: %w", err)}
 	}
 	resp, f := d.try(ctx, m, wire, 0)
-	if f != nil && staleRetry(f.reused, f.started, f.err) && ctx.Err() == nil {
+	if f != nil && f.retry() && ctx.Err() == nil {
+		// A retry that fails is final and classified on its own: it ran on a
+		// fresh connection, so its failure is evidence of its own (a second
+		// bad frame in a row included).
 		var retry *dotFailure
 		if resp, retry = d.try(ctx, m, wire, f.failSeq+1); retry == nil {
-			d.recoveries.Add(1)
-			d.log.Debug("recovered from a connection the upstream had closed", zap.Error(f.err))
+			if f.collateral {
+				d.log.Debug("retried after another query's bad response closed the connection", zap.Error(f.err))
+			} else {
+				d.recoveries.Add(1)
+				d.log.Debug("recovered from a connection the upstream had closed", zap.Error(f.err))
+			}
 			return resp, nil
 		}
 		f = retry
@@ -118,35 +154,56 @@ func (d *DoT) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 
 // try runs one exchange on one connection, at least as new as minSeq.
 func (d *DoT) try(ctx context.Context, m *dns.Msg, wire []byte, minSeq uint64) (*dns.Msg, *dotFailure) {
-	c, reused, err := d.conn(ctx, minSeq)
-	if err != nil {
-		return nil, &dotFailure{err: err}
+	c, reused, ch, frames, f := d.sendOn(ctx, wire, minSeq)
+	if f != nil {
+		return nil, f
 	}
 	defer c.release()
-	ch, frames, err := c.send(wire)
-	if err != nil {
-		return nil, &dotFailure{err: err, reused: reused, failSeq: c.failSeqNow()}
-	}
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return nil, &dotFailure{err: r.err, reused: reused, started: r.started, failSeq: c.failSeqNow()}
+			return nil, &dotFailure{err: r.err, reused: reused, started: r.started, collateral: r.collateral, failSeq: c.failSeqNow()}
 		}
 		resp, err := dotDecode(m, r.wire)
 		if err != nil {
 			// A response that fails validation means the framing or the
-			// upstream cannot be trusted: end the connection (SPEC §5).
-			c.fail(fmt.Errorf("connection closed after a bad response: %w", err), false)
+			// upstream cannot be trusted: end the connection (SPEC §5). The
+			// fault is this exchange's; the others on it are collateral.
+			c.failFrame(fmt.Errorf("connection closed after a bad response to another query: %w", err), false)
 			return nil, &dotFailure{err: err}
 		}
 		return resp, nil
 	case <-ctx.Done():
 		// Leave quietly: the query keeps its ID until the late response
-		// arrives, and the other exchanges on the connection carry on.
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			c.retireIfSilent(frames) // a client that left says nothing about the path
+		// arrives, and the other exchanges on the connection carry on. Only
+		// a full attempt that heard nothing suggests a dead path; a query
+		// whose own budget ran out, or whose client left, says nothing about
+		// the connection (SPEC §4.4: a truncated expiry never retires one).
+		if errors.Is(context.Cause(ctx), KindAttemptExpired) {
+			c.retireIfSilent(frames)
 		}
 		return nil, &dotFailure{err: ctx.Err()}
+	}
+}
+
+// sendOn queues wire on a connection at least as new as minSeq, which the
+// caller releases. A connection whose table of pending IDs is full has just
+// been retired (it takes nothing new, its exchanges carry on), and the
+// query moves to another.
+func (d *DoT) sendOn(ctx context.Context, wire []byte, minSeq uint64) (*dotConn, bool, <-chan dotReply, uint64, *dotFailure) {
+	for {
+		c, reused, err := d.conn(ctx, minSeq)
+		if err != nil {
+			return nil, false, nil, 0, &dotFailure{err: err}
+		}
+		ch, frames, err := c.send(wire, d.maxPending)
+		if err == nil {
+			return c, reused, ch, frames, nil
+		}
+		c.release()
+		if !errors.Is(err, errDoTFull) {
+			return nil, false, nil, 0, &dotFailure{err: err, reused: reused, failSeq: c.failSeqNow()}
+		}
 	}
 }
 
@@ -195,35 +252,36 @@ func (d *DoT) conn(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 	}
 }
 
-// pick chooses and reserves the connection for one exchange: the least
-// loaded one at least as new as minSeq, or a new one when none exists or all
-// are busy and there is room, or when a stale retry finds none newer than
-// its failure (even at the cap). It returns nil if the chosen connection
-// ended in the meantime.
+// pick chooses and reserves the connection for one exchange (nil if the
+// chosen one ended in the meantime), at least as new as minSeq:
+//
+//  1. the least-loaded established connection with room (dotMaxInFlight):
+//     an established connection is never passed over for a handshake;
+//  2. else the least-loaded connection still dialing, with room: a cold
+//     burst shares one handshake;
+//  3. else a new connection, when there is room under DoTMaxConns — or past
+//     the cap for a retry (minSeq > 0) that finds none newer than its
+//     failure;
+//  4. else the least-loaded connection, over its depth: pipelining deeper
+//     beats failing.
+//
+// Choosing an established connection that carries dotDialAhead exchanges
+// or more starts the next dial in the background (dialAheadLocked).
 func (d *DoT) pick(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil, false, errClientClosed
 	}
-	live := d.conns[:0]
-	open := 0 // connections that take new exchanges; retired ones only drain
-	for _, c := range d.conns {
-		if c.ended() {
-			continue
-		}
-		live = append(live, c) // retired ones stay until they end, so Close reaches them
-		if _, ok := c.load(); ok {
-			open++
-		}
+	up, dialing := d.pruneLocked()
+	best, load := d.leastLoadedLocked(minSeq, connUp)
+	if best == nil || load >= dotMaxInFlight {
+		best, load = d.leastLoadedLocked(minSeq, connDialing)
 	}
-	clear(d.conns[len(live):])
-	d.conns = live
-	best, load := d.leastLoadedLocked(minSeq)
 	switch {
-	case best != nil && (load < dotConnBusy || open >= DoTMaxConns):
-	case open < DoTMaxConns || minSeq > 0:
-		// A stale retry (minSeq > 0) dials past the cap rather than reuse a
+	case best != nil && load < dotMaxInFlight:
+	case up+dialing < DoTMaxConns || minSeq > 0:
+		// A retry (minSeq > 0) dials past the cap rather than reuse a
 		// connection older than its failure: SPEC §5 promises it a fresh one.
 		// The upstream that closed one connection may have closed the others
 		// in the same sweep (an idle timeout, a restart), and a second stale
@@ -233,6 +291,9 @@ func (d *DoT) pick(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 		// and the new connection, being the newest, takes every other retry
 		// of the same failure and counts against the cap for every exchange.
 		best = d.dialLocked(ctx)
+		dialing++
+	default:
+		best, _ = d.leastLoadedLocked(minSeq, connUp|connDialing)
 	}
 	if best == nil {
 		return nil, false, nil // every connection ended since the prune
@@ -241,19 +302,62 @@ func (d *DoT) pick(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 	if !ok {
 		return nil, false, nil
 	}
+	if reused && load+1 >= dotDialAhead && up+dialing < DoTMaxConns && dialing == 0 {
+		d.dialAheadLocked()
+	}
 	return best, reused, nil
 }
 
-func (d *DoT) leastLoadedLocked(minSeq uint64) (*dotConn, int) {
+// pruneLocked forgets ended connections and counts the others that take new
+// exchanges (retired ones only drain): established, and dialing.
+func (d *DoT) pruneLocked() (up, dialing int) {
+	live := d.conns[:0]
+	for _, c := range d.conns {
+		if c.ended() {
+			continue
+		}
+		live = append(live, c) // retired ones stay until they end, so Close reaches them
+		switch _, isUp, ok := c.load(); {
+		case ok && isUp:
+			up++
+		case ok:
+			dialing++
+		}
+	}
+	clear(d.conns[len(live):])
+	d.conns = live
+	return up, dialing
+}
+
+// Connection states for leastLoadedLocked.
+const (
+	connUp      = 1 << iota // established
+	connDialing             // handshake in progress
+)
+
+// leastLoadedLocked is the connection in one of states, at least as new as
+// minSeq and taking new exchanges, with the fewest users, and that number.
+func (d *DoT) leastLoadedLocked(minSeq uint64, states int) (*dotConn, int) {
 	var best *dotConn
 	bestLoad := math.MaxInt
 	for _, c := range d.conns {
-		if load, ok := c.load(); ok && c.seq >= minSeq && load < bestLoad {
+		load, up, ok := c.load()
+		state := connDialing
+		if up {
+			state = connUp
+		}
+		if ok && states&state != 0 && c.seq >= minSeq && load < bestLoad {
 			best, bestLoad = c, load
 		}
 	}
 	return best, bestLoad
 }
+
+// dialAheadLocked dials a connection nobody waits for (SPEC §5: extra
+// connections are dialed ahead of need, in the background). It belongs to
+// the client alone: only Close and transportDialTimeout end it, and if no
+// exchange comes it closes after the idle timeout like any other.
+func (d *DoT) dialAheadLocked() { d.dialLocked(context.Background()) }
 
 // dialLocked adds a connection and starts dialing it. The dial belongs to
 // the client, not to the exchange that started it: other exchanges join it,
@@ -286,6 +390,7 @@ func (d *DoT) dialLocked(ctx context.Context) *dotConn {
 // start records a dial's outcome and starts a live connection's reader and
 // writer, unless Close came first.
 func (d *DoT) start(c *dotConn, tc *tls.Conn, err error, aborted bool) {
+	d.dials.count(tc, err)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err == nil && d.closed {

@@ -59,6 +59,20 @@ func TestDoT_burstCompletesInAboutOneRoundTrip(t *testing.T) {
 	}
 }
 
+// dotTestUpConns is how many of c's connections are established and take
+// new exchanges.
+func dotTestUpConns(c *DoT) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, conn := range c.conns {
+		if _, up, ok := conn.load(); up && ok {
+			n++
+		}
+	}
+	return n
+}
+
 // dotTestBurst runs n concurrent exchanges for distinct names and fails the
 // test on any error (each response is validated against its own question).
 func dotTestBurst(t *testing.T, c Client, n int, prefix string) {
@@ -402,9 +416,8 @@ func TestDoT_silentConnectionIsRetiredNotKilled(t *testing.T) {
 // after its failure (SPEC §5), not on an older one the upstream may have
 // closed in the same sweep: it dials one past the cap.
 func TestDoT_staleRetryAtTheCapRunsOnAFreshConnection(t *testing.T) {
-	const holds = 2*dotConnBusy + 1 // fills connections 2, 3 and 4: the cap
 	var victimTries atomic.Int32
-	received := make(chan string, holds+2)
+	received := make(chan string, 3*dotMaxInFlight+2)
 	release := make(chan struct{})
 	answer := testutil.AnswerA("192.0.2.1")
 	ca := testutil.NewCA(t)
@@ -443,25 +456,18 @@ func TestDoT_staleRetryAtTheCapRunsOnAFreshConnection(t *testing.T) {
 	transportWantKind(t, err, KindAttemptExpired, c.name)
 	<-received
 
-	held := make(chan error, holds)
-	for i := range holds {
+	// Held exchanges, one at a time, until connections 2, 3 and 4 (dialed
+	// ahead as the load grows) are up: the cap.
+	held := make(chan error, 3*dotMaxInFlight)
+	holds := 0
+	for ; dotTestUpConns(c) < DoTMaxConns && holds < 3*dotMaxInFlight; holds++ {
 		go func() {
-			_, err := c.Exchange(transportCtx(t), transportQuery(fmt.Sprintf("hold%d.example.", i)))
+			_, err := c.Exchange(transportCtx(t), transportQuery(fmt.Sprintf("hold%d.example.", holds)))
 			held <- err
 		}()
-	}
-	for range holds {
 		<-received
 	}
-	c.mu.Lock()
-	open := 0
-	for _, conn := range c.conns {
-		if _, ok := conn.load(); ok {
-			open++
-		}
-	}
-	c.mu.Unlock()
-	if open != DoTMaxConns || px.Accepts() != 4 {
+	if open := dotTestUpConns(c); open != DoTMaxConns || px.Accepts() != 4 {
 		t.Fatalf("open connections %d, accepts %d; want DoTMaxConns=%d, 4 (setup)", open, px.Accepts(), DoTMaxConns)
 	}
 

@@ -3,6 +3,7 @@ package upstream
 import (
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,9 +14,11 @@ import (
 
 // dotMaxPending bounds the wire IDs held on one connection. An exchange that
 // leaves early keeps its ID reserved until its late response arrives, so
-// unanswered queries accumulate on a connection whose upstream drops them;
-// past this many (far above the pool's slots) the upstream is not answering
-// and the connection is given up.
+// unanswered queries accumulate on a connection whose upstream drops them.
+// At this many (far above the pool's slots) the connection is retired: it
+// takes no new exchange, the ones waiting on it keep their chance, and it
+// ends when its last user leaves. Nothing fails for it: a full table is a
+// fact about abandoned queries, not evidence against the exchanges in flight.
 const dotMaxPending = 1024
 
 // dnsHeaderSize is the fixed DNS header (RFC 1035 §4.1.1): a frame shorter
@@ -23,9 +26,11 @@ const dotMaxPending = 1024
 const dnsHeaderSize = 12
 
 var (
-	errDoTIdle       = fmt.Errorf("idle connection closed: %w", KindCanceled)
-	errDoTRetired    = fmt.Errorf("unresponsive connection retired: %w", KindCanceled)
-	errDoTUnanswered = fmt.Errorf("%d queries unanswered on one connection: %w", dotMaxPending, KindNetwork)
+	errDoTIdle    = fmt.Errorf("idle connection closed: %w", KindCanceled)
+	errDoTRetired = fmt.Errorf("unresponsive connection retired: %w", KindCanceled)
+	// errDoTFull is send's answer at dotMaxPending: the connection was
+	// retired, try another. It never leaves the client.
+	errDoTFull = errors.New("too many queries unanswered on one connection")
 )
 
 // dotConn is one pipelined DoT connection (RFC 7858, RFC 7766 §6.2.1.1).
@@ -66,9 +71,10 @@ type dotConn struct {
 
 // dotReply is the end of one query: its response, or the connection's failure.
 type dotReply struct {
-	wire    []byte
-	err     error
-	started bool // a frame was partly read when the connection failed: it may have been this one's
+	wire       []byte
+	err        error
+	started    bool // a frame was partly read when the connection failed: it may have been this one's
+	collateral bool // another exchange's bad frame ended the connection; err is not about this one
 }
 
 func newDoTConn(seq uint64, seqs *atomic.Uint64, idleTimeout time.Duration) *dotConn {
@@ -96,6 +102,9 @@ func (c *dotConn) established(tc *tls.Conn, err error, aborted bool) bool {
 	}
 	if err == nil {
 		c.tc, c.up = tc, true
+		if c.users == 0 { // dialed ahead of need: nobody may come
+			c.armIdleLocked()
+		}
 	} else {
 		c.dialErr, c.dialAborted = err, aborted
 		if c.err == nil {
@@ -112,11 +121,12 @@ func (c *dotConn) established(tc *tls.Conn, err error, aborted bool) bool {
 	return err == nil
 }
 
-// load is the number of users and whether the connection takes new ones.
-func (c *dotConn) load() (int, bool) {
+// load is the number of users, whether the dial has succeeded, and whether
+// the connection takes new users.
+func (c *dotConn) load() (users int, up, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.users, c.err == nil && !c.retired
+	return c.users, c.up, c.err == nil && !c.retired
 }
 
 // ended reports whether the connection has failed or closed.
@@ -156,6 +166,11 @@ func (c *dotConn) release() {
 	if c.users > 0 || c.err != nil {
 		return
 	}
+	c.armIdleLocked()
+}
+
+// armIdleLocked starts the idle timer; the connection has no users.
+func (c *dotConn) armIdleLocked() {
 	c.idleAt = time.Now().Add(c.idleTimeout)
 	if c.idle == nil {
 		c.idle = time.AfterFunc(c.idleTimeout, c.closeIfIdle)
@@ -191,18 +206,20 @@ func (c *dotConn) retireIfSilent(frames uint64) {
 
 // send queues one query and returns the channel its end arrives on and the
 // number of responses read so far (see retireIfSilent). The wire ID is
-// rewritten to one unique on this connection; wire is not modified.
-func (c *dotConn) send(wire []byte) (<-chan dotReply, uint64, error) {
+// rewritten to one unique on this connection; wire is not modified. With
+// maxPending IDs already held it retires the connection and returns
+// errDoTFull.
+func (c *dotConn) send(wire []byte, maxPending int) (<-chan dotReply, uint64, error) {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
 		return nil, 0, err
 	}
-	if len(c.pending) >= dotMaxPending {
+	if len(c.pending) >= maxPending {
+		c.retired = true // the caller's release ends it once nobody uses it
 		c.mu.Unlock()
-		c.fail(errDoTUnanswered, false)
-		return nil, 0, errDoTUnanswered
+		return nil, 0, errDoTFull
 	}
 	id := c.nextID
 	for c.pending[id] != nil { // terminates: fewer than 2^16 IDs are pending
@@ -233,12 +250,32 @@ func (c *dotConn) failSeqNow() uint64 {
 }
 
 // fail ends the connection with err (the first cause wins).
-func (c *dotConn) fail(err error, started bool) { c.failIf(err, started, nil) }
+func (c *dotConn) fail(err error, started bool) {
+	c.end(dotReply{err: err, started: started}, false, nil)
+}
 
 // failIf ends the connection with err if it has not ended and cond (nil:
 // always), checked under the lock, holds. Every pending query gets err; the
 // connection's framing is no longer trustworthy, so nothing more is sent.
 func (c *dotConn) failIf(err error, started bool, cond func() bool) {
+	c.end(dotReply{err: err, started: started}, false, cond)
+}
+
+// failFrame ends the connection after one bad frame. The fault is one, so
+// it is evidence once (SPEC §4.4): with blame set (the reader cannot tell
+// whose answer the frame was) one waiting query gets err as its own
+// failure, and every other waiting query gets err marked collateral, which
+// the exchange retries once on a fresh connection and never records.
+// Without blame (the exchange that received the frame already has its
+// error) every waiting query is collateral.
+func (c *dotConn) failFrame(err error, blame bool) {
+	c.end(dotReply{err: err, collateral: true}, blame, nil)
+}
+
+// end ends the connection, giving every pending query r — except one, when
+// blameOne, which gets r as its own failure, not collateral.
+func (c *dotConn) end(r dotReply, blameOne bool, cond func() bool) {
+	err := r.err
 	c.mu.Lock()
 	if c.err != nil || (cond != nil && !cond()) {
 		c.mu.Unlock()
@@ -256,7 +293,12 @@ func (c *dotConn) failIf(err error, started bool, cond func() bool) {
 	c.mu.Unlock()
 	close(c.done)
 	for _, ch := range pending {
-		ch <- dotReply{err: err, started: started}
+		if blameOne {
+			ch <- dotReply{err: err, started: r.started}
+			blameOne = false
+			continue
+		}
+		ch <- r
 	}
 	if up {
 		// Close after unlocking: a TLS close writes close_notify and can block
@@ -278,7 +320,7 @@ func (c *dotConn) readLoop() {
 		}
 		size := int(binary.BigEndian.Uint16(hdr[:]))
 		if size < dnsHeaderSize {
-			c.fail(&AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("%d-byte message", size)}, true)
+			c.failFrame(&AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("%d-byte message", size)}, true)
 			return
 		}
 		wire := make([]byte, size)
@@ -287,7 +329,7 @@ func (c *dotConn) readLoop() {
 			return
 		}
 		if err := c.deliver(wire); err != nil {
-			c.fail(err, false)
+			c.failFrame(err, true)
 			return
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // on the wire each pending query gets its own ID, every caller gets the
 // answer to its own question, with its own ID back.
 func TestDoTConn_wireIDsAreUniqueWhilePending(t *testing.T) {
-	const n = dotConnBusy // all on one connection: IDs are unique per connection
+	const n = dotDialAhead - 1 // all on one connection (no dial ahead): IDs are unique per connection
 	var mu sync.Mutex
 	seen := make(map[uint16]string)
 	arrived := make(chan struct{}, n)

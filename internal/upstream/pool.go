@@ -192,9 +192,18 @@ type query struct {
 	servfailFrom string
 }
 
-// candidate reports whether the query may still be admitted to e.
-func (qs *query) candidate(e *entry, lastResort bool) bool {
-	return qs.tried&e.bit == 0 && (lastResort || !e.health.backoff.Load())
+// candidate reports whether the query may still be admitted to e, given the
+// entries in backoff as one sweep read them.
+func (qs *query) candidate(e *entry, backoff uint64, lastResort bool) bool {
+	return qs.tried&e.bit == 0 && (lastResort || backoff&e.bit == 0)
+}
+
+// lastResort reports whether the query is in step 5: no entry outside
+// backoff is left untried (all is the mask of every entry). A query holding
+// a SERVFAIL does not go there: it already has an answer from a serving
+// upstream (SPEC §4.4).
+func (qs *query) lastResort(backoff, all uint64) bool {
+	return qs.servfail == nil && all&^qs.tried&^backoff == 0
 }
 
 // started notes that e's exchange ran, for QueryError.Tried.
@@ -221,19 +230,53 @@ func (p *Pool) ResolveTried(ctx context.Context, q *dns.Msg) (*dns.Msg, string, 
 	ctx, cancel := context.WithDeadlineCause(ctx, deadline, KindBudgetExhausted)
 	defer cancel()
 	var qs query
+	var allDown time.Time // when the all-down pass ends; zero until it begins
 	for {
+		if allDown.IsZero() && p.backoffMask() == p.all() {
+			allDown = time.Now().Add(probeTimeout)
+			var cancelDown context.CancelFunc
+			// A wait for a dead entry's slot that outlasts the pass ends the
+			// query as the pool's own time running out (EDE 22), like any
+			// wait; an attempt cut at its share is evidence (attemptLimit).
+			ctx, cancelDown = context.WithDeadlineCause(ctx, allDown, KindBudgetExhausted)
+			defer cancelDown()
+		}
 		e, err := p.admit(ctx, &qs)
 		if e == nil {
 			resp, up, ferr := p.finish(&qs, err)
 			return resp, up, p.triedURLs(&qs), ferr
 		}
 		qs.tried |= e.bit
-		resp, aerr := p.attempt(ctx, deadline, e, q)
+		resp, aerr := p.attempt(ctx, deadline, e, q, p.attemptLimit(&qs, allDown))
 		if p.record(&qs, e, resp, aerr) {
 			resp, up, ferr := p.finish(&qs, aerr)
 			return resp, up, p.triedURLs(&qs), ferr
 		}
 	}
+}
+
+// attemptLimit is how long the next attempt may run. Normally that is
+// attempt_timeout. When every enabled upstream is in backoff (SPEC §4.3
+// step 5) the query does not spend its budget on the dead: the last-resort
+// pass as a whole gets one probe timeout (allDown is its end), shared
+// equally by the entries it has yet to try, so each is asked once, an entry
+// that fails fast leaves its share to the next, and the client gets its
+// SERVFAIL (or stale answer) within about a second while the prober brings
+// the upstreams back. An attempt cut at its share had all the time the pass
+// gives an upstream in backoff — the probe's own standard — so its expiry
+// is evidence (KindAttemptExpired), never the query's budget.
+func (p *Pool) attemptLimit(qs *query, allDown time.Time) time.Duration {
+	if allDown.IsZero() {
+		return p.attemptTimeout
+	}
+	left := 0
+	for _, e := range p.entries {
+		if qs.tried&e.bit == 0 {
+			left++
+		}
+	}
+	share := time.Until(allDown) / time.Duration(left+1) // +1: the entry about to run is marked tried
+	return min(p.attemptTimeout, share)
 }
 
 // record applies SPEC §4.4's table to one attempt: health, attribution and

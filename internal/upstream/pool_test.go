@@ -261,7 +261,8 @@ func TestPool_queueOnlyExhaustionNamesNoUpstream(t *testing.T) {
 }
 
 // 7. With every entry in backoff the last-resort pass runs, in priority
-// order, under the query's one deadline.
+// order, under the query's one deadline — and, everything being down, it
+// gets one probe timeout in all, shared by the entries (SPEC §4.3 step 5).
 func TestPool_lastResortPassSpendsTheSameDeadline(t *testing.T) {
 	t.Run("standby answers", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -276,8 +277,8 @@ func TestPool_lastResortPassSpendsTheSameDeadline(t *testing.T) {
 			if err != nil || up != poolTestURL(1) {
 				t.Fatalf("Resolve = %q, %v; want the standby", up, err)
 			}
-			if took := time.Since(start); took != poolTestShipped.Attempt {
-				t.Errorf("took %v, want one attempt on the primary first", took)
+			if took := time.Since(start); took != probeTimeout/2 {
+				t.Errorf("took %v, want the primary's half of one probe timeout first", took)
 			}
 			if primary.live.Load() != 1 {
 				t.Error("the last-resort pass skipped the primary")
@@ -297,11 +298,11 @@ func TestPool_lastResortPassSpendsTheSameDeadline(t *testing.T) {
 			poolTestBackoff(p, 1)
 			start := time.Now()
 			_, _, err := p.Resolve(t.Context(), poolTestQuery("a.example."))
-			if took := time.Since(start); took != opts.Total {
-				t.Errorf("took %v, want the one %v budget", took, opts.Total)
+			if took := time.Since(start); took != probeTimeout {
+				t.Errorf("took %v, want one probe timeout (%v), not the %v budget", took, probeTimeout, opts.Total)
 			}
-			if poolTestKind(err) != KindBudgetExhausted {
-				t.Errorf("err = %v, want budget exhausted", err)
+			if qe := poolTestQueryError(t, err); qe.Kind != KindAttemptExpired || len(qe.Tried) != 2 {
+				t.Errorf("err = %v (tried %v), want both tried and an expiry (EDE 23), not the budget", err, qe.Tried)
 			}
 		})
 	})
@@ -383,7 +384,7 @@ func TestPool_deadlineAlreadyGoneStartsNoAttempt(t *testing.T) {
 		if !e.sem.TryAcquire(1) {
 			t.Fatal("no slot")
 		}
-		resp, aerr := p.attempt(t.Context(), time.Now(), e, poolTestQuery("a.example."))
+		resp, aerr := p.attempt(t.Context(), time.Now(), e, poolTestQuery("a.example."), p.attemptTimeout)
 		if resp != nil || aerr == nil || aerr.Kind != KindBudgetExhausted || aerr.Upstream != "" {
 			t.Fatalf("attempt = %v, %v; want budget exhausted naming no upstream", resp, aerr)
 		}
@@ -412,4 +413,34 @@ func TestPool_resolveTriedListsEveryUpstream(t *testing.T) {
 	if up != poolTestURL(1) || !slices.Equal(tried, []string{poolTestURL(0), poolTestURL(1)}) {
 		t.Errorf("attributed %q, tried %v; want the standby, after [primary standby]", up, tried)
 	}
+}
+
+// SPEC §4.3 step 5 at the shipped defaults (2000/4000 ms): with every
+// upstream black-holed and already in backoff, each query answers within one
+// probe timeout instead of spending its whole budget on the dead; a
+// recovering upstream is still asked, and answers.
+func TestPool_everythingDownAnswersWithinAboutOneProbeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opts := Options{Attempt: 2 * time.Second, Total: 4 * time.Second}
+		up := make([]*fakeClient, 3)
+		for i := range up {
+			up[i] = &fakeClient{onExchange: poolTestStall}
+		}
+		p := poolTestNew(t, opts, up...)
+		for i := range up {
+			poolTestBackoff(p, i)
+		}
+		start := time.Now()
+		_, _, err := p.Resolve(t.Context(), poolTestQuery("a.example."))
+		if took := time.Since(start); took > probeTimeout {
+			t.Errorf("answered after %v, want within one probe timeout (%v)", took, probeTimeout)
+		}
+		if qe := poolTestQueryError(t, err); len(qe.Tried) != len(up) {
+			t.Errorf("tried %v, want every upstream asked once", qe.Tried)
+		}
+		up[2].onExchange = poolTestAnswer // the last one comes back
+		if _, got, err := p.Resolve(t.Context(), poolTestQuery("b.example.")); err != nil || got != poolTestURL(2) {
+			t.Errorf("Resolve = %q, %v; want the recovered upstream's answer", got, err)
+		}
+	})
 }

@@ -29,12 +29,16 @@ type UpstreamSnapshot struct {
 	ProbeFailures   uint64  // background probes that failed
 	InBackoff       bool
 	ReuseRecoveries uint64 // stale-connection retries the client absorbed (SPEC §5)
+	Dials           Dials  // connections the client dialed, by outcome (SPEC §5)
 	AttemptLatency  stats.HistogramSnapshot
 }
 
 // reuseRecoverer is implemented by clients that retry a stale reused
 // connection (the DoT client).
 type reuseRecoverer interface{ ReuseRecoveries() uint64 }
+
+// dialer is implemented by clients that count their connections (DoT, DoH).
+type dialer interface{ Dials() Dials }
 
 // Snapshot returns the counters of every entry and of the pool.
 func (p *Pool) Snapshot() Snapshot {
@@ -59,6 +63,9 @@ func (p *Pool) Snapshot() Snapshot {
 		}
 		if r, ok := e.client.(reuseRecoverer); ok {
 			u.ReuseRecoveries = r.ReuseRecoveries()
+		}
+		if d, ok := e.client.(dialer); ok {
+			u.Dials = d.Dials()
 		}
 		s.Upstreams[i] = u
 	}

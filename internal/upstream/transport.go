@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -126,4 +127,34 @@ func transportError(ctx context.Context, upstream string, err error) *AttemptErr
 		err = ae.Err // Validate and Unpack leave Upstream empty; do not repeat the kind
 	}
 	return &AttemptError{Upstream: upstream, Kind: kind, Err: err}
+}
+
+// Dials is how many connections a client dialed, by outcome
+// (nxdns_upstream_connections_total, SPEC §5): New is a full TLS handshake,
+// Resumed a session resumption, Failed a dial or handshake that produced no
+// connection (refused, timed out, a bad certificate, or cut short by the
+// query that started it). A dial ended by Close counts in none.
+type Dials struct {
+	New, Resumed, Failed uint64
+}
+
+// dialCounts is the atomic form of Dials, kept by a transport.
+type dialCounts struct {
+	new, resumed, failed atomic.Uint64
+}
+
+// count records one dial's outcome: tc is the connection (nil on failure).
+func (d *dialCounts) count(tc *tls.Conn, err error) {
+	switch {
+	case err == nil && tc.ConnectionState().DidResume:
+		d.resumed.Add(1)
+	case err == nil:
+		d.new.Add(1)
+	case !errors.Is(err, errClientClosed):
+		d.failed.Add(1)
+	}
+}
+
+func (d *dialCounts) load() Dials {
+	return Dials{New: d.new.Load(), Resumed: d.resumed.Load(), Failed: d.failed.Load()}
 }

@@ -34,7 +34,8 @@ func TestHTTPReference_documentsHealth(t *testing.T) {
 		documented[m[1]] = true
 	}
 	full := HealthFrom(poolOf(false, true), serverSnapshotBusy(), 0).
-		WithZones([]forward.ZoneSnapshot{{Zone: "lan.", Resolver: "udp://192.168.1.1:53", Down: true}})
+		WithZones([]forward.ZoneSnapshot{{Zone: "lan.", Resolver: "udp://192.168.1.1:53", Down: true}}).
+		WithHistory("file", "disk full")
 	raw, err := json.Marshal(full)
 	if err != nil {
 		t.Fatal(err)

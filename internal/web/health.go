@@ -38,6 +38,7 @@ type Health struct {
 	Upstreams UpstreamsHealth `json:"upstreams"`
 	Zones     *ZonesHealth    `json:"zones,omitempty"` // set by WithZones
 	Clock     ClockHealth     `json:"clock"`
+	History   *HistoryHealth  `json:"history,omitempty"` // nil when the binary runs without a history
 	// Certificate is the DoT/DoH serving certificate, when nxdns serves TLS
 	// (certhealth.go).
 	Certificate *CertificateHealth `json:"certificate,omitempty"`
@@ -48,6 +49,30 @@ type Health struct {
 type ClockHealth struct {
 	State  clock.State `json:"state"`  // synchronized, unsynchronized or unknown
 	Source string      `json:"source"` // timesyncd or kernel; "" when unknown
+}
+
+// HistoryHealth is the query history's condition (SPEC §9): degraded when
+// its store could not be opened or written. It never makes the status
+// error: DNS is not affected.
+type HistoryHealth struct {
+	Status  Status `json:"status"`            // ok or degraded
+	Store   string `json:"store"`             // "file" or "memory"
+	Problem string `json:"problem,omitempty"` // why it is degraded
+}
+
+// WithHistory adds the history's condition to h: a problem makes an ok
+// status degraded and is listed with the others.
+func (h Health) WithHistory(store, problem string) Health {
+	hh := &HistoryHealth{Status: StatusOK, Store: store}
+	if problem != "" {
+		hh.Status, hh.Problem = StatusDegraded, problem
+		h.Problems = append(h.Problems, "history: "+problem)
+		if h.Status == StatusOK {
+			h.Status = StatusDegraded
+		}
+	}
+	h.History = hh
+	return h
 }
 
 // ListenersHealth is the DNS side.

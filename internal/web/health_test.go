@@ -114,3 +114,18 @@ func TestHealth_followsBackoffOverHTTP(t *testing.T) {
 	resolve("ok.example.", 1) // last-resort pass, in priority order: the primary answers
 	check("primary recovered", StatusDegraded, http.StatusOK, 1)
 }
+
+func TestHealth_historyProblemDegradesButNeverErrors(t *testing.T) {
+	ok := HealthFrom(upstream.Snapshot{Upstreams: []upstream.UpstreamSnapshot{{URL: "tls://192.0.2.1:853"}}}, server.Snapshot{}, 1)
+	if h := ok.WithHistory("file", ""); h.Status != StatusOK || h.History.Status != StatusOK {
+		t.Fatalf("no problem: %+v", h)
+	}
+	h := ok.WithHistory("memory", "open /var/lib/nxdns/history.db: read-only file system")
+	if h.Status != StatusDegraded || h.History.Status != StatusDegraded || h.HTTPStatus() != 200 {
+		t.Fatalf("history problem: status %s history %+v code %d", h.Status, h.History, h.HTTPStatus())
+	}
+	bad := HealthFrom(upstream.Snapshot{}, server.Snapshot{}, 0).WithHistory("file", "disk full")
+	if bad.Status != StatusError {
+		t.Fatalf("a history problem hid an error: %s", bad.Status)
+	}
+}

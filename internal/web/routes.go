@@ -27,32 +27,22 @@ const (
 
 // Handle adds a feature's route (a net/http pattern such as
 // "POST /api/cache/flush") with the access it needs. Call it before Start.
-// Until the dashboard's login exists, Private and Mutating routes answer 403
-// when web.listen is not a loopback address.
+//
+// With a password (SetPassword), Private and Mutating routes need a login
+// session and Mutating ones also its CSRF token (auth.go). Without one they
+// answer 403 unless web.listen is a loopback address (the check is on the
+// configured address, not the peer: a wildcard listen is reachable from the
+// LAN even when this request came over loopback through a proxy). Mutating
+// routes refuse cross-origin requests either way.
 func (s *Server) Handle(pattern string, h http.Handler, access Access) {
 	switch access {
 	case Public:
 	case Private, Mutating:
-		h = s.loopbackOnly(h)
+		h = s.guard(h, access)
 	default:
 		panic("web: Handle with an unknown Access")
 	}
 	s.mux.Handle(pattern, h)
-}
-
-// loopbackOnly refuses h when web.listen is reachable from other hosts.
-// The check is on the configured address, not the peer: a wildcard listen
-// is reachable from the LAN even when this request came over loopback
-// through a proxy.
-func (s *Server) loopbackOnly(h http.Handler) http.Handler {
-	open := isLoopbackListen(s.addr)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !open {
-			http.Error(w, "this endpoint is served only on a loopback web.listen until web.password_file is set", http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // isLoopbackListen reports whether addr (host:port) binds only loopback.

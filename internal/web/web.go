@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +72,8 @@ type Server struct {
 	// readHeaderTimeout is a field so tests can shorten it (set before Start).
 	readHeaderTimeout time.Duration
 
-	mux *http.ServeMux // every route; Handle adds the features' own before Start
+	mux   *http.ServeMux        // every route; Handle adds the features' own before Start
+	login atomic.Pointer[login] // nil without web.password_file (auth.go)
 
 	mu      sync.Mutex // guards the fields below
 	ln      net.Listener
@@ -106,6 +108,9 @@ func New(addr string, reg prometheus.Gatherer, health func() Health, log *zap.Lo
 	}))
 	mux.Handle("GET /api/health", healthHandler(health, log))
 	s := &Server{addr: addr, log: log, mux: mux, readHeaderTimeout: readHeaderTimeout}
+	mux.HandleFunc("GET /login", s.handleLogin)
+	mux.HandleFunc("POST /login", s.handleLogin)
+	s.Handle("POST /logout", http.HandlerFunc(s.handleLogout), Mutating)
 	s.srv = &http.Server{
 		Handler:        mux,
 		ReadTimeout:    readTimeout,

@@ -1,0 +1,139 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nxdns/nxdns/internal/history"
+	"github.com/nxdns/nxdns/internal/testutil"
+	"github.com/nxdns/nxdns/internal/web"
+)
+
+// TestDashboard_showsAQueriedMarkupNameAsText: a LAN client asks for a
+// name made of HTML; the query log page and the overview, served by the
+// real App after the real DNS query, show it escaped, never as markup.
+func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
+	r := newRig(t)
+	dnsAddr := loopbackAddr(t)
+	cfg := r.config(t, dnsAddr, false)
+	webPort := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	a := r.start(t, cfg)
+	_ = a
+
+	const evil = `<script>x=1</script><b>x</b>.evil.example.`
+	ask(t, dnsAddr, evil)
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	for _, page := range []string{"/queries?name=script", "/", "/clients/127.0.0.1"} {
+		body := get(t, base+page, http.StatusOK)
+		if strings.Contains(body, "<script>x=1") || strings.Contains(body, "<b>x</b>") {
+			t.Errorf("%s renders the queried name as markup", page)
+		}
+		if !strings.Contains(body, "&lt;script&gt;x=1&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;.evil.example") {
+			t.Errorf("%s does not show the queried name as text", page)
+		}
+	}
+	var q struct {
+		Queries []struct {
+			Name, Why, Source string
+		} `json:"queries"`
+	}
+	if err := json.Unmarshal([]byte(get(t, base+"/api/queries?name=%3Cscript", http.StatusOK)), &q); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.Queries) != 1 || q.Queries[0].Name != evil || q.Queries[0].Source != "pool" || !strings.HasPrefix(q.Queries[0].Why, "forwarded to tls://") {
+		t.Fatalf("api: %+v", q.Queries)
+	}
+}
+
+func get(t *testing.T, url string, want int) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("GET %s: %d, want %d: %s", url, resp.StatusCode, want, b)
+	}
+	return string(b)
+}
+
+// TestHistory_unusableStoreLeavesDNSAndReportsDegraded: history.path under a
+// regular file cannot be created; nxdns starts, answers, keeps the history
+// in memory and says so in /api/health.
+func TestHistory_unusableStoreLeavesDNSAndReportsDegraded(t *testing.T) {
+	r := newRig(t)
+	dnsAddr := loopbackAddr(t)
+	cfg := r.config(t, dnsAddr, false)
+	webPort := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	notADir := r.write(t, "")
+	cfg.History.Path = notADir + "/history.db"
+	r.start(t, cfg)
+	ask(t, dnsAddr, "works.example.")
+
+	var h struct {
+		Status  string
+		History struct{ Status, Store, Problem string }
+	}
+	if err := json.Unmarshal([]byte(get(t, fmt.Sprintf("http://127.0.0.1:%d/api/health", webPort), http.StatusOK)), &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != "degraded" || h.History.Status != "degraded" || h.History.Store != "memory" || !strings.Contains(h.History.Problem, "history.db") {
+		t.Fatalf("health: %+v", h)
+	}
+	body := get(t, fmt.Sprintf("http://127.0.0.1:%d/queries?name=works", webPort), http.StatusOK)
+	if !strings.Contains(body, "works.example.") {
+		t.Error("the in-memory history does not show the query")
+	}
+}
+
+// TestHistory_survivesReloadAndPasswordApplies: the history is the App's,
+// not a generation's: queries before and after a reload are both in it.
+// The reload also turns the login on for the running web endpoint.
+func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
+	r := newRig(t)
+	dnsAddr := loopbackAddr(t)
+	cfg := r.config(t, dnsAddr, false)
+	webPort := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	a := r.start(t, cfg)
+	ask(t, dnsAddr, "before.example.")
+
+	hash, err := web.HashPassword([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := cfg
+	cfg2.Web.PasswordFile = r.write(t, hash+"\n")
+	if err := a.Reload(cfg2); err != nil {
+		t.Fatal(err)
+	}
+	ask(t, dnsAddr, "after.example.")
+	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	get(t, base+"/api/queries", http.StatusUnauthorized) // the login is on
+
+	p, err := a.history.Search(context.Background(), history.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Rows) != 2 || p.Rows[0].Name != "after.example." || p.Rows[1].Name != "before.example." {
+		t.Fatalf("history after a reload: %+v", p.Rows)
+	}
+
+	// A password file that holds no hash fails the reload and changes nothing.
+	cfg3 := cfg
+	cfg3.Web.PasswordFile = r.write(t, "hunter2\n")
+	if err := a.Reload(cfg3); err == nil || !strings.Contains(err.Error(), "web.password_file") {
+		t.Fatalf("reload with a plain-text password file: %v", err)
+	}
+	get(t, base+"/api/queries", http.StatusUnauthorized)
+}

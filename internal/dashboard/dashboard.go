@@ -1,0 +1,84 @@
+// Package dashboard is nxdns's web UI and its JSON API (SPEC §9
+// "Dashboard"): the overview, the query log, clients and upstreams, read
+// from the history and the serving pool. Pages are rendered on the server
+// with html/template (every name a LAN client sent is escaped) from files
+// embedded in the binary, with a little hand-written JavaScript for the
+// actions; there is no build step, no Node and no CDN (docs/dashboard.md).
+//
+// Every route is registered through web.Server.Handle as Private, so the
+// login of internal/web guards it, or the loopback-only rule without a
+// password.
+package dashboard
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/history"
+	"github.com/nxdns/nxdns/internal/upstream"
+	"github.com/nxdns/nxdns/internal/web"
+)
+
+// Deps are what the dashboard reads. Functions rather than values because
+// a reload replaces the pool and the static client names.
+type Deps struct {
+	History       *history.History         // not nil
+	Pool          func() upstream.Snapshot // nil leaves the upstreams empty
+	StaticClients func() map[string]string // address → [[clients]] name; may be nil
+	Now           func() time.Time         // nil means time.Now
+}
+
+// Dashboard serves the pages and the API.
+type Dashboard struct {
+	deps Deps
+}
+
+// New returns the dashboard over deps.
+func New(deps Deps) *Dashboard { return &Dashboard{deps: deps} }
+
+func (d *Dashboard) now() time.Time {
+	if d.deps.Now != nil {
+		return d.deps.Now()
+	}
+	return time.Now()
+}
+
+// Routes are the API's routes, for Register and the OpenAPI test.
+func (d *Dashboard) apiRoutes() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{
+		"GET /api/overview":  d.apiOverview,
+		"GET /api/queries":   d.apiQueries,
+		"GET /api/clients":   d.apiClients,
+		"GET /api/upstreams": d.apiUpstreams,
+	}
+}
+
+// Register adds the API and the pages to s, all Private.
+func (d *Dashboard) Register(s *web.Server) {
+	for pattern, h := range d.apiRoutes() {
+		s.Handle(pattern, h, web.Private)
+	}
+	for pattern, h := range d.pageRoutes() {
+		s.Handle(pattern, h, web.Private)
+	}
+	s.Handle("GET /static/", staticHandler(), web.Public)
+}
+
+func typeName(t uint16) string {
+	if s, ok := dns.TypeToString[t]; ok {
+		return s
+	}
+	return "TYPE" + strconv.Itoa(int(t))
+}
+
+func className(c uint16) string {
+	if s, ok := dns.ClassToString[c]; ok {
+		return s
+	}
+	return "CLASS" + strconv.Itoa(int(c))
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,185 @@
+package history
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// BenchmarkRecord is the query path's cost: one Record call per query,
+// with the buffer emptied every interval's worth as the flusher does (not
+// timed: the flusher runs on its own goroutine).
+func BenchmarkRecord(b *testing.B) {
+	h := Open(Options{MaxBytes: 1 << 30, MaxAge: time.Hour, Flush: time.Hour})
+	defer h.Close()
+	e := event(time.Now(), 7)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			h.Record(e)
+			if i%10_000 == 0 {
+				h.mu.Lock()
+				h.pending = make([]buffered, 0, 10_000)
+				h.mu.Unlock()
+			}
+		}
+	})
+}
+
+// BenchmarkFlush is the write cost of one interval of 1000 events into a
+// file: rows, buckets and the fsyncs of one bbolt commit.
+func BenchmarkFlush(b *testing.B) {
+	dir := b.TempDir()
+	h := Open(Options{Path: dir + "/h.db", MaxBytes: 1 << 30, MaxAge: 1000 * time.Hour, Flush: time.Hour})
+	defer h.Close()
+	at := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for i := range 1000 {
+			h.Record(event(at, i))
+			at = at.Add(time.Millisecond)
+		}
+		b.StartTimer()
+		h.Flush()
+	}
+	s := h.Snapshot()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(s.Recorded), "ns/event")
+	b.ReportMetric(float64(s.BytesWritten)/float64(s.Recorded), "written-B/event")
+	b.ReportMetric(float64(s.UsedBytes)/float64(s.Recorded), "stored-B/event")
+}
+
+// month is a busy household's 30 days (busyPerDay queries a day) in a
+// history file, built once for the benchmarks below. Set
+// NXDNS_HISTORY_MONTH=path to keep and reuse it between runs.
+const busyPerDay = 50_000
+
+var (
+	monthOnce sync.Once
+	monthH    *History
+	monthEnd  time.Time
+)
+
+func monthHistory(b *testing.B) (*History, time.Time) {
+	monthOnce.Do(func() {
+		path := os.Getenv("NXDNS_HISTORY_MONTH")
+		if path == "" {
+			path = os.TempDir() + fmt.Sprintf("/nxdns-month-%d.db", os.Getpid())
+			defer func() { os.Remove(path) }() // removed at once: the open file stays readable
+		}
+		start := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+		monthEnd = start.Add(30 * 24 * time.Hour)
+		c := &clock{now: monthEnd}
+		_, statErr := os.Stat(path)
+		monthH = Open(Options{Path: path, MaxBytes: 4 << 30, MaxAge: 31 * 24 * time.Hour, Flush: time.Hour, Now: c.Now, MaxPending: 1 << 30})
+		if statErr == nil {
+			return
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		names := make([]string, 5000)
+		for i := range names {
+			names[i] = fmt.Sprintf("host%d.cdn%d.example.com.", i, i%131)
+		}
+		clients := make([]netip.Addr, 25)
+		for i := range clients {
+			clients[i] = netip.AddrFrom4([4]byte{192, 168, 1, byte(10 + i)})
+		}
+		n := 30 * busyPerDay
+		step := 30 * 24 * time.Hour / time.Duration(n)
+		for i := range n {
+			at := start.Add(time.Duration(i) * step)
+			// Zipf-like: a few names take most queries, as in a household.
+			name := names[min(len(names)-1, int(rng.ExpFloat64()*300))]
+			e := &query.Event{Time: at, Client: clients[rng.IntN(len(clients))], Name: name, Qtype: dns.TypeA, Qclass: dns.ClassINET,
+				Proto: query.UDP, Source: query.SourcePool, Upstream: "tls://9.9.9.9:853", Tried: []string{"tls://9.9.9.9:853"},
+				Cache: query.CacheMiss, Rcode: dns.RcodeSuccess, Duration: time.Duration(rng.IntN(60)) * time.Millisecond}
+			switch r := rng.IntN(10); {
+			case r < 3:
+				e.Source, e.Upstream, e.Tried, e.Cache = query.SourceCache, "", nil, query.CacheHit
+			case r < 4:
+				e.Source, e.Upstream, e.Tried, e.Cache = query.SourceBlocked, "", nil, ""
+				e.Filter = query.Decision{Blocked: true, List: "ads", Rule: "||" + name}
+			}
+			monthH.Record(e)
+			if i%(busyPerDay/1440) == 0 { // one flush per simulated minute, as flush_seconds = 60
+				monthH.Flush()
+			}
+		}
+		monthH.Flush()
+	})
+	if monthH == nil {
+		b.Fatal("month fixture failed")
+	}
+	return monthH, monthEnd
+}
+
+func BenchmarkOverview(b *testing.B) {
+	h, end := monthHistory(b)
+	for _, span := range []time.Duration{24 * time.Hour, 30 * 24 * time.Hour} {
+		b.Run(fmt.Sprintf("%dd", int(span.Hours()/24)), func(b *testing.B) {
+			for b.Loop() {
+				o, err := h.Overview(end.Add(-span), end, 10)
+				if err != nil || o.Total == 0 {
+					b.Fatal(err, o.Total)
+				}
+			}
+		})
+	}
+	s := h.Snapshot()
+	b.Logf("month: %d rows stored, %d bytes used, %.0f bytes/query, file %d bytes", 30*busyPerDay, s.UsedBytes, float64(s.UsedBytes)/float64(30*busyPerDay), s.FileBytes)
+}
+
+func BenchmarkSearchMonth(b *testing.B) {
+	h, _ := monthHistory(b)
+	for _, tc := range []struct {
+		name string
+		f    Filter
+	}{
+		{"newest page", Filter{}},
+		{"common name", Filter{Name: "host1."}},
+		{"client", Filter{Client: "192.168.1.12"}},
+		{"blocked", Filter{Source: query.SourceBlocked}},
+		{"rare name (a full scan)", Filter{Name: "host4999.cdn"}},
+		{"no match (a full scan)", Filter{Name: "nomatch"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := h.Search(context.Background(), tc.f); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHouseholdDay writes one day of a busy household (busyPerDay
+// queries, one flush a minute as flush_seconds = 60 does) into a file and
+// reports the SD card's wear: bytes written per day and per query.
+func BenchmarkHouseholdDay(b *testing.B) {
+	for b.Loop() {
+		c := &clock{now: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)}
+		h := Open(Options{Path: b.TempDir() + "/h.db", MaxBytes: 1 << 30, MaxAge: 31 * 24 * time.Hour, Flush: time.Hour, Now: c.Now})
+		perMinute := busyPerDay / 1440
+		for m := range 1440 + 1 { // and the first minute of the next day: its roll-up
+			for i := range perMinute {
+				h.Record(event(c.now.Add(time.Duration(i)*time.Second), m*perMinute+i))
+			}
+			c.now = c.now.Add(time.Minute)
+			h.Flush()
+		}
+		s := h.Snapshot()
+		b.ReportMetric(float64(s.BytesWritten)/1e6, "written-MB/day")
+		b.ReportMetric(float64(s.BytesWritten)/float64(s.Recorded), "written-B/query")
+		b.ReportMetric(float64(s.UsedBytes)/float64(s.Recorded), "stored-B/query")
+		h.Close()
+	}
+}

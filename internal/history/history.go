@@ -1,0 +1,486 @@
+// Package history keeps the query events for the dashboard and the API
+// (SPEC §9 "History"): a query.Sink whose Record only copies the event into
+// a bounded buffer, a flusher that writes the buffer in one transaction per
+// interval into an embedded store (a bbolt file, or memory without a path),
+// pre-aggregated minute and hour buckets for the overview, and byte and age
+// budgets that delete the oldest rows first.
+//
+// Nothing here can affect DNS: Record never blocks (a full buffer drops and
+// counts), and a store that cannot be opened or written degrades the
+// history alone — counted, logged once, reported by Problem for
+// /api/health.
+package history
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	berrors "go.etcd.io/bbolt/errors"
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// DefaultMaxPending bounds the events held between two flushes. At about
+// 150 bytes each (their stored form) that is under 10 MB; a household sends a few thousand
+// queries a minute at its busiest, so only a flood fills it, and then the
+// flood's excess is dropped and counted, never a query.
+const DefaultMaxPending = 50_000
+
+// Budget thresholds: past pruneAt of max_bytes the flush deletes the oldest
+// rows down to pruneTo, so the next intervals fit before the file's hard
+// bound (bbolt refuses to grow past max_bytes).
+const (
+	pruneAt = 0.85
+	pruneTo = 0.75
+)
+
+// Options configure a History.
+type Options struct {
+	Path       string        // bbolt file; "" keeps the history in memory
+	MaxBytes   int64         // the store's byte budget
+	MaxAge     time.Duration // rows older than this are deleted
+	Flush      time.Duration // one write transaction per interval
+	MaxPending int           // events buffered between flushes; 0 means DefaultMaxPending
+	Logger     *zap.Logger
+	Now        func() time.Time // tests; nil means time.Now
+}
+
+// History is the store and its flusher. It is owned by the composition root
+// and outlives configuration reloads; each generation hands it the events.
+type History struct {
+	opts Options
+	log  *zap.Logger
+	kv   kv
+	mem  bool // the store is in memory (no path, or the file failed to open)
+
+	mu       sync.Mutex // guards the fields below; Record holds it for an append
+	pending  []buffered
+	inflight []buffered // the batch being written; still searchable
+	seq      uint32
+
+	flushMu   sync.Mutex // one flush at a time (the ticker, Flush, Close); guards lastWrite
+	lastWrite int64      // bytes the last successful flush wrote, for prune's headroom
+
+	recorded     atomic.Int64
+	dropped      atomic.Int64 // buffer full
+	lost         atomic.Int64 // written in a batch that failed
+	bytesWritten atomic.Int64
+	writeErrors  atomic.Int64
+	flushes      atomic.Int64
+	pruned       atomic.Int64 // rows deleted by the budgets
+
+	problem atomic.Pointer[string] // why the history is degraded; nil when it is not
+
+	stop chan struct{}
+	done sync.WaitGroup
+	once sync.Once
+}
+
+// buffered is an event between Record and its flush, already in its
+// stored form: about 150 bytes instead of a Row's 400 and its strings, so
+// a full buffer stays a few MB.
+type buffered struct {
+	key, val []byte
+}
+
+// pendingRow is a decoded row with its key (search results).
+type pendingRow struct {
+	key []byte
+	row Row
+}
+
+var _ query.Sink = (*History)(nil)
+
+// Open starts the history. It never fails: a file that cannot be opened (a
+// read-only directory, a corrupt store, another process holding it) leaves
+// the history in memory, with the reason in Problem.
+func Open(opts Options) *History {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxPending <= 0 {
+		opts.MaxPending = DefaultMaxPending
+	}
+	if opts.Flush <= 0 {
+		opts.Flush = time.Minute
+	}
+	h := &History{opts: opts, log: opts.Logger.Named("history"), stop: make(chan struct{})}
+	if opts.Path == "" {
+		h.kv, h.mem = newMem(), true
+	} else if k, err := safeOpenBolt(opts.Path, opts.MaxBytes); err != nil {
+		h.kv, h.mem = newMem(), true
+		h.degrade(fmt.Sprintf("%v; keeping the history in memory until restart", err))
+	} else {
+		h.kv = k
+	}
+	h.done.Go(h.loop)
+	return h
+}
+
+// safeOpenBolt turns a panic inside bbolt (a page of garbage can trip its
+// assertions) into an error: a corrupt file must not take DNS down.
+func safeOpenBolt(path string, maxBytes int64) (k *boltKV, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("history: %s: corrupt store: %v", path, p)
+		}
+	}()
+	return openBolt(path, maxBytes)
+}
+
+// Record buffers one event (query.Sink). It copies what it keeps, takes a
+// short lock and returns; a full buffer drops the event and counts it.
+func (h *History) Record(e *query.Event) {
+	r := fromEvent(e)
+	val := encodeRow(&r)
+	h.mu.Lock()
+	if len(h.pending) >= h.opts.MaxPending {
+		h.mu.Unlock()
+		h.dropped.Add(1)
+		return
+	}
+	h.seq++
+	h.pending = append(h.pending, buffered{key: rowKey(r.Time, h.seq), val: val})
+	h.mu.Unlock()
+	h.recorded.Add(1)
+}
+
+func (h *History) loop() {
+	t := time.NewTicker(h.opts.Flush)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+			h.Flush()
+		}
+	}
+}
+
+// buffered returns the events not yet stored. The slices are read after
+// the lock is released: their elements are never modified (Record only
+// appends, Flush replaces the slices), so a search decoding thousands of
+// them never holds up Record.
+func (h *History) buffered() [][]buffered {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return [][]buffered{h.pending[:len(h.pending):len(h.pending)], h.inflight}
+}
+
+// Close stops the flusher, writes what is buffered and closes the store.
+func (h *History) Close() error {
+	var err error
+	h.once.Do(func() {
+		close(h.stop)
+		h.done.Wait()
+		h.Flush()
+		h.flushMu.Lock()
+		defer h.flushMu.Unlock()
+		err = h.kv.close()
+	})
+	return err
+}
+
+// Flush writes the buffered events now, in one transaction, then applies
+// the budgets. The ticker calls it every interval; tests and Close call it
+// directly.
+func (h *History) Flush() {
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
+	h.mu.Lock()
+	batch := h.pending
+	h.pending = make([]buffered, 0, min(len(batch), h.opts.MaxPending))
+	h.inflight = batch
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inflight = nil
+		h.mu.Unlock()
+	}()
+
+	now := h.opts.Now()
+	err := h.write(batch, now)
+	if errors.Is(err, berrors.ErrMaxSizeReached) {
+		// The batch did not fit under max_bytes: make room, then try once more.
+		h.prune(0.5)
+		err = h.write(batch, now)
+	}
+	if err != nil {
+		h.writeErrors.Add(1)
+		h.lost.Add(int64(len(batch)))
+		h.degrade(fmt.Sprintf("history: writing %d events failed: %v", len(batch), err))
+		return
+	}
+	h.flushes.Add(1)
+	h.prune(pruneTo)
+	h.recover()
+}
+
+// write stores batch and its buckets and deletes what is past max_age, in
+// one transaction.
+func (h *History) write(batch []buffered, now time.Time) error {
+	n, err := h.kv.update(func(tx kvTx) error {
+		rows := tx.bucket(bucketRows)
+		for i := range batch {
+			if err := rows.put(batch[i].key, batch[i].val); err != nil {
+				return err
+			}
+		}
+		if err := foldBuckets(tx, batch, now); err != nil {
+			return err
+		}
+		return h.expire(tx, now)
+	})
+	h.bytesWritten.Add(n)
+	if err == nil {
+		h.lastWrite = n
+	}
+	return err
+}
+
+// foldBuckets adds the batch to its minute buckets, and to the hour and
+// day buckets already rolled up (a query that arrived before the hour or
+// day ended and was recorded after its roll-up), then rolls up the hours
+// and days that ended. Hour and day buckets are written once, when their
+// time is over, not at every flush: they are the large buckets, and
+// rewriting them each minute would be most of the SD card's wear.
+func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
+	rows := make([]Row, 0, len(batch))
+	for _, b := range batch {
+		if r, err := decodeRow(b.key, b.val); err == nil { // encoded by Record: never fails
+			rows = append(rows, r)
+		}
+	}
+	for _, level := range []struct {
+		name     []byte
+		size     time.Duration
+		cap      int
+		onlyKept bool // fold only into buckets that exist
+	}{{bucketMinute, time.Minute, minuteCap, false}, {bucketHour, time.Hour, hourCap, true}, {bucketDay, day, dayCap, true}} {
+		aggs := map[int64]*Agg{}
+		for i := range rows {
+			t := rows[i].Time.Truncate(level.size).Unix()
+			a := aggs[t]
+			if a == nil {
+				a = newAgg(level.cap)
+				aggs[t] = a
+			}
+			a.add(&rows[i])
+		}
+		b := tx.bucket(level.name)
+		for t, a := range aggs {
+			k := bucketKey(time.Unix(t, 0))
+			old := b.get(k)
+			if old == nil && level.onlyKept {
+				continue
+			}
+			if old != nil {
+				prev, err := decodeAgg(old, level.cap, false)
+				if err != nil {
+					prev = newAgg(level.cap) // a damaged bucket starts over rather than blocking every flush
+				}
+				prev.merge(a)
+				a = prev
+			}
+			if err := b.put(k, a.encode()); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rollUp(tx, bucketMinute, bucketHour, time.Hour, hourCap, now); err != nil {
+		return err
+	}
+	return rollUp(tx, bucketHour, bucketDay, day, dayCap, now)
+}
+
+const day = 24 * time.Hour
+
+// maxRollUps bounds the buckets one flush rolls up per level (after a long
+// downtime the rest follow at the next flushes).
+const maxRollUps = 48
+
+// rollUp writes the bucket of each ended period (an hour, a day) of level
+// to from the finer level from, oldest first, starting after the newest
+// bucket to has; periods with nothing in them are skipped.
+func rollUp(tx kvTx, from, to []byte, size time.Duration, cap int, now time.Time) error {
+	src, dst := tx.bucket(from), tx.bucket(to)
+	var next time.Time // the first period not rolled up
+	if k, _ := dst.cursor().Last(); k != nil {
+		next = bucketTime(k).Add(size)
+	}
+	current := now.Truncate(size)
+	for range maxRollUps {
+		c := src.cursor()
+		k, _ := c.Seek(bucketKey(next))
+		if k == nil {
+			return nil
+		}
+		p := bucketTime(k).Truncate(size)
+		if !p.Before(current) {
+			return nil // still running
+		}
+		sum := newAgg(cap)
+		for k, v := c.Seek(bucketKey(p)); k != nil && bucketTime(k).Before(p.Add(size)); k, v = c.Next() {
+			if a, err := decodeAgg(v, 0, false); err == nil {
+				sum.merge(a)
+			}
+		}
+		if err := dst.put(bucketKey(p), sum.encode()); err != nil {
+			return err
+		}
+		next = p.Add(size)
+	}
+	return nil
+}
+
+// expireChunk bounds the deletions of one transaction, so that one flush
+// after a long downtime does not build a huge transaction.
+const expireChunk = 100_000
+
+// expire deletes rows, hour and day buckets older than max_age and minute
+// buckets older than minuteRetention (or max_age, if shorter).
+func (h *History) expire(tx kvTx, now time.Time) error {
+	cut := now.Add(-h.opts.MaxAge)
+	n, _, err := tx.bucket(bucketRows).deleteBefore(timeKey(cut), expireChunk)
+	h.pruned.Add(int64(n))
+	if err != nil {
+		return err
+	}
+	if _, _, err := tx.bucket(bucketHour).deleteBefore(bucketKey(cut.Truncate(time.Hour)), expireChunk); err != nil {
+		return err
+	}
+	if _, _, err := tx.bucket(bucketDay).deleteBefore(bucketKey(cut.Truncate(24*time.Hour)), expireChunk); err != nil {
+		return err
+	}
+	_, _, err = tx.bucket(bucketMinute).deleteBefore(bucketKey(later(cut, now.Add(-minuteRetention))), expireChunk)
+	return err
+}
+
+// prune deletes the oldest rows while the store's free room is below the
+// headroom — the larger of (1-pruneAt) of max_bytes and three times what
+// the last flush wrote, so the next intervals and the deletions' own
+// copy-on-write pages fit — down to twice the headroom (target overrides
+// the goal, for the retry after a full store). Buckets are kept: they are
+// small, and the overview of an old day outlives its rows.
+func (h *History) prune(target float64) {
+	limit := float64(h.opts.MaxBytes - allocStep(h.opts.MaxBytes))
+	headroom := max(limit*(1-pruneAt), 3*float64(h.lastWrite))
+	goal := max(limit-2*headroom, limit/4)
+	if target < pruneTo {
+		goal = limit * target
+	}
+	for range 8 {
+		used, _ := h.kv.used()
+		if float64(used) <= limit-headroom && target >= pruneTo {
+			return
+		}
+		excess := float64(used) - goal
+		if excess <= 0 {
+			return
+		}
+		var deleted int
+		n, err := h.kv.update(func(tx kvTx) error {
+			rows := tx.bucket(bucketRows)
+			// Delete about excess bytes' worth, estimated from the oldest
+			// rows' size; the loop corrects the estimate.
+			c := rows.cursor()
+			var sz float64
+			count := 0
+			for k, v := c.First(); k != nil && sz < excess && count < expireChunk; k, v = c.Next() {
+				sz += float64(len(k)+len(v)) * rowOverhead
+				count++
+			}
+			if count == 0 {
+				return nil
+			}
+			var err error
+			deleted, _, err = rows.deleteBefore(maxKey, count)
+			return err
+		})
+		h.bytesWritten.Add(n)
+		h.pruned.Add(int64(deleted))
+		if err != nil {
+			h.writeErrors.Add(1)
+			h.degrade(fmt.Sprintf("history: deleting old rows failed: %v", err))
+			return
+		}
+		if deleted == 0 {
+			return
+		}
+	}
+}
+
+// maxKey is above every row key.
+var maxKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
+// rowOverhead scales a row's key and value to the space it takes in a page
+// (bbolt's per-element header and the pages' fill).
+const rowOverhead = 1.3
+
+// degrade records why the history is not working, logging only the first
+// time (a full disk fails every flush; one line says it).
+func (h *History) degrade(why string) {
+	if h.problem.Swap(&why) == nil {
+		h.log.Error("history degraded; DNS is not affected", zap.String("problem", why))
+	}
+}
+
+// recover clears a write problem after a successful flush. A store that
+// failed to open stays degraded: the history is in memory until restart.
+func (h *History) recover() {
+	if h.mem && h.opts.Path != "" {
+		return
+	}
+	if p := h.problem.Swap(nil); p != nil {
+		h.log.Info("history writes again", zap.String("was", *p))
+	}
+}
+
+// InMemory reports whether the history lives in memory: no path, or a file
+// that could not be opened.
+func (h *History) InMemory() bool { return h.mem }
+
+// Problem is why the history is degraded, or "" when it is not.
+func (h *History) Problem() string {
+	if p := h.problem.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Stats are the history's counters for /metrics.
+type Stats struct {
+	Recorded     int64 // events accepted into the buffer
+	Dropped      int64 // events dropped because the buffer was full
+	Lost         int64 // events of batches whose write failed
+	BytesWritten int64 // bytes the store's commits wrote (SD card wear)
+	WriteErrors  int64
+	Flushes      int64 // successful write transactions
+	Pruned       int64 // rows deleted by the age and byte budgets
+	Pending      int   // events waiting for the next flush
+	UsedBytes    int64 // what the data takes
+	FileBytes    int64 // the file's size; 0 in memory
+	Degraded     bool
+}
+
+// Snapshot reads the counters.
+func (h *History) Snapshot() Stats {
+	h.mu.Lock()
+	pending := len(h.pending) + len(h.inflight)
+	h.mu.Unlock()
+	used, size := h.kv.used()
+	return Stats{
+		Recorded: h.recorded.Load(), Dropped: h.dropped.Load(), Lost: h.lost.Load(),
+		BytesWritten: h.bytesWritten.Load(), WriteErrors: h.writeErrors.Load(),
+		Flushes: h.flushes.Load(), Pruned: h.pruned.Load(), Pending: pending,
+		UsedBytes: used, FileBytes: size, Degraded: h.problem.Load() != nil,
+	}
+}

@@ -1,0 +1,264 @@
+package history
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// Row is one stored query: every field of the query event (SPEC §2) in the
+// form the history keeps, with the answer reduced to its summary.
+type Row struct {
+	Time       time.Time
+	Client     netip.Addr
+	ClientName string
+	Proto      query.Proto
+	Name       string // as the client asked it
+	Qtype      uint16
+	Qclass     uint16
+	Source     string
+	Upstream   string
+	Tried      []string
+	Cache      string
+	Filter     query.Decision
+	Rcode      int // query.RcodeNone when nothing was sent
+	EDE        *query.EDE
+	Duration   time.Duration
+	Answer     string // query.Summary of the reply
+}
+
+// fromEvent copies what the history keeps of e. It runs on the query's
+// goroutine (Sink.Record): a copy and a short summary, no I/O.
+func fromEvent(e *query.Event) Row {
+	r := Row{
+		Time: e.Time, Client: e.Client, ClientName: e.ClientName, Proto: e.Proto,
+		Name: e.Name, Qtype: e.Qtype, Qclass: e.Qclass,
+		Source: e.Source, Upstream: e.Upstream, Tried: e.Tried, Cache: e.Cache,
+		Filter: e.Filter, Rcode: e.Rcode, Duration: e.Duration,
+		Answer: query.Summary(e.Reply),
+	}
+	if e.EDE != nil {
+		ede := *e.EDE
+		r.EDE = &ede
+	}
+	return r
+}
+
+// RcodeName is the rcode as the API and the dashboard show it: "NOERROR",
+// "NXDOMAIN", or "none" when nothing was sent.
+func RcodeName(rcode int) string {
+	if rcode == query.RcodeNone {
+		return "none"
+	}
+	if s, ok := dns.RcodeToString[rcode]; ok {
+		return s
+	}
+	return "RCODE" + strconv.Itoa(rcode)
+}
+
+// ParseRcode is RcodeName's inverse, case-insensitive.
+func ParseRcode(s string) (int, bool) {
+	if strings.EqualFold(s, "none") {
+		return query.RcodeNone, true
+	}
+	if v, ok := dns.StringToRcode[strings.ToUpper(s)]; ok {
+		return v, true
+	}
+	return 0, false
+}
+
+// The stored form of a Row. Keys are the arrival time (unix nanoseconds,
+// big-endian, so byte order is time order) and a sequence number that keeps
+// two queries of the same nanosecond apart. Values start with a format
+// version and the name, so a search by name looks at the name before
+// decoding anything else.
+const (
+	keyLen       = 12
+	rowVersion   = 1
+	maxFieldLen  = 4096 // no field of a valid row is longer (a DNS name is 255 bytes)
+	maxTriedRead = 64   // upstreams tried, at most one per configured upstream
+)
+
+var errCorruptRow = errors.New("history: corrupt row")
+
+func rowKey(t time.Time, seq uint32) []byte {
+	k := make([]byte, keyLen)
+	// Before 1970 (a Pi booted without its clock set reads 1970 at worst)
+	// clamps to 0 so that byte order stays time order.
+	binary.BigEndian.PutUint64(k, uint64(max(t.UnixNano(), 0)))
+	binary.BigEndian.PutUint32(k[8:], seq)
+	return k
+}
+
+func keyTime(k []byte) time.Time {
+	if len(k) < 8 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k)))
+}
+
+// timeKey is the smallest key at or after t.
+func timeKey(t time.Time) []byte { return rowKey(t, 0) }
+
+func encodeRow(r *Row) []byte {
+	b := make([]byte, 0, 96+len(r.Name)+len(r.Answer))
+	b = append(b, rowVersion)
+	b = appendStr(b, r.Name)
+	ab, _ := r.Client.MarshalBinary()
+	b = appendStr(b, string(ab))
+	b = appendStr(b, r.ClientName)
+	b = append(b, byte(r.Proto))
+	b = binary.AppendUvarint(b, uint64(r.Qtype))
+	b = binary.AppendUvarint(b, uint64(r.Qclass))
+	b = appendStr(b, r.Source)
+	b = appendStr(b, r.Upstream)
+	b = binary.AppendUvarint(b, uint64(len(r.Tried)))
+	for _, t := range r.Tried {
+		b = appendStr(b, t)
+	}
+	b = appendStr(b, r.Cache)
+	if r.Filter.Blocked {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendStr(b, r.Filter.List)
+	b = appendStr(b, r.Filter.Rule)
+	b = appendStr(b, r.Filter.Group)
+	b = binary.AppendVarint(b, int64(r.Rcode))
+	if r.EDE != nil {
+		b = binary.AppendUvarint(b, uint64(r.EDE.Code)+1)
+		b = appendStr(b, r.EDE.Text)
+	} else {
+		b = binary.AppendUvarint(b, 0)
+	}
+	b = binary.AppendUvarint(b, uint64(max(r.Duration, 0)/time.Microsecond))
+	b = appendStr(b, r.Answer)
+	return b
+}
+
+func appendStr(b []byte, s string) []byte {
+	if len(s) > maxFieldLen {
+		s = s[:maxFieldLen]
+	}
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// rowName returns the stored name without decoding the rest.
+func rowName(v []byte) ([]byte, bool) {
+	if len(v) == 0 || v[0] != rowVersion {
+		return nil, false
+	}
+	d := decoder{b: v[1:]}
+	s := d.bytes()
+	return s, d.err == nil
+}
+
+func decodeRow(k, v []byte) (Row, error) {
+	if len(k) != keyLen || len(v) == 0 || v[0] != rowVersion {
+		return Row{}, errCorruptRow
+	}
+	d := decoder{b: v[1:]}
+	r := Row{Time: keyTime(k)}
+	r.Name = string(d.bytes())
+	if ab := d.bytes(); d.err == nil {
+		if err := r.Client.UnmarshalBinary(ab); err != nil {
+			return Row{}, errCorruptRow
+		}
+	}
+	r.ClientName = string(d.bytes())
+	r.Proto = query.Proto(d.byte())
+	r.Qtype = uint16(d.uvarint())
+	r.Qclass = uint16(d.uvarint())
+	r.Source = string(d.bytes())
+	r.Upstream = string(d.bytes())
+	if n := d.uvarint(); n > 0 {
+		if n > maxTriedRead {
+			return Row{}, errCorruptRow
+		}
+		r.Tried = make([]string, n)
+		for i := range r.Tried {
+			r.Tried[i] = string(d.bytes())
+		}
+	}
+	r.Cache = string(d.bytes())
+	r.Filter.Blocked = d.byte() == 1
+	r.Filter.List = string(d.bytes())
+	r.Filter.Rule = string(d.bytes())
+	r.Filter.Group = string(d.bytes())
+	r.Rcode = int(d.varint())
+	if c := d.uvarint(); c > 0 {
+		r.EDE = &query.EDE{Code: uint16(c - 1), Text: string(d.bytes())}
+	}
+	r.Duration = time.Duration(d.uvarint()) * time.Microsecond
+	r.Answer = string(d.bytes())
+	if d.err != nil {
+		return Row{}, d.err
+	}
+	return r, nil
+}
+
+// decoder reads the fields of a stored row; the first error sticks and
+// every later read returns zero, so decodeRow checks once at the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errCorruptRow
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errCorruptRow
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.err = errCorruptRow
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > maxFieldLen || n > uint64(len(d.b)) {
+		d.err = errCorruptRow
+		return nil
+	}
+	s := d.b[:n]
+	d.b = d.b[n:]
+	return s
+}

@@ -1,0 +1,70 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// PasswordCost is the bcrypt cost of `nxdns hash-password`: about a quarter
+// of a second per check on a Raspberry Pi 4, which with the login rate
+// limit makes guessing hopeless and a login still quick. bcrypt rather than
+// argon2id: its hash is one self-describing string every tool reads
+// (htpasswd -B makes the same), and argon2id's memory cost is what a Pi
+// running DNS has least of (docs/dashboard.md).
+const PasswordCost = 11
+
+// maxPasswordFile bounds web.password_file: a bcrypt hash is 60 bytes.
+const maxPasswordFile = 4 << 10
+
+// HashPassword is the line web.password_file holds for password.
+func HashPassword(password []byte) (string, error) {
+	if len(password) == 0 {
+		return "", errors.New("empty password")
+	}
+	if len(password) > 72 {
+		// bcrypt reads 72 bytes; a longer password would silently match
+		// every password with the same first 72.
+		return "", errors.New("password longer than 72 bytes")
+	}
+	h, err := bcrypt.GenerateFromPassword(password, PasswordCost)
+	return string(h), err
+}
+
+// LoadPasswordFile reads web.password_file: a regular file of at most
+// 4 KiB holding one bcrypt hash (surrounding white space ignored). A FIFO
+// or a device fails at once.
+func LoadPasswordFile(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	// writer and hang the start or the reload (SPEC §9 "Robustness"); on a
+	// regular file it changes nothing.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("web.password_file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("web.password_file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("web.password_file: %s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("web.password_file: %w", err)
+	}
+	if len(b) > maxPasswordFile {
+		return nil, fmt.Errorf("web.password_file: %s is larger than %d bytes: not a password hash", path, maxPasswordFile)
+	}
+	hash := bytes.TrimSpace(b)
+	if _, err := bcrypt.Cost(hash); err != nil {
+		return nil, fmt.Errorf("web.password_file: %s does not hold a bcrypt hash (make one with nxdns hash-password): %w", path, err)
+	}
+	return hash, nil
+}
