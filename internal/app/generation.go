@@ -9,6 +9,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/forward"
+	"github.com/nxdns/nxdns/internal/local"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -23,6 +24,7 @@ type generation struct {
 	pool  *upstream.Pool
 	zones *forward.Table
 	names *forward.Names
+	local *local.Stage
 }
 
 // build makes a generation from a validated configuration. Nothing is
@@ -40,8 +42,26 @@ func build(cfg config.Config, log *zap.Logger) (*generation, error) {
 		g.close()
 		return nil, err
 	}
+	if g.local, err = buildLocal(cfg, g.zones); err != nil {
+		g.close()
+		return nil, err
+	}
 	g.names = forward.NewNames(cfg.ClientNames(), g.zones, forward.NamesOptions{Logger: log.Named("names")})
 	return g, nil
+}
+
+// buildLocal makes the local-answers stage; a name a forward zone covers is
+// the LAN resolver's to answer, never answered locally.
+func buildLocal(cfg config.Config, zones *forward.Table) (*local.Stage, error) {
+	return local.New(local.Options{
+		Records:        cfg.Local.Records,
+		ForwardPrivate: cfg.Local.ForwardPrivate,
+		BypassGuards:   cfg.Local.Guards(),
+		Covered: func(name string) bool {
+			_, ok := zones.Match(name)
+			return ok
+		},
+	})
 }
 
 // buildPool makes the upstream pool of cfg's enabled upstreams, each with its
@@ -102,7 +122,7 @@ func (g *generation) state() *server.State {
 // the configuration turns it off.
 func (g *generation) stages() []query.Stage {
 	var stages []query.Stage
-	// local answers (SPEC §8.6)
+	stages = append(stages, g.local) // local answers (SPEC §8.6)
 	// policy: lists, groups, pause (SPEC §8.7)
 	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
 	return stages

@@ -15,6 +15,7 @@ type Config struct {
 	Clients      []Client      `toml:"clients"`
 	Web          Web           `toml:"web"`
 	Log          Log           `toml:"log"`
+	Local        Local         `toml:"local"`
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.

@@ -37,6 +37,7 @@ const (
 	CodeInvalidCIDR       Code = "InvalidCIDR"       // not a CIDR prefix
 	CodeInvalidListen     Code = "InvalidListen"     // not an IP:port to listen on
 	CodeInvalidLevel      Code = "InvalidLevel"      // not one of debug, info, warn, error
+	CodeInvalidRecord     Code = "InvalidRecord"     // a local record that does not parse as one IN record
 )
 
 // Cross-checks: keys that are fine alone but not together.

@@ -37,6 +37,7 @@ func Validate(c Config) Problems {
 	checkClients(&ps, c.Clients)
 	checkWeb(&ps, c.Web)
 	checkLog(&ps, c.Log)
+	checkLocal(&ps, c.Local)
 	return ps
 }
 
