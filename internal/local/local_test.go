@@ -241,7 +241,9 @@ func TestSpecial_publicNamesPassOn(t *testing.T) {
 }
 
 func TestSpecial_forwardZoneCoversItsNames(t *testing.T) {
-	covered := func(name string) bool { return dns.IsSubDomain("168.192.in-addr.arpa.", name) || dns.IsSubDomain("lan.", name) }
+	covered := func(name string) bool {
+		return dns.IsSubDomain("168.192.in-addr.arpa.", name) || dns.IsSubDomain("lan.", name)
+	}
 	s := newStage(t, Options{Covered: covered, BypassGuards: true})
 	forwarded(t, s, "3.2.168.192.in-addr.arpa.", dns.TypePTR)
 	forwarded(t, s, "lan.", dns.TypeSOA)
