@@ -38,6 +38,9 @@ const (
 	CodeInvalidListen     Code = "InvalidListen"     // not an IP:port to listen on
 	CodeInvalidLevel      Code = "InvalidLevel"      // not one of debug, info, warn, error
 	CodeInvalidRecord     Code = "InvalidRecord"     // a local record that does not parse as one IN record
+	CodeInvalidChoice     Code = "InvalidChoice"     // not one of a key's documented values (filter kind, block_response)
+	CodeInvalidPath       Code = "InvalidPath"       // a file or directory path that is not absolute
+	CodeInvalidSchedule   Code = "InvalidSchedule"   // a schedule window with a bad day or time, or an empty one
 )
 
 // Cross-checks: keys that are fine alone but not together.
@@ -47,6 +50,11 @@ const (
 	CodeNoUpstreams       Code = "NoUpstreams"       // no enabled upstream
 	CodeTooManyUpstreams  Code = "TooManyUpstreams"  // more than MaxUpstreams enabled
 	CodeDuplicate         Code = "Duplicate"         // a second URL, zone, client IP or listen address
+	CodeURLAndPath        Code = "URLAndPath"        // a filter list with both url and path
+	CodeUnknownList       Code = "UnknownList"       // a group naming a list that does not exist
+	CodeUnknownClient     Code = "UnknownClient"     // a group client that is no IP, CIDR or [[clients]] name
+	CodeTooManyLists      Code = "TooManyLists"      // more than MaxFilterLists lists
+	CodeStateDirRequired  Code = "StateDirRequired"  // a downloaded list without filter.state_dir
 )
 
 // Problem is one thing wrong with a configuration.

@@ -38,6 +38,7 @@ func Validate(c Config) Problems {
 	checkWeb(&ps, c.Web)
 	checkLog(&ps, c.Log)
 	checkLocal(&ps, c.Local)
+	checkFilter(&ps, c.Filter, c.Clients)
 	return ps
 }
 
