@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/metrics"
@@ -46,6 +47,8 @@ type App struct {
 	web     *web.Server // nil when web.listen is empty
 	webAddr string      // web.listen as configured
 
+	filter *filter.Engine // lists, pauses and downloads: they outlive a reload
+
 	mu      sync.Mutex                 // serialises Reload and Shutdown
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
@@ -58,22 +61,27 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	gen, err := build(cfg, log)
+	a := &App{log: log, level: opts.Level}
+	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
+	gen, err := build(cfg, log, a.filter)
 	if err != nil {
+		a.filter.Close()
 		return nil, err
 	}
-	a := &App{log: log, level: opts.Level}
+	a.filter.Update(cfg.Filter) // the last good copies on disk, before the first query
 	a.gen.Store(gen)
 	a.srv = server.New(server.Options{Logger: log}, gen.state())
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
+		a.filter.Close()
 		return nil, err
 	}
 	ws, err := a.bindWeb(cfg.Web.Listen)
 	if err != nil {
 		a.srv.Shutdown(context.Background())
 		gen.close()
+		a.filter.Close()
 		return nil, err
 	}
 	a.commitWeb(ws)
@@ -89,7 +97,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 func (a *App) Reload(cfg config.Config) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	gen, err := build(cfg, a.log)
+	gen, err := build(cfg, a.log, a.filter)
 	if err != nil {
 		return err
 	}
@@ -107,6 +115,7 @@ func (a *App) Reload(cfg config.Config) error {
 	}
 	a.commitWeb(ws)
 	old := a.gen.Swap(gen)
+	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed
 	drained := a.srv.Swap(gen.state())
 	gen.start()
 	if lvl, err := logging.ParseLevel(cfg.Log.Level); err == nil {
@@ -221,6 +230,13 @@ func (a *App) restoreWeb() {
 // feature's own routes (web.Server.Handle) with the access they need.
 func (a *App) newWeb(addr string) *web.Server {
 	s := web.New(addr, a.registry(), a.health, a.log)
+	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
+		access := web.Private
+		if r.Mutating {
+			access = web.Mutating
+		}
+		s.Handle(r.Pattern, r.Handler, access)
+	}
 	return s
 }
 
@@ -255,6 +271,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	stopWeb(a.web)
 	a.retired.Wait()
 	a.gen.Load().close()
+	a.filter.Close()
 	return err
 }
 
@@ -269,13 +286,15 @@ func (a *App) registry() *prometheus.Registry {
 		Pool:   func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
 		Server: a.srv.Snapshot,
 		Zones:  func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
+		Filter: a.filter.Snapshot,
 	})
 }
 
 // health is /api/health's view of the current state.
 func (a *App) health() web.Health {
 	udp, _ := a.srv.Addrs()
-	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp))
+	fs := a.filter.Snapshot()
+	return web.HealthFrom(a.gen.Load().pool.Snapshot(), a.srv.Snapshot(), len(udp)).WithLists(len(fs.Lists), fs.Stale())
 }
 
 // logEffective prints the configuration summary SPEC §9 asks for at start-up.

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/local"
 	"github.com/nxdns/nxdns/internal/query"
@@ -25,13 +26,14 @@ type generation struct {
 	zones *forward.Table
 	names *forward.Names
 	local *local.Stage
+	filter *filter.Stage // over App's long-lived filter.Engine
 }
 
 // build makes a generation from a validated configuration. Nothing is
 // started: the pool's probes start with start, so a generation that fails
 // half-way is closed without having sent anything.
-func build(cfg config.Config, log *zap.Logger) (*generation, error) {
-	g := &generation{cfg: cfg}
+func build(cfg config.Config, log *zap.Logger, eng *filter.Engine) (*generation, error) {
+	g := &generation{cfg: cfg, filter: eng.NewStage(cfg, nil)}
 	pool, err := buildPool(cfg, log, 0)
 	if err != nil {
 		return nil, err
@@ -123,7 +125,7 @@ func (g *generation) state() *server.State {
 func (g *generation) stages() []query.Stage {
 	var stages []query.Stage
 	stages = append(stages, g.local) // local answers (SPEC §8.6)
-	// policy: lists, groups, pause (SPEC §8.7)
+	stages = append(stages, g.filter) // policy: lists, groups, pause (SPEC §8.7)
 	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
 	return stages
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
@@ -69,7 +70,18 @@ func sampleSources() Sources {
 		Pool:   func() upstream.Snapshot { return pool },
 		Server: func() server.Snapshot { return srv },
 		Zones:  func() []forward.ZoneSnapshot { return zones },
+		Filter: func() filter.Snapshot { return filterSnap },
 	}
+}
+
+// filterSnap is a loaded list and one that never loaded.
+var filterSnap = filter.Snapshot{
+	Lists: []filter.ListStatus{
+		{Name: "ads", Rules: 1000, Blocked: 31, Failures: 1, Loaded: time.Unix(1000, 0)},
+		{Name: "late", Rules: 0, Failures: 3},
+	},
+	Now:    time.Unix(1600, 0),
+	Inline: 37,
 }
 
 // gatherNxdns gathers only nxdns's collectors of src through a pedantic

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/stats"
@@ -28,6 +29,7 @@ type Sources struct {
 	Pool   func() upstream.Snapshot
 	Server func() server.Snapshot
 	Zones  func() []forward.ZoneSnapshot
+	Filter func() filter.Snapshot
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -55,6 +57,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Zones != nil {
 		cs = append(cs, forwardCollector{src.Zones})
+	}
+	if src.Filter != nil {
+		cs = append(cs, filterCollector{src.Filter})
 	}
 	return cs
 }

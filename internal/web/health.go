@@ -33,6 +33,7 @@ type Health struct {
 	Problems  []string        `json:"problems,omitempty"` // why the status is not ok, in words
 	Listeners ListenersHealth `json:"listeners"`
 	Upstreams UpstreamsHealth `json:"upstreams"`
+	Lists     *ListsHealth    `json:"lists,omitempty"` // nil without filter lists
 }
 
 // ListenersHealth is the DNS side.
