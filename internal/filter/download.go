@@ -231,7 +231,7 @@ func (e *Engine) download(ctx context.Context, u string, m meta, path string, pr
 	// Download beside the last good copy, check it, then rename it over.
 	tmp := path + ".new"
 	defer os.Remove(tmp)
-	if err := writeFileAtomic(tmp, resp.Body, MaxListBytes); err != nil {
+	if err := writeFileAtomic(tmp, resp.Body, listCap); err != nil {
 		return m, nil, err
 	}
 	rep, err := parseFile(tmp, func(Rule) {})

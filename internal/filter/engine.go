@@ -337,7 +337,7 @@ func parseFile(path string, emit func(Rule)) (Report, error) {
 	if !fi.Mode().IsRegular() {
 		return Report{}, fmt.Errorf("%s is not a regular file", path)
 	}
-	if fi.Size() > MaxListBytes {
+	if fi.Size() > listCap {
 		return Report{}, ErrTooBig
 	}
 	return Parse(f, emit)

@@ -105,6 +105,10 @@ var (
 
 var bom = []byte("\xef\xbb\xbf")
 
+// listCap is MaxListBytes; a variable so a test can check the cap without
+// producing 64 MiB.
+var listCap int64 = MaxListBytes
+
 // Parse reads a list and hands each rule to emit, in order. A line that is
 // a comment, blank or cosmetic gives nothing; a line of no recognised
 // format is counted as rejected and skipped. Parse returns an error only
@@ -112,12 +116,12 @@ var bom = []byte("\xef\xbb\xbf")
 // read error); the rules already emitted must then be discarded.
 func Parse(r io.Reader, emit func(Rule)) (Report, error) {
 	var rep Report
-	br := bufio.NewReaderSize(io.LimitReader(r, MaxListBytes+1), 64<<10)
+	br := bufio.NewReaderSize(io.LimitReader(r, listCap+1), 64<<10)
 	regexes := 0
 	first := true
 	for {
 		line, long, err := readLine(br, &rep.Bytes)
-		if rep.Bytes > MaxListBytes {
+		if rep.Bytes > listCap {
 			return rep, ErrTooBig
 		}
 		if bytes.IndexByte(line, 0) >= 0 {
@@ -158,7 +162,7 @@ func readLine(br *bufio.Reader, n *int64) (line []byte, long bool, err error) {
 				buf = append(buf, chunk...)
 			}
 		}
-		if *n > MaxListBytes {
+		if *n > listCap {
 			return nil, long, nil
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {

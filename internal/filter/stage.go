@@ -84,7 +84,7 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	if len(r.Msg.Question) != 1 || r.Msg.Question[0].Qclass != dns.ClassINET {
 		return next.Answer(ctx, r)
 	}
-	now := time.Now()
+	now := s.e.now()
 	ev := r.Event
 	if _, paused := s.e.pauses.paused(ev.Client, ev.ClientName, now); paused {
 		return next.Answer(ctx, r)
