@@ -21,11 +21,11 @@ import (
 // names. A reload builds a new generation beside the running one and retires
 // the old one once no query uses it.
 type generation struct {
-	cfg   config.Config
-	pool  *upstream.Pool
-	zones *forward.Table
-	names *forward.Names
-	local *local.Stage
+	cfg    config.Config
+	pool   *upstream.Pool
+	zones  *forward.Table
+	names  *forward.Names
+	local  *local.Stage
 	filter *filter.Stage // over App's long-lived filter.Engine
 }
 
@@ -124,7 +124,7 @@ func (g *generation) state() *server.State {
 // the configuration turns it off.
 func (g *generation) stages() []query.Stage {
 	var stages []query.Stage
-	stages = append(stages, g.local) // local answers (SPEC §8.6)
+	stages = append(stages, g.local)  // local answers (SPEC §8.6)
 	stages = append(stages, g.filter) // policy: lists, groups, pause (SPEC §8.7)
 	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
 	return stages

@@ -148,8 +148,8 @@ func TestDownload_qualityGatesKeepTheLastGoodCopy(t *testing.T) {
 		{200, "text/html; charset=utf-8", names("ad", 100)},
 		{200, "text/plain", "<!doctype html><title>Login</title>"},
 		{200, "application/octet-stream", "\x00\x01\x02binary"},
-		{200, "text/plain", names("ad", 10)},              // shrunk by more than half
-		{200, "text/plain", names("big", 64<<10/20 + 100)}, // over the cap
+		{200, "text/plain", names("ad", 10)},             // shrunk by more than half
+		{200, "text/plain", names("big", 64<<10/20+100)}, // over the cap
 	} {
 		ls.set(tc.status, tc.ctype, fmt.Sprintf(`"bad%d"`, i), tc.body)
 		if err := e.Refresh(context.Background(), "remote"); err == nil {

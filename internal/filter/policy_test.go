@@ -39,8 +39,8 @@ func TestPolicy_groupsApplyToTheirClientsOnly(t *testing.T) {
 		want   uint64
 		group  string
 	}{
-		{"192.168.1.20", "", 0b11, "kids"},       // by [[clients]] name
-		{"192.168.1.33", "", 0b11, "kids"},       // by CIDR
+		{"192.168.1.20", "", 0b11, "kids"},        // by [[clients]] name
+		{"192.168.1.33", "", 0b11, "kids"},        // by CIDR
 		{"::ffff:192.168.1.33", "", 0b11, "kids"}, // mapped form
 		{"192.168.1.99", "", 0b01, "default"},
 		{"10.0.0.1", "tablet", 0b11, "kids"}, // by the event's client name

@@ -53,7 +53,7 @@ func TestSet_allowBeatsBlock(t *testing.T) {
 	expect(t, s, "x.ads.example", all, true, "||ads.example^")
 	expect(t, s, "ok.ads.example", all, false, "@@||ok.ads.example^") // @@ exception
 	expect(t, s, "deep.ok.ads.example", all, false, "")
-	expect(t, s, "keep.ads.example", all, false, "keep.ads.example") // allowlist entry
+	expect(t, s, "keep.ads.example", all, false, "keep.ads.example")   // allowlist entry
 	expect(t, s, "re.ads.example", all, false, `/^re\.ads\.example$/`) // allowlist regex
 	// $important beats an @@ exception, never an allowlist.
 	expect(t, s, "a.ok.imp.example", all, true, "||imp.example^$important")
