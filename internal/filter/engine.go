@@ -234,6 +234,11 @@ func (e *Engine) signalChanged() {
 // that list's last good rules) stays. The caller holds e.mu.
 func (e *Engine) rebuildLocked() {
 	start := e.now()
+	// Parsing leaves a little garbage per line, and the Go collector lets
+	// the heap grow to twice what is live before it collects: during a
+	// rebuild the live part is the serving set plus the new one, so collect
+	// sooner and keep the refresh's peak near that (docs/performance.md).
+	defer debug.SetGCPercent(debug.SetGCPercent(20))
 	b := NewBuilder(e.hint + e.hint/8)
 	reports := map[string]Report{}
 	for _, name := range e.sortedNames() {
@@ -243,7 +248,19 @@ func (e *Engine) rebuildLocked() {
 			path = e.listPath(name)
 		}
 		items, regexes := b.Mark()
-		rep, err := parseFile(path, func(r Rule) { b.Add(st.bit, st.cfg.IsAllow(), r) })
+		dropped := 0
+		rep, err := parseFile(path, func(r Rule) {
+			if !b.Add(st.bit, st.cfg.IsAllow(), r) {
+				dropped++
+			}
+		})
+		if dropped > 0 {
+			rep.Taken, rep.Rules = rep.Taken-dropped, rep.Rules-dropped
+			if rep.Ignored == nil {
+				rep.Ignored = map[Reason]int{}
+			}
+			rep.Ignored[ReasonManyRegexes] += dropped
+		}
 		if err != nil {
 			b.Truncate(items, regexes)
 			if st.cfg.URL != "" && errors.Is(err, os.ErrNotExist) {

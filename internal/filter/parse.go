@@ -60,7 +60,7 @@ const (
 	// MaxRegexes is how many regex rules one list may carry. Every query
 	// that no hashed rule decides is checked against every regex, so this
 	// bounds the per-query cost (docs/filter.md measures it).
-	MaxRegexes = 64
+	MaxRegexes = 16
 	// MaxLineLen is the longest line read; a longer one is rejected and
 	// skipped without being held in memory.
 	MaxLineLen = 4096

@@ -17,20 +17,22 @@ import (
 // goroutines may query it while a new one is built beside it; the engine
 // swaps sets with one atomic pointer store.
 //
-// Layout (docs/filter.md): each distinct rule name is a 64-bit maphash of
+// Layout (docs/filter.md): each distinct rule name is a 54-bit maphash of
 // the name (never the name itself), held in keys sorted ascending; vals[i]
 // is an index into combos, the distinct combinations of (slot, list) bits
-// seen, which number a few hundred at most however many names there are.
+// seen, which number a few hundred at most however many names there are,
+// so the index normally lives in the key's spare low bits (packed).
 // index[b] is where the bucket of hashes whose top bits are b starts, so a
-// lookup is one hash, one index read and a short scan. That is 12 bytes per
-// name plus about one byte of index: 1 million names in ~13 MB. Regexes are
+// lookup is one hash, one index read and a short scan. That is 8 bytes per
+// name plus about one byte of index: 1 million names in ~9 MB. Regexes are
 // kept apart and checked only when the hashed rules do not decide.
 type Set struct {
 	seed    maphash.Seed
 	shift   uint8    // bucket of a key: key >> shift
 	index   []uint32 // len 2^b + 1; bucket b is keys[index[b]:index[b+1]]
-	keys    []uint64
-	vals    []uint32
+	keys    []uint64 // hash with the low metaBits clear, or'd with the combo index when packed
+	vals    []uint32 // combo index per key; nil when packed
+	packed  bool
 	combos  []combo
 	regexes []regexRule
 }
@@ -69,25 +71,29 @@ type regexRule struct {
 	slot slot // slotBlockExact, slotExceptExact or slotAllowExact
 }
 
-// item is a rule during building: the name's hash and its (slot, list).
-type item struct {
-	key  uint64
-	slot slot
-	list uint8
-}
+// During building a rule is one uint64: the name's hash with its low
+// metaBits cleared, or'd with the rule's (slot, list). Sorting these sorts
+// by name and groups a name's rules together, at 8 bytes a rule. Giving up
+// 10 of the hash's 64 bits leaves 54: with a million names, the chance that
+// a query name's hash meets one of them by accident is 1e6/2^54 ≈ 6e-11 per
+// lookup, one false block in thousands of years of a household's queries.
+const (
+	metaBits = 10 // 4 bits of slot, 6 of list
+	metaMask = 1<<metaBits - 1
+)
 
-// Builder collects rules for a new Set. It holds 16 bytes per rule until
+// Builder collects rules for a new Set. It holds 8 bytes per rule until
 // Build, and nothing after.
 type Builder struct {
 	seed    maphash.Seed
-	items   []item
+	items   []uint64
 	regexes []regexRule
 }
 
 // NewBuilder starts a set; sizeHint is the number of rules expected (the
 // previous build's count), so the item slice grows at most once.
 func NewBuilder(sizeHint int) *Builder {
-	return &Builder{seed: maphash.MakeSeed(), items: make([]item, 0, sizeHint)}
+	return &Builder{seed: maphash.MakeSeed(), items: make([]uint64, 0, sizeHint)}
 }
 
 // Len is the number of rules added so far.
@@ -102,15 +108,25 @@ func (b *Builder) Truncate(items, regexes int) {
 	b.items, b.regexes = b.items[:items], b.regexes[:regexes]
 }
 
+// MaxTotalRegexes bounds the regexes of all lists together: each costs
+// every query that the hashed rules do not decide about 130 ns on the
+// development machine (docs/performance.md).
+const MaxTotalRegexes = 32
+
 // Add adds a rule of list (0 ≤ list < MaxLists); allow says the list is an
-// allowlist (or filter.allow), where every rule allows.
-func (b *Builder) Add(list int, allow bool, r Rule) {
+// allowlist (or filter.allow), where every rule allows. It reports false for
+// a regex past MaxTotalRegexes, which is dropped.
+func (b *Builder) Add(list int, allow bool, r Rule) bool {
 	s := ruleSlot(r, allow)
 	if r.Kind == Regex {
+		if len(b.regexes) >= MaxTotalRegexes {
+			return false
+		}
 		b.regexes = append(b.regexes, regexRule{re: r.Re, text: r.Text, list: uint8(list), slot: s})
-		return
+		return true
 	}
-	b.items = append(b.items, item{key: maphash.String(b.seed, r.Name), slot: s, list: uint8(list)})
+	b.items = append(b.items, maphash.String(b.seed, r.Name)&^metaMask|uint64(s)<<6|uint64(list))
+	return true
 }
 
 func ruleSlot(r Rule, allow bool) slot {
@@ -139,18 +155,10 @@ func ruleSlot(r Rule, allow bool) slot {
 func (b *Builder) Build() *Set {
 	items := b.items
 	b.items = nil
-	slices.SortFunc(items, func(x, y item) int {
-		switch {
-		case x.key < y.key:
-			return -1
-		case x.key > y.key:
-			return 1
-		}
-		return 0
-	})
+	slices.Sort(items)
 	distinct := 0
 	for i := range items {
-		if i == 0 || items[i].key != items[i-1].key {
+		if i == 0 || items[i]&^metaMask != items[i-1]&^metaMask {
 			distinct++
 		}
 	}
@@ -158,9 +166,11 @@ func (b *Builder) Build() *Set {
 	interned := map[combo]uint32{}
 	for i := 0; i < len(items); {
 		var c combo
+		key := items[i] &^ metaMask
 		j := i
-		for ; j < len(items) && items[j].key == items[i].key; j++ {
-			c[items[j].slot] |= 1 << items[j].list
+		for ; j < len(items) && items[j]&^metaMask == key; j++ {
+			m := items[j] & metaMask
+			c[m>>6] |= 1 << (m & 63)
 		}
 		id, ok := interned[c]
 		if !ok {
@@ -168,9 +178,18 @@ func (b *Builder) Build() *Set {
 			interned[c] = id
 			s.combos = append(s.combos, c)
 		}
-		s.keys = append(s.keys, items[i].key)
+		s.keys = append(s.keys, key)
 		s.vals = append(s.vals, id)
 		i = j
+	}
+	// The combination's index fits the key's spare low bits whenever there
+	// are at most 1024 combinations (always, for real lists): then a lookup
+	// reads one array, not two, and a name costs 8 bytes, not 12.
+	if len(s.combos) <= 1<<metaBits {
+		for i, id := range s.vals {
+			s.keys[i] |= uint64(id)
+		}
+		s.vals, s.packed = nil, true
 	}
 	s.buildIndex()
 	return s
@@ -204,12 +223,16 @@ func (s *Set) lookup(name string) *combo {
 	if len(s.keys) == 0 {
 		return nil
 	}
-	key := maphash.String(s.seed, name)
+	key := maphash.String(s.seed, name) &^ metaMask
 	bucket := key >> s.shift
 	for i, end := s.index[bucket], s.index[bucket+1]; i < end; i++ {
-		if k := s.keys[i]; k == key {
+		k := s.keys[i]
+		switch h := k &^ metaMask; {
+		case h == key && s.packed:
+			return &s.combos[k&metaMask]
+		case h == key:
 			return &s.combos[s.vals[i]]
-		} else if k > key {
+		case h > key:
 			return nil
 		}
 	}
