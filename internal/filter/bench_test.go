@@ -16,8 +16,9 @@ import (
 	"github.com/nxdns/nxdns/internal/config"
 )
 
-// synthetic writes a hosts-format list of n distinct names shaped like real
-// tracker names (two to four labels, 20 to 35 bytes).
+// synthetic writes a list of n distinct names shaped like real tracker
+// names (two to four labels, 20 to 35 bytes): two thirds hosts format, one
+// third adblock subtree rules, so a lookup walks every parent.
 func synthetic(tb testing.TB, dir string, n int) string {
 	tb.Helper()
 	path := filepath.Join(dir, fmt.Sprintf("synthetic-%d.txt", n))
@@ -32,8 +33,12 @@ func synthetic(tb testing.TB, dir string, n int) string {
 			fmt.Fprintf(w, "0.0.0.0 ads%d.tracker-network.example\n", i)
 		case 1:
 			fmt.Fprintf(w, "0.0.0.0 pixel.s%d.metrics.example\n", i)
-		default:
-			fmt.Fprintf(w, "0.0.0.0 cdn%x.adserve.example\n", i)
+		default: // adblock style, as OISD and AdGuard ship: subtree rules of two and three labels
+			if i%2 == 0 {
+				fmt.Fprintf(w, "||cdn%x.adserve.example^\n", i)
+			} else {
+				fmt.Fprintf(w, "||ad%x-track.example^\n", i)
+			}
 		}
 	}
 	if err := w.Flush(); err != nil {

@@ -35,6 +35,7 @@ type Set struct {
 	packed  bool
 	combos  []combo
 	regexes []regexRule
+	depths  depths
 }
 
 // A slot is one kind of rule a list can have for a name.
@@ -88,7 +89,17 @@ type Builder struct {
 	seed    maphash.Seed
 	items   []uint64
 	regexes []regexRule
+	depths  depths
 }
+
+// depths records, by label count, which names carry rules: bit d of self
+// is set when some exact (or any) rule's name has d labels, bit d of parent
+// when some subtree or wildcard rule's does. A lookup skips the suffixes of
+// a query name no rule could match, so a long name costs only the lookups
+// of the depths the lists really use (the 63rd bit stands for 63 or more).
+type depths struct{ self, parent uint64 }
+
+func depthBit(labels int) uint64 { return 1 << min(labels, 63) }
 
 // NewBuilder starts a set; sizeHint is the number of rules expected (the
 // previous build's count), so the item slice grows at most once.
@@ -126,6 +137,11 @@ func (b *Builder) Add(list int, allow bool, r Rule) bool {
 		return true
 	}
 	b.items = append(b.items, maphash.String(b.seed, r.Name)&^metaMask|uint64(s)<<6|uint64(list))
+	bit := depthBit(strings.Count(r.Name, ".") + 1)
+	b.depths.self |= bit
+	if r.Kind != Exact {
+		b.depths.parent |= bit
+	}
 	return true
 }
 
@@ -162,7 +178,7 @@ func (b *Builder) Build() *Set {
 			distinct++
 		}
 	}
-	s := &Set{seed: b.seed, keys: make([]uint64, 0, distinct), vals: make([]uint32, 0, distinct), regexes: b.regexes}
+	s := &Set{seed: b.seed, keys: make([]uint64, 0, distinct), vals: make([]uint32, 0, distinct), regexes: b.regexes, depths: b.depths}
 	interned := map[combo]uint32{}
 	for i := 0; i < len(items); {
 		var c combo
@@ -269,8 +285,17 @@ type verdict struct {
 func (s *Set) decide(name string, mask uint64) verdict {
 	var allow, imp, except, block hit
 	self := true
-	for n := name; ; {
-		if c := s.lookup(n); c != nil {
+	labels := strings.Count(name, ".") + 1
+	for n := name; ; labels-- {
+		want := s.depths.parent
+		if self {
+			want = s.depths.self
+		}
+		var c *combo
+		if want&depthBit(labels) != 0 { // else no rule has a name of this many labels
+			c = s.lookup(n)
+		}
+		if c != nil {
 			if self {
 				allow.set(c[slotAllowExact]&mask, slotAllowExact, n)
 				imp.set(c[slotImpExact]&mask, slotImpExact, n)
