@@ -52,16 +52,13 @@ func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := strings.TrimSpace(q.Get("client"))
-	until := e.now().Add(time.Duration(minutes) * time.Minute)
-	e.pauses.pause(clientKey(client), until)
-	e.log.Info("filtering paused", zap.String("client", client), zap.Time("until", until))
+	until := e.Pause(client, time.Duration(minutes)*time.Minute)
 	writeJSON(w, map[string]any{"paused": true, "client": client, "until": until})
 }
 
 func (e *Engine) handleResume(w http.ResponseWriter, r *http.Request) {
 	client := strings.TrimSpace(r.URL.Query().Get("client"))
-	e.pauses.resume(clientKey(client))
-	e.log.Info("filtering resumed", zap.String("client", client))
+	e.Resume(client)
 	writeJSON(w, map[string]any{"paused": false, "client": client})
 }
 
@@ -107,4 +104,19 @@ func httpError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// Pause pauses filtering for client (an IP address or a [[clients]] name;
+// "" for everyone) for d; it ends by itself.
+func (e *Engine) Pause(client string, d time.Duration) time.Time {
+	until := e.now().Add(d)
+	e.pauses.pause(clientKey(client), until)
+	e.log.Info("filtering paused", zap.String("client", client), zap.Time("until", until))
+	return until
+}
+
+// Resume ends client's pause, or every pause for "".
+func (e *Engine) Resume(client string) {
+	e.pauses.resume(clientKey(client))
+	e.log.Info("filtering resumed", zap.String("client", client))
 }
