@@ -3,4 +3,4 @@
 # place the value lives (nix/package.nix and nix/testbed.nix share it: same
 # go.mod, same vendor/). After a change to go.mod or go.sum, or to which
 # packages are imported, run `.ci/nix-check.sh --update-vendor-hash`.
-"sha256-RiZ3ZQJW/TVNu/rSfugZeFp2/zh5vV5/2nEbWh/piy4="
+"sha256-uvqxAdga9FNcWnVOeEUTwetZHus+bGKAY61aGb8i+vo="
