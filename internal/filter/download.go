@@ -193,9 +193,6 @@ func (e *Engine) Refresh(ctx context.Context, name string) error {
 	return nil
 }
 
-// errNotModified is a 304: the copy on disk is current.
-var errNotModified = errors.New("not modified")
-
 // download fetches u into path when it passes the gates; rep is nil for a
 // 304.
 func (e *Engine) download(ctx context.Context, u string, m meta, path string, prev int) (meta, *Report, error) {

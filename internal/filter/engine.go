@@ -386,19 +386,17 @@ func (e *Engine) interval() time.Duration {
 
 // ListStatus is one list's state for the API, the metrics and health.
 type ListStatus struct {
-	Name      string         `json:"name"`
-	Kind      string         `json:"kind"`
-	Source    string         `json:"source"` // the URL or the path
-	Rules     int            `json:"rules"`
-	Taken     int            `json:"lines_taken"`
-	Ignored   map[Reason]int `json:"lines_ignored,omitempty"`
-	Rejected  int            `json:"lines_rejected"`
-	Loaded    time.Time      `json:"loaded,omitzero"` // when the copy in use was fetched; zero: never loaded
-	Error     string         `json:"last_error,omitempty"`
-	Failures  uint64         `json:"refresh_failures"`
-	Blocked   uint64         `json:"blocked"`
-	bit       int
-	refreshed time.Duration
+	Name     string         `json:"name"`
+	Kind     string         `json:"kind"`
+	Source   string         `json:"source"` // the URL or the path
+	Rules    int            `json:"rules"`
+	Taken    int            `json:"lines_taken"`
+	Ignored  map[Reason]int `json:"lines_ignored,omitempty"`
+	Rejected int            `json:"lines_rejected"`
+	Loaded   time.Time      `json:"loaded,omitzero"` // when the copy in use was fetched; zero: never loaded
+	Error    string         `json:"last_error,omitempty"`
+	Failures uint64         `json:"refresh_failures"`
+	Blocked  uint64         `json:"blocked"`
 }
 
 // Snapshot is the engine's state for metrics and health.
@@ -427,7 +425,7 @@ func (e *Engine) Snapshot() Snapshot {
 		s.Lists = append(s.Lists, ListStatus{
 			Name: name, Kind: kind, Source: redactURL(src), Rules: st.report.Rules, Taken: st.report.Taken,
 			Ignored: st.report.Ignored, Rejected: st.report.Rejected, Loaded: st.loaded, Error: st.err,
-			Failures: st.failures.Load(), Blocked: e.blocked[st.bit].Load(), bit: st.bit,
+			Failures: st.failures.Load(), Blocked: e.blocked[st.bit].Load(),
 		})
 	}
 	return s

@@ -97,10 +97,9 @@ func (r *Report) ignore(why Reason) {
 // Errors that reject a list whole: nothing of it is used, and the last good
 // copy stays.
 var (
-	ErrBinary  = errors.New("binary content (NUL bytes): not a list")
-	ErrHTML    = errors.New("an HTML page, not a list (a captive portal or an error page?)")
-	ErrTooBig  = fmt.Errorf("over %d MiB: not loaded (the cap keeps a runaway download from filling memory and disk)", MaxListBytes>>20)
-	errNoRules = errors.New("no rules")
+	ErrBinary = errors.New("binary content (NUL bytes): not a list")
+	ErrHTML   = errors.New("an HTML page, not a list (a captive portal or an error page?)")
+	ErrTooBig = fmt.Errorf("over %d MiB: not loaded (the cap keeps a runaway download from filling memory and disk)", MaxListBytes>>20)
 )
 
 var bom = []byte("\xef\xbb\xbf")
