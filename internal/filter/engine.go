@@ -53,7 +53,9 @@ type Engine struct {
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
-	mu      sync.Mutex // serialises Update, rebuilds and list state
+	mu      sync.Mutex // guards the configuration and list state; never held while parsing
+	build   sync.Mutex // serialises rebuilds
+	update  sync.Mutex // serialises Update
 	cfg     config.Filter
 	bits    map[string]int
 	lists   map[string]*listState // by name
@@ -155,6 +157,8 @@ func listsKey(f config.Filter) config.Filter {
 // a second for a million names on a Pi, docs/performance.md); the old set
 // serves until then.
 func (e *Engine) Update(cfg config.Filter) {
+	e.update.Lock()
+	defer e.update.Unlock()
 	e.Bits(cfg.Lists)
 	e.mu.Lock()
 	if reflect.DeepEqual(listsKey(cfg), listsKey(e.cfg)) && len(e.lists) == len(cfg.Lists) && e.stop != nil {
@@ -182,7 +186,9 @@ func (e *Engine) Update(cfg config.Filter) {
 		}
 		e.lists[l.Name] = st
 	}
-	e.rebuildLocked()
+	e.mu.Unlock()
+	e.rebuild()
+	e.mu.Lock()
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
 	for _, st := range e.lists {
@@ -213,9 +219,7 @@ func (e *Engine) rebuildLoop() {
 		case <-e.done:
 			return
 		case <-e.changed:
-			e.mu.Lock()
-			e.rebuildLocked()
-			e.mu.Unlock()
+			e.rebuild()
 		}
 	}
 }
@@ -227,30 +231,53 @@ func (e *Engine) signalChanged() {
 	}
 }
 
-// rebuildLocked builds a new set from each list's file and the inline
-// rules, beside the serving one, and swaps it in. A list whose file cannot
-// be used now is left out only if no earlier copy of it was ever loaded;
-// otherwise the whole rebuild is abandoned and the serving set (which holds
-// that list's last good rules) stays. The caller holds e.mu.
-func (e *Engine) rebuildLocked() {
-	start := e.now()
-	// Parsing leaves a little garbage per line, and the Go collector lets
-	// the heap grow to twice what is live before it collects: during a
-	// rebuild the live part is the serving set plus the new one, so collect
-	// sooner and keep the refresh's peak near that (docs/performance.md).
-	defer debug.SetGCPercent(debug.SetGCPercent(20))
-	b := NewBuilder(e.hint + e.hint/8)
-	reports := map[string]Report{}
+// rebuild builds a new set from each list's file and the inline rules,
+// beside the serving one, and swaps it in. A list whose file cannot be used
+// now is left out only if no earlier copy of it was ever loaded; otherwise
+// the whole rebuild is abandoned and the serving set (which holds that
+// list's last good rules) stays. Rebuilds are serialised by e.build; the
+// parsing runs without e.mu, so scrapes, health and the API never wait for
+// it (and the query path never waits for anything: it reads e.set).
+func (e *Engine) rebuild() {
+	e.build.Lock()
+	defer e.build.Unlock()
+	type job struct {
+		st     *listState
+		path   string
+		allow  bool
+		loaded bool
+	}
+	e.mu.Lock()
+	var jobs []job
 	for _, name := range e.sortedNames() {
 		st := e.lists[name]
 		path := st.cfg.Path
 		if st.cfg.URL != "" {
 			path = e.listPath(name)
 		}
+		jobs = append(jobs, job{st: st, path: path, allow: st.cfg.IsAllow(), loaded: !st.loaded.IsZero()})
+	}
+	block, allow, hint := e.cfg.Block, e.cfg.Allow, e.hint
+	e.mu.Unlock()
+
+	start := e.now()
+	// Parsing leaves a little garbage per line, and the Go collector lets
+	// the heap grow to twice what is live before it collects: during a
+	// rebuild the live part is the serving set plus the new one, so collect
+	// sooner and keep the refresh's peak near that (docs/performance.md).
+	defer debug.SetGCPercent(debug.SetGCPercent(20))
+	b := NewBuilder(hint + hint/8)
+	reports := map[*listState]Report{}
+	type failure struct {
+		st  *listState
+		err error
+	}
+	var failed []failure
+	for _, j := range jobs {
 		items, regexes := b.Mark()
 		dropped := 0
-		rep, err := parseFile(path, func(r Rule) {
-			if !b.Add(st.bit, st.cfg.IsAllow(), r) {
+		rep, err := parseFile(j.path, func(r Rule) {
+			if !b.Add(j.st.bit, j.allow, r) {
 				dropped++
 			}
 		})
@@ -263,17 +290,22 @@ func (e *Engine) rebuildLocked() {
 		}
 		if err != nil {
 			b.Truncate(items, regexes)
-			if st.cfg.URL != "" && errors.Is(err, os.ErrNotExist) {
+			if j.st.cfg.URL != "" && errors.Is(err, os.ErrNotExist) {
 				continue // never downloaded yet: the first download fills it
 			}
-			e.fail(st, fmt.Errorf("loading %s: %w", path, err))
-			if !st.loaded.IsZero() {
-				e.log.Warn("list rebuild abandoned: keeping the rules in use", zap.String("list", name))
+			failed = append(failed, failure{j.st, fmt.Errorf("loading %s: %w", j.path, err)})
+			if j.loaded {
+				e.mu.Lock()
+				for _, f := range failed {
+					e.fail(f.st, f.err)
+				}
+				e.mu.Unlock()
+				e.log.Warn("list rebuild abandoned: keeping the rules in use", zap.String("list", j.st.cfg.Name))
 				return
 			}
 			continue
 		}
-		reports[name] = rep
+		reports[j.st] = rep
 	}
 	inline := func(lines []string, allow bool) {
 		for _, line := range lines {
@@ -283,13 +315,18 @@ func (e *Engine) rebuildLocked() {
 			}
 		}
 	}
-	inline(e.cfg.Block, false)
-	inline(e.cfg.Allow, true)
-	e.hint = b.Len()
+	inline(block, false)
+	inline(allow, true)
+	n := b.Len()
 	set := b.Build()
+
+	e.mu.Lock()
+	e.hint = n
 	e.set.Store(set)
-	for name, rep := range reports {
-		st := e.lists[name]
+	for _, f := range failed {
+		e.fail(f.st, f.err)
+	}
+	for st, rep := range reports {
 		st.report = rep
 		if st.cfg.Path != "" {
 			st.loaded = e.now()
@@ -297,12 +334,13 @@ func (e *Engine) rebuildLocked() {
 		} else if st.loaded.IsZero() {
 			st.loaded = st.meta.Fetched
 			if st.loaded.IsZero() {
-				st.loaded = modTime(e.listPath(name))
+				st.loaded = modTime(e.listPath(st.cfg.Name))
 			}
 		}
-		e.log.Info("list loaded", zap.String("list", name), zap.Int("rules", rep.Rules), zap.Int("lines_taken", rep.Taken),
+		e.log.Info("list loaded", zap.String("list", st.cfg.Name), zap.Int("rules", rep.Rules), zap.Int("lines_taken", rep.Taken),
 			zap.Int("lines_ignored", rep.IgnoredTotal()), zap.Any("ignored", rep.Ignored), zap.Int("lines_rejected", rep.Rejected))
 	}
+	e.mu.Unlock()
 	// The old set is garbage now: return its pages to the kernel at once,
 	// so a refresh does not leave the process at the peak of two sets.
 	debug.FreeOSMemory()
