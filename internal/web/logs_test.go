@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/logging"
+	nxquery "github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
@@ -65,6 +66,7 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 		Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Names:    namesFunc(func(netip.Addr) string { return "laptop" }),
 		QueryLog: true,
+		Stages:   []nxquery.Stage{blockStage{}},
 	})
 	if err := srv.Listen([]string{"127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
@@ -88,6 +90,7 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 	}
 	primary.fails.Store(false)
 	ask("ok.example.") // the last-resort pass answers: recovered
+	ask("ads.example.") // a filter decision: list, rule and group
 
 	seen := map[string]logLine{} // by "logger message", with the union of fields seen
 	sc := bufio.NewScanner(strings.NewReader(buf.String()))
@@ -161,4 +164,19 @@ func readLogsReference(t *testing.T) map[string]loggedLine {
 		}
 	}
 	return out
+}
+
+// blockStage stands for the filter (internal/filter) on one name, so the
+// scenario writes a query line with the decision's fields.
+type blockStage struct{}
+
+func (blockStage) Answer(ctx context.Context, r *nxquery.Request, next nxquery.Handler) (*dns.Msg, error) {
+	if r.Msg.Question[0].Name != "ads.example." {
+		return next.Answer(ctx, r)
+	}
+	r.Event.Source = nxquery.SourceBlocked
+	r.Event.Filter = nxquery.Decision{Blocked: true, List: "ads", Rule: "ads.example", Group: "default"}
+	resp := new(dns.Msg)
+	resp.SetRcode(r.Msg, dns.RcodeNameError)
+	return resp, nil
 }
