@@ -89,7 +89,7 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 		ask("ok.example.")
 	}
 	primary.fails.Store(false)
-	ask("ok.example.") // the last-resort pass answers: recovered
+	ask("ok.example.")  // the last-resort pass answers: recovered
 	ask("ads.example.") // a filter decision: list, rule and group
 
 	seen := map[string]logLine{} // by "logger message", with the union of fields seen
