@@ -162,8 +162,9 @@ func ruleSlot(r Rule, allow bool) slot {
 		return base + 1
 	case Wildcard:
 		return base + 2
+	default: // Exact, and Regex, whose slot says only block, exception or allow
+		return base
 	}
-	return base
 }
 
 // Build sorts and de-duplicates the rules into a Set. The Builder must not

@@ -182,6 +182,7 @@ func (s *Stage) answer(req *dns.Msg, q dns.Question, name string) *dns.Msg {
 			if !s.encrypted() {
 				return negative(req, dns.RcodeSuccess, zone)
 			}
+		default: // not a guard zone
 		}
 	}
 	if s.forward || s.covered(name) {
