@@ -85,9 +85,10 @@ clients = ["127.0.0.2"]
 lists = ["ads", "games"]
 `, state, lists.URL, lists.URL)
 	p := startNxdns(t, ca, settings{queryLog: true, extra: extra}, up)
-	waitUntilMetric(t, p, "the lists' first download", func() bool {
+	waitUntilMetric(t, p, "the lists' first download and the start-up probe", func() bool {
 		f := p.metrics(t)
-		return metric(f, "nxdns_filter_rules", "list", "ads") == 3 && metric(f, "nxdns_filter_rules", "list", "games") == 1
+		return metric(f, "nxdns_filter_rules", "list", "ads") == 3 && metric(f, "nxdns_filter_rules", "list", "games") == 1 &&
+			metric(f, "nxdns_upstream_probes_total") > 0
 	})
 
 	// Blocked: 0.0.0.0 with EDE 15 naming list and rule; never forwarded.

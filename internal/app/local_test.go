@@ -16,8 +16,8 @@ func TestLocal_privateNamesNeverReachTheUpstream(t *testing.T) {
 	addr := loopbackAddr(t)
 	cfg := r.config(t, addr, true)
 	cfg.Local.Records = []string{"nas.home. A 192.168.1.50"}
-	r.start(t, cfg)
-	ask(t, addr, "warm.example.") // the connection is up, start-up probes done
+	a := r.start(t, cfg)
+	probed(t, a)
 	before := r.dot.Counters().Queries
 
 	for _, q := range []struct {
@@ -67,13 +67,23 @@ func TestLocal_forwardPrivateSendsThemOn(t *testing.T) {
 	addr := loopbackAddr(t)
 	cfg := r.config(t, addr, false)
 	cfg.Local.ForwardPrivate = true
-	r.start(t, cfg)
-	ask(t, addr, "warm.example.")
+	a := r.start(t, cfg)
+	probed(t, a)
 	before := r.dot.Counters().Queries
 	ask(t, addr, "nas.")
 	if got := r.dot.Counters().Queries - before; got != 1 {
 		t.Errorf("the upstream saw %d queries, want 1", got)
 	}
+}
+
+// probed waits for the pool's start-up probe, so the upstream's counter
+// moves afterwards only for the test's own queries.
+func probed(t *testing.T, a *App) {
+	t.Helper()
+	waitUntil(t, "the start-up probe", func() bool {
+		u := a.gen.Load().pool.Snapshot().Upstreams[0]
+		return u.ProbeSuccesses+u.ProbeFailures > 0
+	})
 }
 
 func mustReverse(t *testing.T, ip string) string {

@@ -153,9 +153,9 @@ func listsKey(f config.Filter) config.Filter {
 // is rebuilt from the files on disk (the last good copies) and the
 // downloads restart; otherwise nothing happens, and the loaded lists and
 // their download state stay as they are. The disk copies are local files
-// bounded by MaxListBytes, so Update returns once the new set serves (about
-// a second for a million names on a Pi, docs/performance.md); the old set
-// serves until then.
+// bounded by MaxListBytes, so Update returns once the new set serves (1 to
+// 4.5 s per million names on the development machine, docs/performance.md);
+// the old set serves until then.
 func (e *Engine) Update(cfg config.Filter) {
 	e.update.Lock()
 	defer e.update.Unlock()
