@@ -68,8 +68,10 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		a.filter.Close()
 		return nil, err
 	}
-	a.filter.Update(cfg.Filter) // the last good copies on disk, before the first query
 	a.gen.Store(gen)
+	// The last good copies on disk, before the first query; downloads
+	// start too, and resolve their hosts through gen (lookupHost).
+	a.filter.Update(cfg.Filter)
 	a.srv = server.New(server.Options{Logger: log}, gen.state())
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
 		a.srv.Shutdown(context.Background())

@@ -1,6 +1,10 @@
 package app
 
 import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +14,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // TestFilter_stateSurvivesReload: a reload that leaves the lists alone keeps
@@ -65,4 +70,27 @@ func blockedVia(t *testing.T, addr, name string) bool {
 		t.Fatal(err)
 	}
 	return len(resp.Answer) == 1 && resp.Answer[0].(*dns.A).A.Equal(netip.MustParseAddr("0.0.0.0").AsSlice())
+}
+
+// TestFilter_listHostResolvedThroughTheRoute: a list URL's host name is
+// resolved through nxdns's own route — here a forward zone to a real
+// dnsmasq — at start, not through the system resolver.
+func TestFilter_listHostResolvedThroughTheRoute(t *testing.T) {
+	lan := testutil.StartDnsmasq(t, "127.0.0.1 lists.lan")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "0.0.0.0 remote.example\n")
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	cfg.ForwardZones = append(cfg.ForwardZones, config.ForwardZone{Zone: "lan", Resolver: "udp://" + lan.Addr.String()})
+	cfg.Filter.StateDir = t.TempDir()
+	cfg.Filter.Lists = append(cfg.Filter.Lists, config.FilterList{Name: "remote", URL: "http://lists.lan:" + port + "/list.txt"})
+	a := r.start(t, cfg)
+	waitUntil(t, "the list download", func() bool { return a.filter.Snapshot().Lists[0].Rules == 1 })
+	if !blockedVia(t, addr, "remote.example.") {
+		t.Error("remote.example not blocked after the download")
+	}
 }
