@@ -23,13 +23,14 @@ import (
 // goes on, and it records the conditional headers it was sent.
 type listServer struct {
 	*httptest.Server
-	mu          sync.Mutex
-	body        string
-	ctype       string
-	status      int
-	etag        string
-	requests    atomic.Int64
-	ifNoneMatch []string
+	mu              sync.Mutex
+	body            string
+	ctype           string
+	status          int
+	etag            string
+	requests        atomic.Int64
+	ifNoneMatch     []string
+	ifModifiedSince []string
 }
 
 func newListServer(t *testing.T, body string) *listServer {
@@ -41,11 +42,13 @@ func newListServer(t *testing.T, body string) *listServer {
 		defer ls.mu.Unlock()
 		inm := r.Header.Get("If-None-Match")
 		ls.ifNoneMatch = append(ls.ifNoneMatch, inm)
+		ls.ifModifiedSince = append(ls.ifModifiedSince, r.Header.Get("If-Modified-Since"))
 		if ls.status == 200 && inm != "" && inm == ls.etag {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
 		w.Header().Set("ETag", ls.etag)
+		w.Header().Set("Last-Modified", "Mon, 30 Nov 2026 10:00:00 GMT")
 		w.Header().Set("Content-Type", ls.ctype)
 		w.WriteHeader(ls.status)
 		fmt.Fprint(w, ls.body)
@@ -126,6 +129,9 @@ func TestDownload_loadsAndKeepsETagAcrossRestarts(t *testing.T) {
 	defer ls2.mu.Unlock()
 	if len(ls2.ifNoneMatch) == 0 || ls2.ifNoneMatch[len(ls2.ifNoneMatch)-1] != `"v1"` {
 		t.Errorf("If-None-Match sent: %q, want the ETag kept on disk", ls2.ifNoneMatch)
+	}
+	if ims := ls2.ifModifiedSince; len(ims) == 0 || ims[len(ims)-1] != "Mon, 30 Nov 2026 10:00:00 GMT" {
+		t.Errorf("If-Modified-Since sent: %q, want the Last-Modified kept on disk", ims)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,13 @@ func New(o Options) *Engine {
 func (e *Engine) Bits(lists []config.FilterList) map[string]int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// Forget names neither the serving lists nor these have, so reloads
+	// that rename lists never run out of the 63 bits.
+	for name := range e.bits {
+		if _, serving := e.lists[name]; !serving && !slices.ContainsFunc(lists, func(l config.FilterList) bool { return l.Name == name }) {
+			delete(e.bits, name)
+		}
+	}
 	used := map[int]bool{}
 	for _, l := range lists {
 		if b, ok := e.bits[l.Name]; ok {

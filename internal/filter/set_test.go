@@ -91,3 +91,11 @@ func TestSet_empty(t *testing.T) {
 	s := NewBuilder(0).Build()
 	expect(t, s, "anything.example", all, false, "")
 }
+
+func TestSet_idnComparedInASCII(t *testing.T) {
+	s := build(t, nil, "BÜCHER.example\n||Straße.example^\n")
+	expect(t, s, "xn--bcher-kva.example", all, true, "xn--bcher-kva.example")
+	// Non-transitional UTS 46, as current browsers resolve it: ß stays ß.
+	expect(t, s, "www.xn--strae-oqa.example", all, true, "||xn--strae-oqa.example^")
+	expect(t, s, "www.strasse.example", all, false, "")
+}

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -272,5 +273,16 @@ func TestStage_pauseAndCheck(t *testing.T) {
 	ask(t, s, n, "192.168.1.9", "ads.example.", dns.TypeA)
 	if n.got != 0 {
 		t.Error("resume did not end the pause")
+	}
+}
+
+func TestBits_renamedListsNeverExhaustTheBits(t *testing.T) {
+	e := New(Options{})
+	defer e.Close()
+	for i := range 200 {
+		bits := e.Bits([]config.FilterList{{Name: fmt.Sprintf("list%d", i)}})
+		if _, ok := bits[fmt.Sprintf("list%d", i)]; !ok {
+			t.Fatalf("reload %d: the renamed list got no bit", i)
+		}
 	}
 }
