@@ -21,6 +21,7 @@ import (
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/localnet"
@@ -66,7 +67,8 @@ type App struct {
 	history    *history.History // outlives reloads: every generation records into it
 	historyCfg config.History   // the settings it was opened with
 	dash       *dashboard.Dashboard
-	webHash    []byte // web.password_file's hash; nil without a login
+	webHash    []byte         // web.password_file's hash; nil without a login
+	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
 
 	mu      sync.Mutex                 // serialises Reload, Shutdown and local-network changes
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
@@ -92,22 +94,25 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	gen, err := build(cfg, log)
-	if err != nil {
-		return nil, err
-	}
 	level := opts.Level
 	if level == (zap.AtomicLevel{}) { // its methods dereference a nil pointer
 		level = zap.NewAtomicLevel()
 	}
 	hash, err := loadWebPassword(cfg.Web)
 	if err != nil {
-		gen.close()
 		return nil, err
 	}
+	// What outlives a reload is the App's: the filter engine (loaded lists,
+	// pauses), the cache, the history, the clock watcher.
 	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock, webHash: hash,
-		stat:  metrics.ConfigState{Generation: 1, LoadedAt: time.Now()},
-		cache: cache.New(cacheOptions(cfg, log))}
+		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
+	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
+	gen, err := build(cfg, log, a.filter)
+	if err != nil {
+		a.filter.Close()
+		return nil, err
+	}
+	a.cache = cache.New(cacheOptions(cfg, log))
 	if a.clock == nil {
 		a.clock = clock.NewWatcher(clock.System(), clockPoll)
 	}
@@ -123,6 +128,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		}
 		a.stopLocal()
 		gen.close()
+		a.filter.Close()
 		a.closeCache()
 		a.history.Close()
 		return nil, err
@@ -133,6 +139,9 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	}
 	gen.certs = store
 	a.gen.Store(gen)
+	// The last good list copies on disk, before the first query; downloads
+	// start too, and resolve their hosts through gen (lookupHost).
+	a.filter.Update(cfg.Filter)
 	if err := a.followLocal(cfg); err != nil {
 		return fail(err)
 	}
@@ -168,7 +177,7 @@ func (a *App) Reload(cfg config.Config) (err error) {
 
 // reloadLocked is Reload with a.mu held.
 func (a *App) reloadLocked(cfg config.Config) error {
-	gen, err := build(cfg, a.log)
+	gen, err := build(cfg, a.log, a.filter)
 	if err != nil {
 		return err
 	}
@@ -222,6 +231,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	}
 	a.noteHistoryChange(cfg.History)
 	old := a.gen.Swap(gen)
+	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed
 	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
 	a.drains = nil
 	gen.start()
@@ -343,6 +353,13 @@ func (a *App) newWeb(addr string) *web.Server {
 	s := web.New(addr, a.registry(), a.health, a.log)
 	a.cacheRoutes(s)
 	a.addDashboard(s)
+	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
+		access := web.Private
+		if r.Mutating {
+			access = web.Mutating
+		}
+		s.Handle(r.Pattern, r.Handler, access)
+	}
 	return s
 }
 
@@ -382,6 +399,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopCerts()
 	a.retired.Wait()
 	a.gen.Load().close()
+	a.filter.Close()
 	a.closeCache()
 	a.history.Close() // after the last query: its event is in the final flush
 	return err
@@ -404,6 +422,7 @@ func (a *App) registry() *prometheus.Registry {
 		Cache:      a.cache.Snapshot,
 		LogDropped: logging.Dropped,
 		History:    a.history.Snapshot,
+		Filter:     a.filter.Snapshot,
 	})
 }
 
@@ -411,10 +430,12 @@ func (a *App) registry() *prometheus.Registry {
 func (a *App) health() web.Health {
 	udp, _ := a.srv.Addrs()
 	g := a.gen.Load()
+	fs := a.filter.Snapshot()
 	h := web.HealthFrom(g.pool.Snapshot(), a.srv.Snapshot(), len(udp)).
 		WithClock(a.clock.Current()).
 		WithZones(g.zones.Snapshot()).
-		WithHistory(a.historyStore(), a.history.Problem())
+		WithHistory(a.historyStore(), a.history.Problem()).
+		WithLists(len(fs.Lists), fs.Stale())
 	if st, ok := a.certStatus(); ok {
 		h.AddCertificate(st.NotAfter, st.LastError, time.Now())
 	}

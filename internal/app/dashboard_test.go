@@ -90,10 +90,10 @@ func TestHistory_unusableStoreLeavesDNSAndReportsDegraded(t *testing.T) {
 	if h.Status != "degraded" || h.History.Status != "degraded" || h.History.Store != "memory" || !strings.Contains(h.History.Problem, "history.db") {
 		t.Fatalf("health: %+v", h)
 	}
-	body := get(t, fmt.Sprintf("http://127.0.0.1:%d/queries?name=works", webPort), http.StatusOK)
-	if !strings.Contains(body, "works.example.") {
-		t.Error("the in-memory history does not show the query")
-	}
+	// The event is recorded after the answer was sent: wait for it.
+	waitUntil(t, "the in-memory history to show the query", func() bool {
+		return strings.Contains(get(t, fmt.Sprintf("http://127.0.0.1:%d/queries?name=works", webPort), http.StatusOK), "works.example.")
+	})
 }
 
 // TestHistory_survivesReloadAndPasswordApplies: the history is the App's,

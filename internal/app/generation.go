@@ -12,8 +12,10 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
+	"github.com/nxdns/nxdns/internal/local"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/tlscert"
@@ -36,13 +38,15 @@ type generation struct {
 	// learned names; "local" makes it change without a new generation.
 	allow   atomic.Pointer[[]netip.Prefix]
 	history *history.History // the App's, set by the App after build; nil in tests that build alone
+	local   *local.Stage
+	filter  *filter.Stage // over App's long-lived filter.Engine
 }
 
 // build makes a generation from a validated configuration. Nothing is
 // started: the pool's probes start with start, so a generation that fails
 // half-way is closed without having sent anything.
-func build(cfg config.Config, log *zap.Logger) (*generation, error) {
-	g := &generation{log: log, cfg: cfg}
+func build(cfg config.Config, log *zap.Logger, eng *filter.Engine) (*generation, error) {
+	g := &generation{log: log, cfg: cfg, filter: eng.NewStage(cfg, nil)}
 	pool, err := buildPool(cfg, log, 0)
 	if err != nil {
 		return nil, err
@@ -53,8 +57,29 @@ func build(cfg config.Config, log *zap.Logger) (*generation, error) {
 		g.close()
 		return nil, err
 	}
+	if g.local, err = buildLocal(cfg, g.zones); err != nil {
+		g.close()
+		return nil, err
+	}
 	g.names = forward.NewNames(cfg.ClientNames(), g.zones, forward.NamesOptions{Logger: log.Named("names"), Allowed: g.isAllowed})
 	return g, nil
+}
+
+// buildLocal makes the local-answers stage; a name a forward zone covers is
+// the LAN resolver's to answer, never answered locally.
+func buildLocal(cfg config.Config, zones *forward.Table) (*local.Stage, error) {
+	return local.New(local.Options{
+		Records:        cfg.Local.Records,
+		ForwardPrivate: cfg.Local.ForwardPrivate,
+		BypassGuards:   cfg.Local.Guards(),
+		Covered: func(name string) bool {
+			_, ok := zones.Match(name)
+			return ok
+		},
+		// The DDR stage before this one answers _dns.resolver.arpa when
+		// nxdns serves DoT or DoH; the rest of resolver.arpa is ours then.
+		Encrypted: func() bool { return len(cfg.TLS.DoTListen)+len(cfg.TLS.DoHListen) > 0 },
+	})
 }
 
 // buildPool makes the upstream pool of cfg's enabled upstreams, each with its
@@ -137,8 +162,8 @@ func (g *generation) stages() []query.Stage {
 	if s := g.ddrStage(); s != nil {
 		stages = append(stages, s)
 	}
-	// local answers (SPEC §8.6)
-	// policy: lists, groups, pause (SPEC §8.7)
+	stages = append(stages, g.local)  // local answers (SPEC §8.6)
+	stages = append(stages, g.filter) // policy: lists, groups, pause (SPEC §8.7)
 	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
 	if g.cache != nil && g.cfg.DNS.CacheSize > 0 {
 		stages = append(stages, g.cache)

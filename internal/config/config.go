@@ -17,6 +17,8 @@ type Config struct {
 	TLS          TLS           `toml:"tls"`
 	Log          Log           `toml:"log"`
 	History      History       `toml:"history"`
+	Local        Local         `toml:"local"`
+	Filter       Filter        `toml:"filter"`
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.
@@ -104,9 +106,9 @@ func Default() Config {
 			{URL: "tls://dns.quad9.net", Address: "9.9.9.9", TLSName: "dns.quad9.net"},
 			{URL: "tls://one.one.one.one", Address: "1.1.1.1", TLSName: "one.one.one.one", Priority: 1},
 		},
-		Web: Web{Listen: "127.0.0.1:9153"},
-		Log: Log{Level: "info"},
-
+		Web:     Web{Listen: "127.0.0.1:9153"},
+		Log:     Log{Level: "info"},
+		Filter:  FilterDefaults(),
 		History: defaultHistory(),
 	}
 }

@@ -39,6 +39,10 @@ const (
 	CodeInvalidLevel      Code = "InvalidLevel"      // not one of debug, info, warn, error
 	CodeTLSFile           Code = "TLSFile"           // tls.cert_file or tls.key_file not an absolute path
 	CodeNotAbsolute       Code = "NotAbsolute"       // a file path (history.path, web.password_file) that is not absolute
+	CodeInvalidRecord     Code = "InvalidRecord"     // a local record that does not parse as one IN record
+	CodeInvalidChoice     Code = "InvalidChoice"     // not one of a key's documented values (filter kind, block_response)
+	CodeInvalidPath       Code = "InvalidPath"       // a file or directory path that is not absolute
+	CodeInvalidSchedule   Code = "InvalidSchedule"   // a schedule window with a bad day or time, or an empty one
 )
 
 // Cross-checks: keys that are fine alone but not together.
@@ -52,6 +56,11 @@ const (
 	CodeCacheFile         Code = "CacheFile"         // dns.cache_file not absolute, or not a regular file
 	CodeLoop              Code = "Loop"              // a forward zone's resolver is one of nxdns's own listen addresses
 	CodePasswordRequired  Code = "PasswordRequired"  // a non-loopback web.listen without web.password_file
+	CodeURLAndPath        Code = "URLAndPath"        // a filter list with both url and path
+	CodeUnknownList       Code = "UnknownList"       // a group naming a list that does not exist
+	CodeUnknownClient     Code = "UnknownClient"     // a group client that is no IP, CIDR or [[clients]] name
+	CodeTooManyLists      Code = "TooManyLists"      // more than MaxFilterLists lists
+	CodeStateDirRequired  Code = "StateDirRequired"  // a downloaded list without filter.state_dir
 )
 
 // Problem is one thing wrong with a configuration.

@@ -41,6 +41,8 @@ func Validate(c Config) Problems {
 	checkLog(&ps, c.Log)
 	checkHistory(&ps, c.History)
 	checkWebAuth(&ps, c.Web)
+	checkLocal(&ps, c.Local)
+	checkFilter(&ps, c.Filter, c.Clients)
 	return ps
 }
 

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/server"
@@ -91,7 +92,18 @@ func sampleSources() Sources {
 		History: func() history.Stats {
 			return history.Stats{Recorded: 53, Dropped: 2, Lost: 3, BytesWritten: 59 << 10, WriteErrors: 1, Pruned: 61, UsedBytes: 67 << 10, Degraded: true}
 		},
+		Filter: func() filter.Snapshot { return filterSnap },
 	}
+}
+
+// filterSnap is a loaded list and one that never loaded.
+var filterSnap = filter.Snapshot{
+	Lists: []filter.ListStatus{
+		{Name: "ads", Rules: 1000, Blocked: 31, Failures: 1, Loaded: time.Unix(1000, 0)},
+		{Name: "late", Rules: 0, Failures: 3},
+	},
+	Now:    time.Unix(1600, 0),
+	Inline: 37,
 }
 
 // gatherNxdns gathers only nxdns's collectors of src through a pedantic

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/server"
@@ -41,6 +42,7 @@ type Sources struct {
 	// (logging.Dropped).
 	LogDropped func() uint64
 	History    func() history.Stats
+	Filter     func() filter.Snapshot
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -83,6 +85,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.History != nil {
 		cs = append(cs, historyCollector{src.History})
+	}
+	if src.Filter != nil {
+		cs = append(cs, filterCollector{src.Filter})
 	}
 	return cs
 }

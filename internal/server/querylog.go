@@ -17,7 +17,7 @@ func (s *Server) logQuery(e *query.Event) {
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 13)
+	fields := make([]zap.Field, 0, 16)
 	fields = append(fields, zap.String("client", e.Client.String()))
 	if e.ClientName != "" {
 		fields = append(fields, zap.String("client_name", e.ClientName))
@@ -45,6 +45,12 @@ func (s *Server) logQuery(e *query.Event) {
 	fields = append(fields, zap.Float64("duration_ms", float64(e.Duration.Microseconds())/1000))
 	if e.EDE != nil {
 		fields = append(fields, zap.Uint16("ede", e.EDE.Code))
+	}
+	if e.Filter.Blocked {
+		fields = append(fields, zap.String("list", e.Filter.List), zap.String("rule", e.Filter.Rule))
+		if e.Filter.Group != "" {
+			fields = append(fields, zap.String("group", e.Filter.Group))
+		}
 	}
 	ce.Write(fields...)
 }

@@ -35,7 +35,8 @@ func TestHTTPReference_documentsHealth(t *testing.T) {
 	}
 	full := HealthFrom(poolOf(false, true), serverSnapshotBusy(), 0).
 		WithZones([]forward.ZoneSnapshot{{Zone: "lan.", Resolver: "udp://192.168.1.1:53", Down: true}}).
-		WithHistory("file", "disk full")
+		WithHistory("file", "disk full").
+		WithLists(2, []string{"ads (never loaded)"})
 	raw, err := json.Marshal(full)
 	if err != nil {
 		t.Fatal(err)

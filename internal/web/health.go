@@ -39,6 +39,7 @@ type Health struct {
 	Zones     *ZonesHealth    `json:"zones,omitempty"` // set by WithZones
 	Clock     ClockHealth     `json:"clock"`
 	History   *HistoryHealth  `json:"history,omitempty"` // nil when the binary runs without a history
+	Lists     *ListsHealth    `json:"lists,omitempty"`   // nil without filter lists
 	// Certificate is the DoT/DoH serving certificate, when nxdns serves TLS
 	// (certhealth.go).
 	Certificate *CertificateHealth `json:"certificate,omitempty"`

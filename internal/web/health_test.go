@@ -129,3 +129,24 @@ func TestHealth_historyProblemDegradesButNeverErrors(t *testing.T) {
 		t.Fatalf("a history problem hid an error: %s", bad.Status)
 	}
 }
+
+func TestHealth_staleListsDegrade(t *testing.T) {
+	ok := HealthFrom(poolOf(false, false), serverSnapshotBusy(), 1)
+	if ok.Status != StatusOK {
+		t.Fatalf("precondition: %s", ok.Status)
+	}
+	if h := ok.WithLists(0, nil); h.Lists != nil || h.Status != StatusOK {
+		t.Errorf("no lists: %+v", h)
+	}
+	if h := ok.WithLists(2, nil); h.Lists == nil || h.Lists.Configured != 2 || h.Status != StatusOK {
+		t.Errorf("fresh lists: %+v", h)
+	}
+	h := ok.WithLists(2, []string{"ads (never loaded)"})
+	if h.Status != StatusDegraded || len(h.Problems) != 1 || h.HTTPStatus() != 200 {
+		t.Errorf("a stale list: %+v", h)
+	}
+	bad := HealthFrom(poolOf(true, true), serverSnapshotBusy(), 1).WithLists(1, []string{"x"})
+	if bad.Status != StatusError {
+		t.Errorf("a stale list hid an error: %s", bad.Status)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/logging"
+	nxquery "github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
@@ -66,6 +67,7 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 		Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Names:    namesFunc(func(netip.Addr) string { return "laptop" }),
 		QueryLog: true,
+		Stages:   []nxquery.Stage{blockStage{}},
 	})
 	if err := srv.Listen([]string{"127.0.0.1:0"}); err != nil {
 		t.Fatal(err)
@@ -90,10 +92,11 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 	}
 	primary.fails.Store(false)
 	standby.fails.Store(false)
-	ask("ok.example.") // the last-resort pass answers: recovered
+	ask("ok.example.")  // the last-resort pass answers: recovered
+	ask("ads.example.") // a filter decision: list, rule and group
 	// A query's line is written after its answer was sent (so an undelivered
-	// answer is logged as such): wait for all four.
-	waitFor(t, "four query lines", func() bool { return strings.Count(buf.String(), "INFO server.query query ") >= 4 })
+	// answer is logged as such): wait for all five.
+	waitFor(t, "four query lines", func() bool { return strings.Count(buf.String(), "INFO server.query query ") >= 5 })
 
 	seen := map[string]logLine{} // by "logger message", with the union of fields seen
 	sc := bufio.NewScanner(strings.NewReader(buf.String()))
@@ -167,4 +170,19 @@ func readLogsReference(t *testing.T) map[string]loggedLine {
 		}
 	}
 	return out
+}
+
+// blockStage stands for the filter (internal/filter) on one name, so the
+// scenario writes a query line with the decision's fields.
+type blockStage struct{}
+
+func (blockStage) Answer(ctx context.Context, r *nxquery.Request, next nxquery.Handler) (*dns.Msg, error) {
+	if r.Msg.Question[0].Name != "ads.example." {
+		return next.Answer(ctx, r)
+	}
+	r.Event.Source = nxquery.SourceBlocked
+	r.Event.Filter = nxquery.Decision{Blocked: true, List: "ads", Rule: "ads.example", Group: "default"}
+	resp := new(dns.Msg)
+	resp.SetRcode(r.Msg, dns.RcodeNameError)
+	return resp, nil
 }

@@ -1,0 +1,122 @@
+package filter
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// maxPauseMinutes bounds a pause to a week: a forgotten pause ends.
+const maxPauseMinutes = 7 * 24 * 60
+
+// Route is one HTTP endpoint of the filter; Mutating ones change state.
+type Route struct {
+	Pattern  string
+	Handler  http.Handler
+	Mutating bool
+}
+
+// Routes are the filter's API endpoints (SPEC §8.7); current returns the
+// serving generation's stage. internal/app mounts them with web.Server.Handle
+// as Private or Mutating.
+func (e *Engine) Routes(current func() *Stage) []Route {
+	return []Route{
+		{Pattern: "POST /api/filter/pause", Handler: http.HandlerFunc(e.handlePause), Mutating: true},
+		{Pattern: "POST /api/filter/resume", Handler: http.HandlerFunc(e.handleResume), Mutating: true},
+		{Pattern: "GET /api/filter/check", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.handleCheck(w, r, current())
+		})},
+		{Pattern: "GET /api/filter/lists", Handler: http.HandlerFunc(e.handleLists)},
+	}
+}
+
+// clientKey is a client as pauses key it: an address in its canonical form,
+// or a [[clients]] name as given.
+func clientKey(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().String()
+	}
+	return s
+}
+
+func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	minutes, err := strconv.Atoi(q.Get("minutes"))
+	if err != nil || minutes < 1 || minutes > maxPauseMinutes {
+		httpError(w, http.StatusBadRequest, "minutes: want a whole number from 1 to "+strconv.Itoa(maxPauseMinutes))
+		return
+	}
+	client := strings.TrimSpace(q.Get("client"))
+	until := e.Pause(client, time.Duration(minutes)*time.Minute)
+	writeJSON(w, map[string]any{"paused": true, "client": client, "until": until})
+}
+
+func (e *Engine) handleResume(w http.ResponseWriter, r *http.Request) {
+	client := strings.TrimSpace(r.URL.Query().Get("client"))
+	e.Resume(client)
+	writeJSON(w, map[string]any{"paused": false, "client": client})
+}
+
+func (e *Engine) handleCheck(w http.ResponseWriter, r *http.Request, s *Stage) {
+	q := r.URL.Query()
+	name := strings.TrimSpace(q.Get("name"))
+	if name == "" {
+		httpError(w, http.StatusBadRequest, "name: required")
+		return
+	}
+	norm, ok := normalise(name, Subtree)
+	if !ok {
+		httpError(w, http.StatusBadRequest, "name: not a domain name")
+		return
+	}
+	var ip netip.Addr
+	var clientName string
+	if c := strings.TrimSpace(q.Get("client")); c != "" {
+		if a, err := netip.ParseAddr(c); err == nil {
+			ip = a.Unmap()
+		} else {
+			clientName = c
+			ip = s.policy.addrOf(c)
+		}
+	}
+	d := s.Check(norm, ip, clientName, e.now())
+	if clientName != "" {
+		d.Client = clientName
+	}
+	writeJSON(w, d)
+}
+
+func (e *Engine) handleLists(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, e.Snapshot().Lists)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// Pause pauses filtering for client (an IP address or a [[clients]] name;
+// "" for everyone) for d; it ends by itself.
+func (e *Engine) Pause(client string, d time.Duration) time.Time {
+	until := e.now().Add(d)
+	e.pauses.pause(clientKey(client), until)
+	e.log.Info("filtering paused", zap.String("client", client), zap.Time("until", until))
+	return until
+}
+
+// Resume ends client's pause, or every pause for "".
+func (e *Engine) Resume(client string) {
+	e.pauses.resume(clientKey(client))
+	e.log.Info("filtering resumed", zap.String("client", client))
+}

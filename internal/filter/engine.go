@@ -1,0 +1,492 @@
+// Package filter is the policy stage (SPEC §8.7): blocklists and
+// allowlists in the common formats, compiled into one compact hashed set,
+// applied per client group and schedule, with pause, explain, downloads
+// that keep the last good copy, and CNAME-cloaking checks on answers.
+//
+// The Engine is long-lived (internal/app owns it): the loaded lists, the
+// pause state and the download state survive configuration reloads, and
+// the rule set is rebuilt only when the list configuration changes. Each
+// configuration generation gets a cheap Stage with its own Policy.
+package filter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/config"
+)
+
+// Options are what an Engine needs besides the configuration.
+type Options struct {
+	Logger *zap.Logger
+	// LookupHost resolves a list URL's host through nxdns's upstreams (the
+	// pool or a forward zone), never through nxdns's own listeners, so a
+	// list download cannot loop through the filter. Nil uses only IP
+	// literals.
+	LookupHost func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Engine holds the rule set and everything that must outlive a reload.
+type Engine struct {
+	log        *zap.Logger
+	lookupHost func(ctx context.Context, host string) ([]netip.Addr, error)
+	now        func() time.Time
+	client     *httpClient
+
+	set    atomic.Pointer[Set]
+	pauses pauses
+
+	blocked [MaxLists]atomic.Uint64 // by list bit
+
+	mu      sync.Mutex // guards the configuration and list state; never held while parsing
+	build   sync.Mutex // serialises rebuilds
+	update  sync.Mutex // serialises Update
+	cfg     config.Filter
+	bits    map[string]int
+	lists   map[string]*listState // by name
+	hint    int                   // the last build's rule count
+	stop    context.CancelFunc    // ends the download loops of cfg
+	loops   sync.WaitGroup
+	changed chan struct{} // a download brought a new copy: rebuild
+	done    chan struct{} // closed by Close
+	builder sync.WaitGroup
+}
+
+// listState is one list's load and download state.
+type listState struct {
+	cfg      config.FilterList
+	bit      int
+	report   Report
+	loaded   time.Time // when the copy in use was fetched or read; zero: never
+	err      string    // the last failure, "" after a success
+	failures atomic.Uint64
+	failing  bool // a failure episode is running (logged once)
+	meta     meta
+}
+
+// New makes an engine with no lists; Update gives it its configuration.
+func New(o Options) *Engine {
+	e := &Engine{
+		log:        o.Logger,
+		lookupHost: o.LookupHost,
+		now:        o.Now,
+		bits:       map[string]int{},
+		lists:      map[string]*listState{},
+		changed:    make(chan struct{}, 1),
+		done:       make(chan struct{}),
+	}
+	if e.log == nil {
+		e.log = zap.NewNop()
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	e.client = newHTTPClient(e.lookupHost)
+	e.set.Store(NewBuilder(0).Build())
+	e.builder.Go(e.rebuildLoop)
+	return e
+}
+
+// Bits assigns each list name its bit, keeping the bits of names already
+// known, so a Policy built for a new configuration agrees with the set of
+// the running one for every list both have.
+func (e *Engine) Bits(lists []config.FilterList) map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	// Forget names neither the serving lists nor these have, so reloads
+	// that rename lists never run out of the 63 bits.
+	for name := range e.bits {
+		if _, serving := e.lists[name]; !serving && !slices.ContainsFunc(lists, func(l config.FilterList) bool { return l.Name == name }) {
+			delete(e.bits, name)
+		}
+	}
+	used := map[int]bool{}
+	for _, l := range lists {
+		if b, ok := e.bits[l.Name]; ok {
+			used[b] = true
+		}
+	}
+	for _, l := range lists {
+		if _, ok := e.bits[l.Name]; ok {
+			continue
+		}
+		for b := 0; b < inlineBit; b++ {
+			if !used[b] && !e.bitTaken(b) {
+				e.bits[l.Name], used[b] = b, true
+				break
+			}
+		}
+	}
+	out := make(map[string]int, len(lists))
+	for _, l := range lists {
+		if b, ok := e.bits[l.Name]; ok {
+			out[l.Name] = b
+		}
+	}
+	return out
+}
+
+func (e *Engine) bitTaken(b int) bool {
+	for _, x := range e.bits {
+		if x == b {
+			return true
+		}
+	}
+	return false
+}
+
+// listsKey is the part of the configuration the rule set depends on.
+func listsKey(f config.Filter) config.Filter {
+	return config.Filter{Lists: f.Lists, Block: f.Block, Allow: f.Allow, RefreshHours: f.RefreshHours, StateDir: f.StateDir}
+}
+
+// Update applies a configuration. When its lists, inline rules, state
+// directory or refresh interval differ from the running ones, the rule set
+// is rebuilt from the files on disk (the last good copies) and the
+// downloads restart; otherwise nothing happens, and the loaded lists and
+// their download state stay as they are. The disk copies are local files
+// bounded by MaxListBytes, so Update returns once the new set serves (1 to
+// 4.5 s per million names on the development machine, docs/performance.md);
+// the old set serves until then.
+func (e *Engine) Update(cfg config.Filter) {
+	e.update.Lock()
+	defer e.update.Unlock()
+	e.Bits(cfg.Lists)
+	e.mu.Lock()
+	if reflect.DeepEqual(listsKey(cfg), listsKey(e.cfg)) && len(e.lists) == len(cfg.Lists) && e.stop != nil {
+		e.mu.Unlock()
+		return
+	}
+	if e.stop != nil {
+		e.stop()
+	}
+	e.mu.Unlock()
+	e.loops.Wait()
+	e.mu.Lock()
+	e.cfg = cfg
+	old := e.lists
+	e.lists = map[string]*listState{}
+	for _, l := range cfg.Lists {
+		st := &listState{cfg: l, bit: e.bits[l.Name]}
+		if o, ok := old[l.Name]; ok && o.cfg == l {
+			st.loaded, st.err, st.meta, st.report = o.loaded, o.err, o.meta, o.report
+			st.failures.Store(o.failures.Load())
+			st.failing = o.failing
+		}
+		if l.URL != "" {
+			st.meta = readMeta(e.metaPath(l.Name))
+		}
+		e.lists[l.Name] = st
+	}
+	e.mu.Unlock()
+	e.rebuild()
+	e.mu.Lock()
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop = cancel
+	for _, st := range e.lists {
+		if st.cfg.URL != "" {
+			e.loops.Go(func() { e.downloadLoop(ctx, st) })
+		}
+	}
+	e.mu.Unlock()
+}
+
+// Close stops the downloads.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	if e.stop != nil {
+		e.stop()
+	}
+	e.mu.Unlock()
+	e.loops.Wait()
+	close(e.done)
+	e.builder.Wait()
+}
+
+// rebuildLoop rebuilds the set when a download stored a new copy, so
+// several lists finishing together cost one rebuild.
+func (e *Engine) rebuildLoop() {
+	for {
+		select {
+		case <-e.done:
+			return
+		case <-e.changed:
+			e.rebuild()
+		}
+	}
+}
+
+func (e *Engine) signalChanged() {
+	select {
+	case e.changed <- struct{}{}:
+	default:
+	}
+}
+
+// rebuild builds a new set from each list's file and the inline rules,
+// beside the serving one, and swaps it in. A list whose file cannot be used
+// now is left out only if no earlier copy of it was ever loaded; otherwise
+// the whole rebuild is abandoned and the serving set (which holds that
+// list's last good rules) stays. Rebuilds are serialised by e.build; the
+// parsing runs without e.mu, so scrapes, health and the API never wait for
+// it (and the query path never waits for anything: it reads e.set).
+func (e *Engine) rebuild() {
+	e.build.Lock()
+	defer e.build.Unlock()
+	type job struct {
+		st     *listState
+		path   string
+		allow  bool
+		loaded bool
+	}
+	e.mu.Lock()
+	var jobs []job
+	for _, name := range e.sortedNames() {
+		st := e.lists[name]
+		path := st.cfg.Path
+		if st.cfg.URL != "" {
+			path = e.listPath(name)
+		}
+		jobs = append(jobs, job{st: st, path: path, allow: st.cfg.IsAllow(), loaded: !st.loaded.IsZero()})
+	}
+	block, allow, hint := e.cfg.Block, e.cfg.Allow, e.hint
+	e.mu.Unlock()
+
+	start := e.now()
+	// Parsing leaves a little garbage per line, and the Go collector lets
+	// the heap grow to twice what is live before it collects: during a
+	// rebuild the live part is the serving set plus the new one, so collect
+	// sooner and keep the refresh's peak near that (docs/performance.md).
+	defer debug.SetGCPercent(debug.SetGCPercent(20))
+	b := NewBuilder(hint + hint/8)
+	reports := map[*listState]Report{}
+	type failure struct {
+		st  *listState
+		err error
+	}
+	var failed []failure
+	for _, j := range jobs {
+		items, regexes := b.Mark()
+		dropped := 0
+		rep, err := parseFile(j.path, func(r Rule) {
+			if !b.Add(j.st.bit, j.allow, r) {
+				dropped++
+			}
+		})
+		if dropped > 0 {
+			rep.Taken, rep.Rules = rep.Taken-dropped, rep.Rules-dropped
+			if rep.Ignored == nil {
+				rep.Ignored = map[Reason]int{}
+			}
+			rep.Ignored[ReasonManyRegexes] += dropped
+		}
+		if err != nil {
+			b.Truncate(items, regexes)
+			if j.st.cfg.URL != "" && errors.Is(err, os.ErrNotExist) {
+				continue // never downloaded yet: the first download fills it
+			}
+			failed = append(failed, failure{j.st, fmt.Errorf("loading %s: %w", j.path, err)})
+			if j.loaded {
+				e.mu.Lock()
+				for _, f := range failed {
+					e.fail(f.st, f.err)
+				}
+				e.mu.Unlock()
+				e.log.Warn("list rebuild abandoned: keeping the rules in use", zap.String("list", j.st.cfg.Name))
+				return
+			}
+			continue
+		}
+		reports[j.st] = rep
+	}
+	inline := func(lines []string, allow bool) {
+		for _, line := range lines {
+			rep := ParseLine(line, func(r Rule) { b.Add(inlineBit, allow, r) })
+			if rep.Rejected > 0 || rep.IgnoredTotal() > 0 {
+				e.log.Warn("inline filter rule not taken", zap.String("rule", line), zap.Bool("allow", allow))
+			}
+		}
+	}
+	inline(block, false)
+	inline(allow, true)
+	n := b.Len()
+	set := b.Build()
+
+	e.mu.Lock()
+	e.hint = n
+	e.set.Store(set)
+	for _, f := range failed {
+		e.fail(f.st, f.err)
+	}
+	for st, rep := range reports {
+		st.report = rep
+		if st.cfg.Path != "" {
+			st.loaded = e.now()
+			e.succeed(st)
+		} else if st.loaded.IsZero() {
+			st.loaded = st.meta.Fetched
+			if st.loaded.IsZero() {
+				st.loaded = modTime(e.listPath(st.cfg.Name))
+			}
+		}
+		e.log.Info("list loaded", zap.String("list", st.cfg.Name), zap.Int("rules", rep.Rules), zap.Int("lines_taken", rep.Taken),
+			zap.Int("lines_ignored", rep.IgnoredTotal()), zap.Any("ignored", rep.Ignored), zap.Int("lines_rejected", rep.Rejected))
+	}
+	e.mu.Unlock()
+	// The old set is garbage now: return its pages to the kernel at once,
+	// so a refresh does not leave the process at the peak of two sets.
+	debug.FreeOSMemory()
+	e.log.Info("filter rules swapped in", zap.Int("names", set.Names()), zap.Int("regexes", len(set.regexes)),
+		zap.Duration("took", e.now().Sub(start)))
+}
+
+func (e *Engine) sortedNames() []string {
+	names := make([]string, 0, len(e.lists))
+	for _, l := range e.cfg.Lists {
+		if _, ok := e.lists[l.Name]; ok {
+			names = append(names, l.Name)
+		}
+	}
+	return names
+}
+
+// fail records a failure of st: counted every time, logged once per
+// episode. The caller holds e.mu.
+func (e *Engine) fail(st *listState, err error) {
+	st.failures.Add(1)
+	st.err = err.Error()
+	if !st.failing {
+		st.failing = true
+		e.log.Warn("list refresh failed; keeping the last good copy", zap.String("list", st.cfg.Name), zap.Error(err))
+	}
+}
+
+func (e *Engine) succeed(st *listState) {
+	st.err = ""
+	if st.failing {
+		st.failing = false
+		e.log.Info("list refresh recovered", zap.String("list", st.cfg.Name))
+	}
+}
+
+// parseFile parses a list file: a regular file only, read with the
+// parser's size cap, so a FIFO or a device fails at once (SPEC §9).
+func parseFile(path string, emit func(Rule)) (Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Report{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Report{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return Report{}, fmt.Errorf("%s is not a regular file", path)
+	}
+	if fi.Size() > listCap {
+		return Report{}, ErrTooBig
+	}
+	return Parse(f, emit)
+}
+
+func modTime(path string) time.Time {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// listPath is where a downloaded list's last good copy lives.
+func (e *Engine) listPath(name string) string {
+	return filepath.Join(e.cfg.StateDir, name+".list")
+}
+
+func (e *Engine) metaPath(name string) string {
+	return filepath.Join(e.cfg.StateDir, name+".meta.json")
+}
+
+// interval is the refresh interval with up to 10 % jitter, so a household's
+// nxdns instances (and the list hosts' other users) do not all come at once.
+func (e *Engine) interval() time.Duration {
+	base := time.Duration(e.cfg.RefreshHours) * time.Hour
+	return base + time.Duration(rand.Int64N(int64(base/10)+1))
+}
+
+// ListStatus is one list's state for the API, the metrics and health.
+type ListStatus struct {
+	Name     string         `json:"name"`
+	Kind     string         `json:"kind"`
+	Source   string         `json:"source"` // the URL or the path
+	Rules    int            `json:"rules"`
+	Taken    int            `json:"lines_taken"`
+	Ignored  map[Reason]int `json:"lines_ignored,omitempty"`
+	Rejected int            `json:"lines_rejected"`
+	Loaded   time.Time      `json:"loaded,omitzero"` // when the copy in use was fetched; zero: never loaded
+	Error    string         `json:"last_error,omitempty"`
+	Failures uint64         `json:"refresh_failures"`
+	Blocked  uint64         `json:"blocked"`
+}
+
+// Snapshot is the engine's state for metrics and health.
+type Snapshot struct {
+	Lists   []ListStatus
+	Refresh time.Duration // the configured refresh interval
+	Now     time.Time
+	Inline  uint64 // queries blocked by filter.block
+}
+
+// Snapshot returns every list's state.
+func (e *Engine) Snapshot() Snapshot {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Snapshot{Refresh: time.Duration(e.cfg.RefreshHours) * time.Hour, Now: e.now(), Inline: e.blocked[inlineBit].Load()}
+	for _, name := range e.sortedNames() {
+		st := e.lists[name]
+		src := st.cfg.URL
+		if src == "" {
+			src = st.cfg.Path
+		}
+		kind := st.cfg.Kind
+		if kind == "" {
+			kind = config.ListBlock
+		}
+		s.Lists = append(s.Lists, ListStatus{
+			Name: name, Kind: kind, Source: redactURL(src), Rules: st.report.Rules, Taken: st.report.Taken,
+			Ignored: st.report.Ignored, Rejected: st.report.Rejected, Loaded: st.loaded, Error: st.err,
+			Failures: st.failures.Load(), Blocked: e.blocked[st.bit].Load(),
+		})
+	}
+	return s
+}
+
+// Stale lists the lists that have never loaded or whose copy is older than
+// three refresh intervals (SPEC §8.7: /api/health is then degraded).
+func (s Snapshot) Stale() []string {
+	var out []string
+	for _, l := range s.Lists {
+		if l.Loaded.IsZero() {
+			out = append(out, l.Name+" (never loaded)")
+		} else if s.Refresh > 0 && strings.HasPrefix(l.Source, "http") && s.Now.Sub(l.Loaded) > 3*s.Refresh {
+			out = append(out, fmt.Sprintf("%s (%s old)", l.Name, s.Now.Sub(l.Loaded).Truncate(time.Minute)))
+		}
+	}
+	return out
+}

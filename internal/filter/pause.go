@@ -1,0 +1,78 @@
+package filter
+
+import (
+	"maps"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// pauses is filtering paused for everyone or for single clients, each until
+// a time: a pause ends by itself when its time passes, with no timer to
+// cancel.
+//
+// Guarantee: the query path reads it without a lock (one atomic load each
+// for the global pause and the per-client map, which is replaced whole on
+// every change, never modified in place); changes are serialised by mu.
+type pauses struct {
+	all     atomic.Int64 // unix nanoseconds until which every client is paused; 0: none
+	clients atomic.Pointer[map[string]time.Time]
+	mu      sync.Mutex
+}
+
+// pause pauses filtering for client ("" for everyone: an IP address or a
+// [[clients]] name) until until.
+func (p *pauses) pause(client string, until time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if client == "" {
+		p.all.Store(until.UnixNano())
+		return
+	}
+	next := map[string]time.Time{}
+	if cur := p.clients.Load(); cur != nil {
+		maps.Copy(next, *cur)
+	}
+	next[client] = until
+	p.clients.Store(&next)
+}
+
+// resume ends the pauses: every one for client "", else that client's.
+func (p *pauses) resume(client string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if client == "" {
+		p.all.Store(0)
+		p.clients.Store(nil)
+		return
+	}
+	cur := p.clients.Load()
+	if cur == nil {
+		return
+	}
+	next := maps.Clone(*cur)
+	delete(next, client)
+	p.clients.Store(&next)
+}
+
+// paused reports whether filtering is paused for a client at now, and until
+// when.
+func (p *pauses) paused(client netip.Addr, name string, now time.Time) (time.Time, bool) {
+	if until := p.all.Load(); until != 0 && now.UnixNano() < until {
+		return time.Unix(0, until), true
+	}
+	m := p.clients.Load()
+	if m == nil || len(*m) == 0 {
+		return time.Time{}, false
+	}
+	if until, ok := (*m)[client.Unmap().String()]; ok && now.Before(until) {
+		return until, true
+	}
+	if name != "" {
+		if until, ok := (*m)[name]; ok && now.Before(until) {
+			return until, true
+		}
+	}
+	return time.Time{}, false
+}

@@ -1,0 +1,193 @@
+package filter
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/nxdns/nxdns/internal/config"
+)
+
+// inlineBit is the list bit of filter.block and filter.allow: they apply to
+// every client in every group.
+const inlineBit = MaxLists - 1
+
+// InlineList is the list name EDE 15, the metrics and the check endpoint
+// give the inline rules.
+const InlineList = "inline"
+
+// Policy is who gets which lists when: the groups of one configuration,
+// resolved to list bits. It is immutable; a reload builds a new one.
+type Policy struct {
+	groups   []group
+	fallback int    // index of the "default" group, or -1
+	all      uint64 // every configured list and the inline rules
+	loc      *time.Location
+}
+
+type group struct {
+	name     string
+	mask     uint64
+	prefixes []netip.Prefix
+	names    map[string]bool // [[clients]] names, matched against the event's client name too
+	windows  []window        // none: always
+}
+
+type window struct {
+	days     uint8 // bit d: time.Weekday d
+	from, to int   // minutes after local midnight; to <= from runs past midnight
+}
+
+// NewPolicy resolves cfg's groups to list bits (bits maps list names to
+// their bit, Engine.Bits) in loc (nil: time.Local, the host's zone).
+func NewPolicy(cfg config.Filter, clients []config.Client, bits map[string]int, loc *time.Location) *Policy {
+	if loc == nil {
+		loc = time.Local
+	}
+	p := &Policy{fallback: -1, loc: loc, all: 1 << inlineBit}
+	for _, l := range cfg.Lists {
+		if b, ok := bits[l.Name]; ok {
+			p.all |= 1 << b
+		}
+	}
+	byName := map[string][]netip.Addr{}
+	for _, c := range clients {
+		if a, err := netip.ParseAddr(c.IP); err == nil {
+			byName[c.Name] = append(byName[c.Name], a.Unmap())
+		}
+	}
+	for i, g := range cfg.Groups {
+		gr := group{name: g.Name, names: map[string]bool{}}
+		for _, l := range g.Lists {
+			if b, ok := bits[l]; ok {
+				gr.mask |= 1 << b
+			}
+		}
+		for _, c := range g.Clients {
+			if a, err := netip.ParseAddr(c); err == nil {
+				a = a.Unmap()
+				gr.prefixes = append(gr.prefixes, netip.PrefixFrom(a, a.BitLen()))
+			} else if pf, err := netip.ParsePrefix(c); err == nil {
+				gr.prefixes = append(gr.prefixes, pf.Masked())
+			} else {
+				gr.names[c] = true
+				for _, a := range byName[c] {
+					gr.prefixes = append(gr.prefixes, netip.PrefixFrom(a, a.BitLen()))
+				}
+			}
+		}
+		for _, w := range g.Schedule {
+			gr.windows = append(gr.windows, parseWindow(w))
+		}
+		if g.Name == config.DefaultGroup {
+			p.fallback = i
+		}
+		p.groups = append(p.groups, gr)
+	}
+	return p
+}
+
+func parseWindow(w config.Window) window {
+	var out window
+	if len(w.Days) == 0 {
+		out.days = 0x7f
+	}
+	for _, d := range w.Days {
+		for i, name := range config.Days {
+			if strings.EqualFold(d, name) {
+				out.days |= 1 << i
+			}
+		}
+	}
+	out.from, _ = config.ParseClock(w.From)
+	out.to, _ = config.ParseClock(w.To)
+	return out
+}
+
+// active reports whether t (already in local time) is inside w. Reading
+// the wall clock of t in the configured zone is what makes it DST-correct:
+// on a switch day the window starts and ends at the same local times, and
+// the day is one hour shorter or longer.
+func (w window) active(t time.Time) bool {
+	m := t.Hour()*60 + t.Minute()
+	today := w.days&(1<<t.Weekday()) != 0
+	if w.from < w.to {
+		return today && w.from <= m && m < w.to
+	}
+	yesterday := w.days&(1<<((t.Weekday()+6)%7)) != 0
+	return today && m >= w.from || yesterday && m < w.to
+}
+
+func (g *group) activeAt(t time.Time) bool {
+	if len(g.windows) == 0 {
+		return true
+	}
+	for _, w := range g.windows {
+		if w.active(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *group) has(client netip.Addr, name string) bool {
+	for _, p := range g.prefixes {
+		if p.Contains(client) {
+			return true
+		}
+	}
+	return name != "" && g.names[name]
+}
+
+// Lists returns the list bits that apply to a client now and the name of
+// its (first) group, "" when there are no groups. A client in no group
+// gets the default group, or every list when there is none (SPEC §8.7);
+// a group's lists apply only inside its schedule; the inline rules always.
+func (p *Policy) Lists(client netip.Addr, name string, now time.Time) (uint64, string) {
+	if len(p.groups) == 0 {
+		return p.all, ""
+	}
+	client = client.Unmap()
+	local := now.In(p.loc)
+	mask, first := uint64(1<<inlineBit), ""
+	matched := false
+	for i := range p.groups {
+		g := &p.groups[i]
+		if !g.has(client, name) {
+			continue
+		}
+		if !matched {
+			first, matched = g.name, true
+		}
+		if g.activeAt(local) {
+			mask |= g.mask
+		}
+	}
+	if matched {
+		return mask, first
+	}
+	if p.fallback < 0 {
+		return p.all, ""
+	}
+	g := &p.groups[p.fallback]
+	if g.activeAt(local) {
+		mask |= g.mask
+	}
+	return mask, g.name
+}
+
+// addrOf is the first address a [[clients]] name has, for explaining a
+// decision by name; the zero Addr when it has none.
+func (p *Policy) addrOf(name string) netip.Addr {
+	for i := range p.groups {
+		g := &p.groups[i]
+		if g.names[name] {
+			for _, pf := range g.prefixes {
+				if pf.IsSingleIP() {
+					return pf.Addr()
+				}
+			}
+		}
+	}
+	return netip.Addr{}
+}

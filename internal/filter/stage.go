@@ -1,0 +1,173 @@
+package filter
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// Stage is the policy link of one configuration generation: its Policy and
+// answer settings, over the Engine's long-lived set and pauses.
+type Stage struct {
+	e        *Engine
+	policy   *Policy
+	bits     map[string]int
+	names    [MaxLists]string // list bit → name
+	response string
+	ttl      uint32
+}
+
+// NewStage builds the stage for cfg; loc is the schedules' time zone (nil:
+// the host's).
+func (e *Engine) NewStage(cfg config.Config, loc *time.Location) *Stage {
+	bits := e.Bits(cfg.Filter.Lists)
+	s := &Stage{
+		e:        e,
+		policy:   NewPolicy(cfg.Filter, cfg.Clients, bits, loc),
+		bits:     bits,
+		response: cfg.Filter.BlockResponse,
+		ttl:      uint32(cfg.Filter.BlockTTL),
+	}
+	for name, b := range bits {
+		s.names[b] = name
+	}
+	s.names[inlineBit] = InlineList
+	return s
+}
+
+// Decision is the explanation of what the filter does with a name for a
+// client (the check endpoint's answer, and the query event's).
+type Decision struct {
+	Name        string    `json:"name"`
+	Client      string    `json:"client,omitempty"`
+	Group       string    `json:"group,omitempty"`
+	Blocked     bool      `json:"blocked"`
+	Allowlisted bool      `json:"allowlisted"` // an allow rule or an exception decided
+	List        string    `json:"list,omitempty"`
+	Rule        string    `json:"rule,omitempty"`
+	Paused      bool      `json:"paused"`
+	PausedUntil time.Time `json:"paused_until,omitzero"`
+}
+
+// Check decides name for a client at now, as a query would be.
+func (s *Stage) Check(name string, client netip.Addr, clientName string, now time.Time) Decision {
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	d := Decision{Name: name}
+	if client.IsValid() {
+		d.Client = client.String()
+	}
+	mask, group := s.policy.Lists(client, clientName, now)
+	d.Group = group
+	if until, ok := s.e.pauses.paused(client, clientName, now); ok {
+		d.Paused, d.PausedUntil = true, until
+	}
+	v := s.e.set.Load().decide(name, mask)
+	if v.blocked || v.allowed {
+		d.List, d.Rule = s.names[v.why.list], v.why.ruleText()
+	}
+	d.Blocked, d.Allowlisted = v.blocked && !d.Paused, v.allowed
+	return d
+}
+
+// Answer blocks a blocked name without forwarding it, passes everything
+// else on, and blocks an answer whose CNAME chain reaches a blocked name
+// (CNAME cloaking: a tracker hidden behind the site's own name).
+func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler) (*dns.Msg, error) {
+	if len(r.Msg.Question) != 1 || r.Msg.Question[0].Qclass != dns.ClassINET {
+		return next.Answer(ctx, r)
+	}
+	now := s.e.now()
+	ev := r.Event
+	if _, paused := s.e.pauses.paused(ev.Client, ev.ClientName, now); paused {
+		return next.Answer(ctx, r)
+	}
+	mask, group := s.policy.Lists(ev.Client, ev.ClientName, now)
+	set := s.e.set.Load()
+	q := r.Msg.Question[0]
+	if v := set.decide(normal(q.Name), mask); v.blocked {
+		return s.block(r, v, group), nil
+	}
+	resp, err := next.Answer(ctx, r)
+	if err != nil || resp == nil {
+		return resp, err
+	}
+	for _, rr := range resp.Answer {
+		c, ok := rr.(*dns.CNAME)
+		if !ok {
+			continue
+		}
+		if v := set.decide(normal(c.Target), mask); v.blocked {
+			return s.block(r, v, group), nil
+		}
+	}
+	return resp, nil
+}
+
+// normal is a query name as the set compares it. A query name is almost
+// always lower-case already, and then this allocates nothing.
+func normal(name string) string {
+	name = strings.TrimSuffix(name, ".")
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(name)
+		}
+	}
+	return name
+}
+
+// block is the answer for a blocked query (filter.block_response) with EDE
+// 15 naming the list and the rule, and the event's decision.
+func (s *Stage) block(r *query.Request, v verdict, group string) *dns.Msg {
+	list, rule := s.names[v.why.list], v.why.ruleText()
+	r.Event.Source = query.SourceBlocked
+	r.Event.Filter = query.Decision{Blocked: true, List: list, Rule: rule, Group: group}
+	s.e.blocked[v.why.list].Add(1)
+
+	q := r.Msg.Question[0]
+	resp := new(dns.Msg)
+	switch s.response {
+	case config.ResponseRefused:
+		resp.SetRcode(r.Msg, dns.RcodeRefused)
+	case config.ResponseNXDomain:
+		resp.SetRcode(r.Msg, dns.RcodeNameError)
+		resp.Ns = append(resp.Ns, s.soa(q.Name))
+	default: // null
+		resp.SetReply(r.Msg)
+		hdr := dns.RR_Header{Name: q.Name, Rrtype: q.Qtype, Class: dns.ClassINET, Ttl: s.ttl}
+		switch q.Qtype {
+		case dns.TypeA:
+			resp.Answer = append(resp.Answer, &dns.A{Hdr: hdr, A: net.IPv4zero.To4()})
+		case dns.TypeAAAA:
+			resp.Answer = append(resp.Answer, &dns.AAAA{Hdr: hdr, AAAA: net.IPv6zero})
+		default:
+			resp.Ns = append(resp.Ns, s.soa(q.Name))
+		}
+	}
+	opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	opt.SetUDPSize(dns.DefaultMsgSize)
+	opt.Option = append(opt.Option, &dns.EDNS0_EDE{
+		InfoCode:  dns.ExtendedErrorCodeBlocked,
+		ExtraText: fmt.Sprintf("list %s rule %s", list, rule),
+	})
+	resp.Extra = append(resp.Extra, opt)
+	return resp
+}
+
+// soa makes a negative blocked answer cacheable for block_ttl (RFC 2308).
+func (s *Stage) soa(name string) dns.RR {
+	return &dns.SOA{
+		Hdr:    dns.RR_Header{Name: dns.Fqdn(name), Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: s.ttl},
+		Ns:     "blocked.nxdns.invalid.",
+		Mbox:   "nobody.invalid.",
+		Serial: 1, Refresh: 3600, Retry: 600, Expire: 86400,
+		Minttl: s.ttl,
+	}
+}

@@ -1,0 +1,307 @@
+// Package local is the local-answers stage (SPEC §8.6): the operator's own
+// records, answered authoritatively, and the private and special-use names
+// nxdns answers itself so that they never reach a public upstream.
+//
+// It is the first stage after access control: nothing it answers is
+// filtered, cached or forwarded, and a name it does not know passes on
+// untouched.
+package local
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// Options configure a Stage.
+type Options struct {
+	// Records are [local] records in zone-file syntax.
+	Records []string
+	// ForwardPrivate passes the private and special-use names on instead of
+	// answering them (for networks that really route them).
+	ForwardPrivate bool
+	// BypassGuards answers use-application-dns.net and resolver.arpa.
+	BypassGuards bool
+	// Covered reports whether a forward zone covers a name (lower-case,
+	// fully qualified): such a name goes to the zone's LAN resolver, which
+	// may know it, and is never answered here. Nil means no forward zones.
+	Covered func(name string) bool
+	// Encrypted reports whether nxdns serves DoT or DoH itself (SPEC §8.8);
+	// then resolver.arpa passes on to the stage that advertises it (DDR).
+	// Nil means it does not.
+	Encrypted func() bool
+}
+
+// Stage answers local records and special names. It is immutable once
+// built: a reload builds a new one.
+type Stage struct {
+	names     map[string]*owner // lower-case FQDN → its records
+	forward   bool
+	guards    bool
+	covered   func(string) bool
+	encrypted func() bool
+}
+
+// owner is the records of one name.
+type owner struct {
+	rrs   []dns.RR // in the order given, PTRs derived last
+	cname dns.RR   // the name's CNAME, if it has one (then it has nothing else)
+}
+
+// negTTL is the TTL of the SOA in nxdns's own negative answers, so a
+// client caches them briefly (RFC 2308 §3) and a changed configuration
+// shows within a minute.
+const negTTL = 60
+
+// maxChain bounds how many CNAMEs the stage follows inside its own data, so
+// a loop among local records ends.
+const maxChain = 8
+
+// New builds the stage; an invalid record is an error naming it (validation
+// reports the same with its path).
+func New(o Options) (*Stage, error) {
+	s := &Stage{
+		names:     map[string]*owner{},
+		forward:   o.ForwardPrivate,
+		guards:    o.BypassGuards,
+		covered:   o.Covered,
+		encrypted: o.Encrypted,
+	}
+	if s.covered == nil {
+		s.covered = func(string) bool { return false }
+	}
+	if s.encrypted == nil {
+		s.encrypted = func() bool { return false }
+	}
+	for i, text := range o.Records {
+		rr, msg := config.ParseRecord(text)
+		if msg != "" {
+			return nil, fmt.Errorf("local.records[%d]: %s", i, msg)
+		}
+		if err := s.add(rr); err != nil {
+			return nil, fmt.Errorf("local.records[%d]: %w", i, err)
+		}
+	}
+	s.derivePTR()
+	return s, nil
+}
+
+func (s *Stage) add(rr dns.RR) error {
+	name := strings.ToLower(rr.Header().Name)
+	o := s.names[name]
+	if o == nil {
+		o = &owner{}
+		s.names[name] = o
+	}
+	isCNAME := rr.Header().Rrtype == dns.TypeCNAME
+	if o.cname != nil || isCNAME && len(o.rrs) > 0 {
+		return fmt.Errorf("%s has a CNAME and other records: a CNAME stands alone (RFC 1034 §3.6.2)", name)
+	}
+	if isCNAME {
+		o.cname = rr
+	}
+	o.rrs = append(o.rrs, rr)
+	return nil
+}
+
+// derivePTR adds a PTR for every A and AAAA address that has none given,
+// pointing at the first name that carries it, with that record's TTL.
+func (s *Stage) derivePTR() {
+	var derived []dns.RR
+	seen := map[string]bool{}
+	for _, o := range s.names {
+		for _, rr := range o.rrs {
+			if rr.Header().Rrtype == dns.TypePTR {
+				seen[strings.ToLower(rr.Header().Name)] = true
+			}
+		}
+	}
+	// Map iteration order is random; walk names sorted so "the first name"
+	// is the same on every start.
+	for _, name := range slices.Sorted(maps.Keys(s.names)) {
+		for _, rr := range s.names[name].rrs {
+			var ip net.IP
+			switch a := rr.(type) {
+			case *dns.A:
+				ip = a.A
+			case *dns.AAAA:
+				ip = a.AAAA
+			default:
+				continue
+			}
+			rev, err := dns.ReverseAddr(ip.String())
+			if err != nil || seen[rev] {
+				continue
+			}
+			seen[rev] = true
+			derived = append(derived, &dns.PTR{
+				Hdr: dns.RR_Header{Name: rev, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: rr.Header().Ttl},
+				Ptr: rr.Header().Name,
+			})
+		}
+	}
+	for _, rr := range derived {
+		_ = s.add(rr) // a reverse name with A records and a CNAME is not derivable; add only fails then
+	}
+}
+
+// Answer answers what the stage knows and passes everything else on.
+func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler) (*dns.Msg, error) {
+	if len(r.Msg.Question) != 1 {
+		return next.Answer(ctx, r)
+	}
+	q := r.Msg.Question[0]
+	name := strings.ToLower(dns.Fqdn(q.Name))
+	if resp := s.answer(r.Msg, q, name); resp != nil {
+		r.Event.Source = query.SourceLocal
+		return resp, nil
+	}
+	return next.Answer(ctx, r)
+}
+
+// answer is the stage's decision: nil passes the query on.
+func (s *Stage) answer(req *dns.Msg, q dns.Question, name string) *dns.Msg {
+	if q.Qclass == dns.ClassINET {
+		if o := s.names[name]; o != nil {
+			return s.records(req, q, o)
+		}
+	}
+	if s.guards {
+		switch zone, k := match(guardZones, name); k {
+		case kindGuardNX:
+			return negative(req, dns.RcodeNameError, zone)
+		case kindGuardNoData:
+			if !s.encrypted() {
+				return negative(req, dns.RcodeSuccess, zone)
+			}
+		default: // not a guard zone
+		}
+	}
+	if s.forward || s.covered(name) {
+		return nil
+	}
+	zone, k := match(privateZones, name)
+	switch {
+	case k == kindLoopback:
+		return loopback(req, q)
+	case k == kindNXDomain:
+		// A name of the zone that has local records was answered above;
+		// every other name of it does not exist. The apex exists (it is a
+		// zone) but has no data nxdns would invent, so its SOA and NS
+		// questions are NODATA; any other question of it is NXDOMAIN, which
+		// is what RFC 6761 asks for "invalid." and what the ::1 reverse
+		// zone's one name means.
+		if name == zone && (q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeNS) {
+			return negative(req, dns.RcodeSuccess, zone)
+		}
+		return negative(req, dns.RcodeNameError, zone)
+	case singleLabel(name) && !infrastructure(q.Qtype):
+		return negative(req, dns.RcodeNameError, name)
+	}
+	return nil
+}
+
+// infrastructure reports the types a validating stub or a tool asks of a
+// top-level domain ("com. DS"): they reveal nothing about the LAN's hosts,
+// so a single-label name of these types passes on.
+func infrastructure(t uint16) bool {
+	switch t {
+	case dns.TypeNS, dns.TypeDS, dns.TypeDNSKEY, dns.TypeSOA:
+		return true
+	}
+	return false
+}
+
+// records answers from a name's local data: the type asked for, the CNAME
+// and what it leads to inside the local data, or NODATA.
+func (s *Stage) records(req *dns.Msg, q dns.Question, o *owner) *dns.Msg {
+	resp := reply(req, dns.RcodeSuccess)
+	for range maxChain {
+		if o.cname != nil && q.Qtype != dns.TypeCNAME {
+			resp.Answer = append(resp.Answer, o.cname)
+			target := strings.ToLower(o.cname.(*dns.CNAME).Target)
+			next := s.names[target]
+			if next == nil {
+				// The target is not local: the client's resolver follows it
+				// (nxdns answers with the CNAME alone, as an authoritative
+				// server would).
+				return resp
+			}
+			o = next
+			continue
+		}
+		for _, rr := range o.rrs {
+			if rr.Header().Rrtype == q.Qtype || q.Qtype == dns.TypeANY {
+				resp.Answer = append(resp.Answer, rr)
+			}
+		}
+		if len(resp.Answer) == 0 {
+			resp.Ns = append(resp.Ns, soa(parent(o.rrs[0].Header().Name)))
+		}
+		return resp
+	}
+	return resp
+}
+
+// loopback answers localhost and its subdomains (RFC 6761 §6.3).
+func loopback(req *dns.Msg, q dns.Question) *dns.Msg {
+	resp := reply(req, dns.RcodeSuccess)
+	hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: negTTL}
+	switch q.Qtype {
+	case dns.TypeA:
+		hdr.Rrtype = dns.TypeA
+		resp.Answer = append(resp.Answer, &dns.A{Hdr: hdr, A: net.IPv4(127, 0, 0, 1).To4()})
+	case dns.TypeAAAA:
+		hdr.Rrtype = dns.TypeAAAA
+		resp.Answer = append(resp.Answer, &dns.AAAA{Hdr: hdr, AAAA: net.IPv6loopback})
+	default:
+		resp.Ns = append(resp.Ns, soa("localhost."))
+	}
+	return resp
+}
+
+// negative is NXDOMAIN or NODATA with the zone's SOA, so clients cache it
+// for negTTL (RFC 2308).
+func negative(req *dns.Msg, rcode int, zone string) *dns.Msg {
+	resp := reply(req, rcode)
+	resp.Ns = append(resp.Ns, soa(zone))
+	return resp
+}
+
+func reply(req *dns.Msg, rcode int) *dns.Msg {
+	resp := new(dns.Msg)
+	resp.SetRcode(req, rcode)
+	resp.Authoritative = true
+	return resp
+}
+
+// soa is the SOA of a zone nxdns serves itself, as RFC 6303 §3 writes it.
+func soa(zone string) dns.RR {
+	return &dns.SOA{
+		Hdr:     dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: negTTL},
+		Ns:      zone,
+		Mbox:    "nobody.invalid.",
+		Serial:  1,
+		Refresh: 3600,
+		Retry:   1200,
+		Expire:  604800,
+		Minttl:  negTTL,
+	}
+}
+
+// parent is the zone a local name's negative answer names: its parent, or
+// the name itself when it is a single label.
+func parent(name string) string {
+	if i := strings.IndexByte(name, '.'); i >= 0 && i < len(name)-1 {
+		return name[i+1:]
+	}
+	return name
+}
