@@ -24,10 +24,11 @@ func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
 	webPort := testutil.FreePort(t)
 	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
 	a := r.start(t, cfg)
-	_ = a
 
 	const evil = `<script>x=1</script><b>x</b>.evil.example.`
 	ask(t, dnsAddr, evil)
+	// The event is recorded after the answer was sent: wait for it.
+	waitUntil(t, "the history to hold the query", func() bool { return historyRows(t, a) >= 1 })
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	for _, page := range []string{"/queries?name=script", "/", "/clients/127.0.0.1"} {
@@ -50,6 +51,16 @@ func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
 	if len(q.Queries) != 1 || q.Queries[0].Name != evil || q.Queries[0].Source != "pool" || !strings.HasPrefix(q.Queries[0].Why, "forwarded to tls://") {
 		t.Fatalf("api: %+v", q.Queries)
 	}
+}
+
+// historyRows is how many rows a's history holds (up to one page).
+func historyRows(t *testing.T, a *App) int {
+	t.Helper()
+	p, err := a.history.Search(context.Background(), history.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(p.Rows)
 }
 
 func get(t *testing.T, url string, want int) string {
@@ -121,6 +132,8 @@ func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	get(t, base+"/api/queries", http.StatusUnauthorized) // the login is on
 
+	// Each event is recorded after its answer was sent: wait for both.
+	waitUntil(t, "the history to hold both queries", func() bool { return historyRows(t, a) >= 2 })
 	p, err := a.history.Search(context.Background(), history.Filter{})
 	if err != nil {
 		t.Fatal(err)
