@@ -1,6 +1,8 @@
 package cache_test
 
 import (
+	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -250,25 +252,64 @@ func TestCoalescing_50IdenticalQueries(t *testing.T) {
 	}
 }
 
+// TestCoalescing_waiterThatLeavesCancelsNothing drives the stage directly,
+// so the waiter that leaves really does: the leader's context is cancelled
+// while the shared exchange is at the upstream, the leader returns, and the
+// waiter that stays still gets the answer from the one exchange. Over UDP the
+// server never learns that a client gave up, so this needs the stage API.
 func TestCoalescing_waiterThatLeavesCancelsNothing(t *testing.T) {
 	r := newRig(t)
 	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
 	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
-	// The first client gives up at once; its exchange must go on for the second.
-	c := &dns.Client{Net: "udp", Timeout: 50 * time.Millisecond}
-	if _, _, err := c.Exchange(new(dns.Msg).SetQuestion("slow.example.", dns.TypeA), r.addr); err == nil {
-		t.Fatal("the first client got an answer before the upstream was released")
+	next := query.HandlerFunc(func(ctx context.Context, req *query.Request) (*dns.Msg, error) {
+		msg, up, err := r.router.pool.Resolve(ctx, req.Msg)
+		req.Event.Source, req.Event.Upstream = query.SourcePool, up
+		return msg, err
+	})
+	request := func() *query.Request {
+		return &query.Request{Msg: new(dns.Msg).SetQuestion("slow.example.", dns.TypeA),
+			Deadline: time.Now().Add(r.budget), Event: &query.Event{}}
 	}
-	done := make(chan *dns.Msg)
+	type result struct {
+		msg *dns.Msg
+		err error
+	}
+
+	leaving, leave := context.WithCancel(context.Background())
+	defer leave()
+	leader := make(chan result, 1)
 	go func() {
-		c := &dns.Client{Net: "udp", Timeout: 10 * time.Second}
-		resp, _, _ := c.Exchange(new(dns.Msg).SetQuestion("slow.example.", dns.TypeA), r.addr)
-		done <- resp
+		msg, err := r.stage.Answer(leaving, request(), next)
+		leader <- result{msg, err}
+	}()
+	waitFor(t, "the shared exchange to reach the upstream", func() bool { return r.up.asked("slow.example.") == 1 })
+	staying := make(chan result, 1)
+	go func() {
+		msg, err := r.stage.Answer(context.Background(), request(), next)
+		staying <- result{msg, err}
 	}()
 	waitFor(t, "the second query to join", func() bool { return r.cache.Snapshot().Coalesced == 1 })
-	close(release)
-	if resp := <-done; resp == nil || len(resp.Answer) != 1 {
-		t.Fatalf("second client: %v, want the shared answer", resp)
+
+	leave()
+	select {
+	case res := <-leader:
+		if !errors.Is(res.err, context.Canceled) {
+			t.Fatalf("the leaving waiter: %v, %v; want context.Canceled", res.msg, res.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leaving waiter did not return within 10 s of its context's cancellation")
+	}
+	unblock()
+	select {
+	case res := <-staying:
+		if res.err != nil || res.msg == nil || len(res.msg.Answer) != 1 {
+			t.Fatalf("the staying waiter: %v, %v; want the shared answer", res.msg, res.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the staying waiter got nothing within 10 s of the upstream's release")
 	}
 	if n := r.up.asked("slow.example."); n != 1 {
 		t.Errorf("upstream asked %d times, want 1", n)
