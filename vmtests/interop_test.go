@@ -182,7 +182,7 @@ func TestInteropClientNameLookupFails(t *testing.T) {
 	p := startNamesNxdns(t, lan, "")
 
 	wantA(t, p.ask(t, "udp", "host.lan.", dns.TypeA), "192.168.1.50")
-	waitUntil(t, "nxdns to ask dnsmasq for 127.0.0.1's PTR", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "nxdns to ask dnsmasq for 127.0.0.1's PTR", 10*time.Second, func() bool {
 		return lan.Asked("PTR", "1.0.0.127.in-addr.arpa.") >= 1
 	})
 	const queries = 4 // the first, then three after the failed lookup
@@ -210,7 +210,7 @@ const barrierHost = "192.168.1.99 barrier.lan"
 func (p *nxdnsProc) barrier(t *testing.T, lan *testutil.Dnsmasq) {
 	t.Helper()
 	wantA(t, p.ask(t, "udp", "barrier.lan.", dns.TypeA), "192.168.1.99")
-	waitUntil(t, "dnsmasq to log the barrier query", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "dnsmasq to log the barrier query", 10*time.Second, func() bool {
 		return lan.Asked("A", "barrier.lan.") >= 1
 	})
 }
@@ -266,7 +266,7 @@ func (p *nxdnsProc) queryLog(t *testing.T, name string, n int) []map[string]any 
 	t.Helper()
 	sub := fmt.Sprintf(`"name": %q`, name)
 	var lines []string
-	waitUntil(t, fmt.Sprintf("%d query log lines for %s", n, name), 10*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("%d query log lines for %s", n, name), 10*time.Second, func() bool {
 		lines = p.logs.matching("server.query", sub)
 		return len(lines) >= n
 	})

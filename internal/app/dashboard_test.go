@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/testutil"
@@ -28,7 +29,7 @@ func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
 	const evil = `<script>x=1</script><b>x</b>.evil.example.`
 	ask(t, dnsAddr, evil)
 	// The event is recorded after the answer was sent: wait for it.
-	waitUntil(t, "the history to hold the query", func() bool { return historyRows(t, a) >= 1 })
+	testutil.WaitFor(t, "the history to hold the query", 5*time.Second, func() bool { return historyRows(t, a) >= 1 })
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	for _, page := range []string{"/queries?name=script", "/", "/clients/127.0.0.1"} {
@@ -102,7 +103,7 @@ func TestHistory_unusableStoreLeavesDNSAndReportsDegraded(t *testing.T) {
 		t.Fatalf("health: %+v", h)
 	}
 	// The event is recorded after the answer was sent: wait for it.
-	waitUntil(t, "the in-memory history to show the query", func() bool {
+	testutil.WaitFor(t, "the in-memory history to show the query", 5*time.Second, func() bool {
 		return strings.Contains(get(t, fmt.Sprintf("http://127.0.0.1:%d/queries?name=works", webPort), http.StatusOK), "works.example.")
 	})
 }
@@ -133,7 +134,7 @@ func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
 	get(t, base+"/api/queries", http.StatusUnauthorized) // the login is on
 
 	// Each event is recorded after its answer was sent: wait for both.
-	waitUntil(t, "the history to hold both queries", func() bool { return historyRows(t, a) >= 2 })
+	testutil.WaitFor(t, "the history to hold both queries", 5*time.Second, func() bool { return historyRows(t, a) >= 2 })
 	p, err := a.history.Search(context.Background(), history.Filter{})
 	if err != nil {
 		t.Fatal(err)

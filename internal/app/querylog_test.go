@@ -3,6 +3,9 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // TestQueryLog_summarisesTheAnswer: the real chain's query line carries the
@@ -19,7 +22,7 @@ func TestQueryLog_summarisesTheAnswer(t *testing.T) {
 	r.start(t, cfg)
 	ask(t, addr, "answer.example.")
 	// The line is written after the answer was sent: wait for it.
-	waitUntil(t, "the query line", func() bool { return r.observed.FilterMessage("query").Len() >= 1 })
+	testutil.WaitFor(t, "the query line", 5*time.Second, func() bool { return r.observed.FilterMessage("query").Len() >= 1 })
 	lines := r.observed.FilterMessage("query").All()
 	if len(lines) != 1 {
 		t.Fatalf("%d query lines, want 1", len(lines))

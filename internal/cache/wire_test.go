@@ -12,6 +12,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 func TestTTLDecrementedOnTheWayOut(t *testing.T) {
@@ -166,7 +167,7 @@ func TestEvictionKeepsHotNames(t *testing.T) {
 	}
 	// otter applies writes in batches on a goroutine of its own: the bound
 	// holds once it has caught up.
-	waitFor(t, "the bound of 16", func() bool { return r.cache.Snapshot().Entries <= 16 })
+	testutil.WaitFor(t, "the bound of 16", 10*time.Second, func() bool { return r.cache.Snapshot().Entries <= 16 })
 	if ev := r.cache.Snapshot().Evictions; ev == 0 {
 		t.Error("no evictions counted at the bound")
 	}
@@ -240,7 +241,7 @@ func TestCoalescing_50IdenticalQueries(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "49 queries to join the first", func() bool { return r.cache.Snapshot().Coalesced == n-1 })
+	testutil.WaitFor(t, "49 queries to join the first", 10*time.Second, func() bool { return r.cache.Snapshot().Coalesced == n-1 })
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -285,13 +286,13 @@ func TestCoalescing_waiterThatLeavesCancelsNothing(t *testing.T) {
 		msg, err := r.stage.Answer(leaving, request(), next)
 		leader <- result{msg, err}
 	}()
-	waitFor(t, "the shared exchange to reach the upstream", func() bool { return r.up.asked("slow.example.") == 1 })
+	testutil.WaitFor(t, "the shared exchange to reach the upstream", 10*time.Second, func() bool { return r.up.asked("slow.example.") == 1 })
 	staying := make(chan result, 1)
 	go func() {
 		msg, err := r.stage.Answer(context.Background(), request(), next)
 		staying <- result{msg, err}
 	}()
-	waitFor(t, "the second query to join", func() bool { return r.cache.Snapshot().Coalesced == 1 })
+	testutil.WaitFor(t, "the second query to join", 10*time.Second, func() bool { return r.cache.Snapshot().Coalesced == 1 })
 
 	leave()
 	select {
@@ -333,7 +334,7 @@ func TestServeStale_outageThenRecovery(t *testing.T) {
 	if took < 850*time.Millisecond || took > 1500*time.Millisecond {
 		t.Errorf("stale answer after %v, want at the 900 ms stale point", took)
 	}
-	waitFor(t, "the failed refresh to arm the recheck timer", func() bool {
+	testutil.WaitFor(t, "the failed refresh to arm the recheck timer", 10*time.Second, func() bool {
 		x := r.explain("s.example.", dns.TypeA)
 		return len(x) == 1 && x[0].RetryInS > 0
 	})
@@ -377,7 +378,7 @@ func TestPrefetch_nearExpiry(t *testing.T) {
 	if _, ev := r.askA(t, "pop.example."); ev.Source != query.SourceCache {
 		t.Errorf("near expiry: source %q, want the cache (the prefetch runs behind)", ev.Source)
 	}
-	waitFor(t, "the prefetch", func() bool {
+	testutil.WaitFor(t, "the prefetch", 10*time.Second, func() bool {
 		x := r.explain("pop.example.", dns.TypeA)
 		return len(x) == 1 && x[0].AgeS < 5
 	})
