@@ -9,5 +9,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=$here/cache-compare
 cd "$dir"
 go mod tidy >/dev/null 2>&1 || true
-go test -run 'MemoryPerEntry|HotNames' -v -count=1 . | grep -E 'bytes/entry|miss rate'
-go test -run '^$' -bench . -benchtime=${BENCHTIME:-1s} -count=${COUNT:-1} .
+go test -run 'HotNames' -v -count=1 . | grep -E 'miss rate|FAIL|ok'
+go test -run '^$' -bench 'MemoryPerEntry' -benchtime=1x -count=1 .
+go test -run '^$' -bench 'Hit|InsertAtBound' -benchtime=${BENCHTIME:-1s} -count=${COUNT:-1} .

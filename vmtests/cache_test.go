@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/fakeup"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // Scenario (SPEC §8.5 serve-stale): the upstreams answer, then stall. Every
@@ -42,13 +43,13 @@ func TestScenarioStaleWhenUpstreamsStall(t *testing.T) {
 		ask(t, p, names[i])
 	}
 	for _, n := range names {
-		waitUntil(t, n+" to expire in the cache", 10*time.Second, func() bool { return p.cacheState(t, n) == "stale" })
+		testutil.WaitFor(t, n+" to expire in the cache", 10*time.Second, func() bool { return p.cacheState(t, n) == "stale" })
 	}
 
 	cfg := strings.Replace(readFile(t, p.cfg), good.url, stalled.url, 1)
 	writeFile(t, p.cfg, cfg)
 	hangUp(t, p)
-	waitUntil(t, "the reload", 10*time.Second, func() bool { return p.logs.count("reloaded") == 1 })
+	testutil.WaitFor(t, "the reload", 10*time.Second, func() bool { return p.logs.count("reloaded") == 1 })
 
 	type result struct {
 		name string

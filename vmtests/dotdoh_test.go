@@ -169,7 +169,7 @@ func TestRealBinaryCertificateRenewalBySIGHUP(t *testing.T) {
 		t.Fatal(err)
 	}
 	hangUp(t, n.nxdnsProc)
-	waitUntil(t, "a DoT handshake with the renewed certificate", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "a DoT handshake with the renewed certificate", 10*time.Second, func() bool {
 		return dotSerial(t, n) == leaf.Leaf.SerialNumber.String()
 	})
 	if before == leaf.Leaf.SerialNumber.String() {

@@ -43,12 +43,13 @@ func TestInteropUnbound(t *testing.T) {
 			for _, network := range []string{"udp", "tcp"} {
 				wantA(t, p.ask(t, network, "host.nxdns.test.", dns.TypeA), "192.0.2.10")
 			}
-			// The first query goes to the pool; the second (TCP) is the cache's.
+			// The first query (UDP) goes to the pool; the second (TCP) is the
+			// cache's. Lines may arrive in either order: match them by proto.
 			lines := p.queryLog(t, "host.nxdns.test.", 2)
-			if line := lines[0]; line["source"] != "pool" || line["rcode"] != "NOERROR" || line["upstream"] != tr.logged {
+			if line := lineWith(t, lines, "proto", "udp"); line["source"] != "pool" || line["rcode"] != "NOERROR" || line["upstream"] != tr.logged {
 				t.Errorf("query log %v: want source pool, NOERROR, upstream %s", line, tr.logged)
 			}
-			if line := lines[1]; line["source"] != "cache" || line["rcode"] != "NOERROR" {
+			if line := lineWith(t, lines, "proto", "tcp"); line["source"] != "cache" || line["rcode"] != "NOERROR" {
 				t.Errorf("query log %v: want the second answer from the cache", line)
 			}
 			// The start-up probe (". NS") runs as nxdns starts, and unbound
@@ -82,17 +83,21 @@ func TestInteropDnsmasqZones(t *testing.T) {
 				t.Errorf("PTR 50.1.168.192.in-addr.arpa: %s %v, want host.lan.", dns.RcodeToString[r.Rcode], r.Answer)
 			}
 
-			// Each name's first query goes to its zone; host.lan's second is
-			// answered by the cache.
-			for name, source := range map[string]string{"host.lan.": "zone:lan", "50.1.168.192.in-addr.arpa.": "zone:168.192.in-addr.arpa"} {
-				for i, line := range p.queryLog(t, name, 1) {
-					switch {
-					case i == 0 && (line["source"] != source || line["upstream"] != resolver):
-						t.Errorf("query log %v: want source %s, upstream %s", line, source, resolver)
-					case i > 0 && line["source"] != "cache":
-						t.Errorf("query log %v: want the repeated query from the cache", line)
-					}
+			// Each name's first query (UDP) goes to its zone; host.lan's
+			// second (TCP) is answered by the cache. Lines may arrive in
+			// either order: match them by proto.
+			hosts := p.queryLog(t, "host.lan.", 2)
+			ptrs := p.queryLog(t, "50.1.168.192.in-addr.arpa.", 1)
+			for source, line := range map[string]map[string]any{
+				"zone:lan":                  lineWith(t, hosts, "proto", "udp"),
+				"zone:168.192.in-addr.arpa": lineWith(t, ptrs, "proto", "udp"),
+			} {
+				if line["source"] != source || line["upstream"] != resolver {
+					t.Errorf("query log %v: want source %s, upstream %s", line, source, resolver)
 				}
+			}
+			if line := lineWith(t, hosts, "proto", "tcp"); line["source"] != "cache" {
+				t.Errorf("query log %v: want the repeated query from the cache", line)
 			}
 		})
 	}
@@ -118,13 +123,20 @@ func TestInteropLearnedClientName(t *testing.T) {
 	deadline := start.Add(10 * time.Second)
 	for n := 2; ; n++ {
 		wantA(t, p.ask(t, "udp", "host.lan.", dns.TypeA), "192.168.1.50")
-		line := p.queryLog(t, "host.lan.", n)[n-1]
-		if line["client_name"] == "laptop.lan" {
+		// Lines may arrive out of query order: look at every one of them.
+		learned := false
+		for _, line := range p.queryLog(t, "host.lan.", n) {
+			switch line["client_name"] {
+			case "laptop.lan":
+				learned = true
+			case nil:
+			default:
+				t.Fatalf("line %v: client_name is not laptop.lan", line)
+			}
+		}
+		if learned {
 			t.Logf("learned laptop.lan by query %d, %v after the first", n, time.Since(start).Round(time.Millisecond))
 			break
-		}
-		if line["client_name"] != nil {
-			t.Fatalf("query %d's line %v: client_name is not laptop.lan", n, line)
 		}
 		if n == 200 || time.Now().After(deadline) {
 			t.Fatalf("after %d queries and %v no line carries client_name laptop.lan\n%s", n, time.Since(start), p.logs.String())
@@ -170,7 +182,7 @@ func TestInteropClientNameLookupFails(t *testing.T) {
 	p := startNamesNxdns(t, lan, "")
 
 	wantA(t, p.ask(t, "udp", "host.lan.", dns.TypeA), "192.168.1.50")
-	waitUntil(t, "nxdns to ask dnsmasq for 127.0.0.1's PTR", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "nxdns to ask dnsmasq for 127.0.0.1's PTR", 10*time.Second, func() bool {
 		return lan.Asked("PTR", "1.0.0.127.in-addr.arpa.") >= 1
 	})
 	const queries = 4 // the first, then three after the failed lookup
@@ -198,7 +210,7 @@ const barrierHost = "192.168.1.99 barrier.lan"
 func (p *nxdnsProc) barrier(t *testing.T, lan *testutil.Dnsmasq) {
 	t.Helper()
 	wantA(t, p.ask(t, "udp", "barrier.lan.", dns.TypeA), "192.168.1.99")
-	waitUntil(t, "dnsmasq to log the barrier query", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "dnsmasq to log the barrier query", 10*time.Second, func() bool {
 		return lan.Asked("A", "barrier.lan.") >= 1
 	})
 }
@@ -245,14 +257,16 @@ func wantA(t *testing.T, r *dns.Msg, ip string) {
 }
 
 // queryLog waits until the query log holds at least n lines for name and
-// returns them in order, each line's fields decoded. nxdns writes a line
-// before sending its answer, but this test reads nxdns's stderr through a
-// pipe, a moment behind.
+// returns them, each line's fields decoded, in the order they were logged.
+// That need not be query order: nxdns records a query after its answer is
+// sent, so the next query's line can come first, and this test reads
+// nxdns's stderr through a pipe, a moment behind. Callers match lines by
+// their fields (lineWith), not by position.
 func (p *nxdnsProc) queryLog(t *testing.T, name string, n int) []map[string]any {
 	t.Helper()
 	sub := fmt.Sprintf(`"name": %q`, name)
 	var lines []string
-	waitUntil(t, fmt.Sprintf("%d query log lines for %s", n, name), 10*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("%d query log lines for %s", n, name), 10*time.Second, func() bool {
 		lines = p.logs.matching("server.query", sub)
 		return len(lines) >= n
 	})
@@ -265,4 +279,24 @@ func (p *nxdnsProc) queryLog(t *testing.T, name string, n int) []map[string]any 
 		}
 	}
 	return out
+}
+
+// lineWith is the one line among lines whose field key is value; none, or
+// more than one, ends the test.
+func lineWith(t *testing.T, lines []map[string]any, key, value string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	for _, line := range lines {
+		if line[key] != value {
+			continue
+		}
+		if found != nil {
+			t.Fatalf("query log: more than one line with %s %s: %v and %v", key, value, found, line)
+		}
+		found = line
+	}
+	if found == nil {
+		t.Fatalf("query log: no line with %s %s among %v", key, value, lines)
+	}
+	return found
 }

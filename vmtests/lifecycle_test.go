@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // SIGHUP with an invalid file: every problem is logged, systemd hears
@@ -35,7 +37,7 @@ func TestSIGHUPReload(t *testing.T) {
 	// The log is read from the process's stderr a moment behind its
 	// notifications, so wait for the lines rather than count at once.
 	for _, path := range []string{"dns.listen[0]", "upstreams[0].url"} {
-		waitUntil(t, "a log line naming the problem at "+path, 5*time.Second, func() bool {
+		testutil.WaitFor(t, "a log line naming the problem at "+path, 5*time.Second, func() bool {
 			return p.logs.count("reload rejected", path+":") == 1
 		})
 	}
@@ -72,7 +74,7 @@ func TestSIGTERMDrainsInFlightQueries(t *testing.T) {
 		resp, _, _ := c.Exchange(new(dns.Msg).SetQuestion("draining.example.", dns.TypeA), p.dns)
 		answered <- resp
 	}()
-	waitUntil(t, "the query to reach the upstream", 5*time.Second, func() bool { return slow.counts().Queries >= 2 })
+	testutil.WaitFor(t, "the query to reach the upstream", 5*time.Second, func() bool { return slow.counts().Queries >= 2 })
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

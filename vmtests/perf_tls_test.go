@@ -206,7 +206,7 @@ func idleDoTCost(t *testing.T, p *tlsNode, n int) string {
 		}
 		defer c.Close()
 	}
-	waitUntil(t, "the connections open", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the connections open", 10*time.Second, func() bool {
 		return metric(p.metrics(t), "nxdns_listener_tcp_connections") == float64(n)
 	})
 	after, rssAfter := mem(), rss()
@@ -250,7 +250,7 @@ newServer({address=%q, tls="openssl", subjectName="upstream.test", caStore=%q, v
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	waitUntil(t, "dnsdist answering over DoT", 15*time.Second, func() bool {
+	testutil.WaitFor(t, "dnsdist answering over DoT", 15*time.Second, func() bool {
 		c := &dns.Client{Net: "tcp-tls", Timeout: time.Second, TLSConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: "dns.home.test"}}
 		r, _, err := c.Exchange(new(dns.Msg).SetQuestion("ready.perf.test.", dns.TypeA), d.dot)
 		return err == nil && r.Rcode == dns.RcodeSuccess

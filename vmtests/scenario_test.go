@@ -9,6 +9,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/burst"
+	"github.com/nxdns/nxdns/internal/testutil"
 	"github.com/nxdns/nxdns/internal/upstream"
 
 	dto "github.com/prometheus/client_model/go"
@@ -49,7 +50,7 @@ func TestScenarioBurst(t *testing.T) {
 			path.RTT = 20 * time.Millisecond
 			up := startUpstreamOn(t, ca, tr.listen+"?latency=40ms&idle_close="+idleClose.String(), path)
 			p := startNxdns(t, ca, settings{}, up)
-			waitUntil(t, "the start-up probe's answer", 10*time.Second, func() bool { return up.counts().Answered >= 1 })
+			testutil.WaitFor(t, "the start-up probe's answer", 10*time.Second, func() bool { return up.counts().Answered >= 1 })
 
 			// Warm: the baseline's sequential queries keep the connection
 			// open (each well inside idle_close), and the burst follows at
@@ -129,7 +130,7 @@ func TestScenarioSaturatedPrimary(t *testing.T) {
 			// also counts the start-up probe, which holds no slot); and burst
 			// A's overflow answered by the standby, so B finds all 32 of the
 			// standby's slots free.
-			waitUntil(t, "the primary's slots to fill with stalled queries", 10*time.Second, func() bool {
+			testutil.WaitFor(t, "the primary's slots to fill with stalled queries", 10*time.Second, func() bool {
 				m := p.metrics(t)
 				return metric(m, "nxdns_upstream_in_flight", "index", "0") == float64(upstream.DefaultSlots) &&
 					metric(m, "nxdns_listener_udp_in_flight") == float64(upstream.DefaultSlots)
@@ -197,7 +198,7 @@ func TestScenarioFastStandby(t *testing.T) {
 	p := startNxdns(t, ca, settings{queryLog: true}, primary, standby)
 
 	early := p.burst(t, func(c *burst.Config) { c.N = 10; c.Baseline = 0 })
-	waitUntil(t, "the primary to enter backoff", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the primary to enter backoff", 10*time.Second, func() bool {
 		return metric(p.metrics(t), "nxdns_upstream_backoff", "index", "0") == 1
 	})
 	late := p.burst(t, func(c *burst.Config) { c.Baseline = 0 })
@@ -214,10 +215,10 @@ func TestScenarioFastStandby(t *testing.T) {
 	if late.P99MS > 150 {
 		t.Errorf("in backoff: p99 %.1f ms, want ≤ 150 ms (the primary is skipped)", late.P99MS)
 	}
-	// nxdns writes each line before its answer leaves, but this test reads
-	// nxdns's stderr through a pipe, a moment behind the last answer.
+	// nxdns writes each line after its answer leaves, and this test reads
+	// nxdns's stderr through a pipe: wait for the count, in any order.
 	standbyLine := []string{"server.query", `"upstream": "` + standby.url + `"`}
-	waitUntil(t, fmt.Sprintf("the query log to name the standby on every one of %d answers", early.Queries+late.Queries), 10*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("the query log to name the standby on every one of %d answers", early.Queries+late.Queries), 10*time.Second, func() bool {
 		return p.logs.count(standbyLine...) >= early.Queries+late.Queries
 	})
 	if got := p.logs.count("server.query", `"upstream": "`+primary.url+`"`); got != 0 {
@@ -269,7 +270,7 @@ func TestScenarioEverythingDown(t *testing.T) {
 	a := startUpstream(t, ca, "dot://127.0.0.1:0?stall=1")
 	b := startUpstream(t, ca, "doh://127.0.0.1:0/dns-query?stall=1")
 	p := startNxdns(t, ca, settings{}, a, b)
-	waitUntil(t, "both upstreams to be in backoff", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "both upstreams to be in backoff", 10*time.Second, func() bool {
 		return metric(p.metrics(t), "nxdns_upstream_backoff") == 2
 	})
 
@@ -285,19 +286,6 @@ func TestScenarioEverythingDown(t *testing.T) {
 	// margin of two shared cores: about 1.5 s, not the 4 s budget.
 	if r.MaxMS > 1500 {
 		t.Errorf("slowest SERVFAIL after %.1f ms, want within about one probe timeout (≤ 1500 ms)", r.MaxMS)
-	}
-}
-
-// waitUntil polls cond until it holds or bound passes: the thing waited for
-// is state in another process, with nothing to block on.
-func waitUntil(t *testing.T, what string, bound time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", bound, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -346,7 +334,7 @@ func TestScenarioStaleConnectionRecovery(t *testing.T) {
 
 	// The start-up probe opens the first connection; wait for its answer so
 	// the first query reuses that connection like every later one.
-	waitUntil(t, "the start-up probe's answer", 10*time.Second, func() bool { return up.counts().Answered >= 1 })
+	testutil.WaitFor(t, "the start-up probe's answer", 10*time.Second, func() bool { return up.counts().Answered >= 1 })
 	// One query at a time, so each reuses the connection the one before
 	// opened (concurrent queries would share a connection still being
 	// dialed, which is not "reused" and not retried).
@@ -393,7 +381,7 @@ func TestScenarioUDPFlood(t *testing.T) {
 	ca := newTestCA(t)
 	up := startUpstream(t, ca, "dot://127.0.0.1:0")
 	p := startNxdns(t, ca, settings{}, up)
-	waitUntil(t, "the start-up probe's answer", 10*time.Second, func() bool { return up.counts().Answered >= 1 })
+	testutil.WaitFor(t, "the start-up probe's answer", 10*time.Second, func() bool { return up.counts().Answered >= 1 })
 	before := p.rssBytes(t)
 
 	conn, err := net.Dial("udp", p.dns)
@@ -465,7 +453,7 @@ func TestScenarioUDPFlood(t *testing.T) {
 	// After: the queries the flood left in flight end within their budget
 	// (most queued for the upstream's 32 slots and answer SERVFAIL, EDE
 	// 22), then UDP serves as before.
-	waitUntil(t, "the flood's queries in flight to end", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the flood's queries in flight to end", 10*time.Second, func() bool {
 		return metric(p.metrics(t), "nxdns_listener_udp_in_flight") == 0
 	})
 	r := p.burst(t, func(c *burst.Config) { c.N = 30; c.Baseline = 0 })

@@ -261,7 +261,7 @@ func TestReload_inFlightQueryFinishesOnTheOldGeneration(t *testing.T) {
 		resp, _, _ := c.Exchange(new(dns.Msg).SetQuestion("in-flight.example.", dns.TypeA), addr)
 		answered <- resp
 	}()
-	waitUntil(t, "the query to reach the slow upstream", func() bool { return slow.Counters().Queries >= 2 }) // probe + query
+	testutil.WaitFor(t, "the query to reach the slow upstream", 5*time.Second, func() bool { return slow.Counters().Queries >= 2 }) // probe + query
 
 	// The new generation forwards elsewhere: the in-flight query must still
 	// be answered by the old one, whose pool stays open until it is done.
@@ -360,18 +360,6 @@ func TestDrainBoundCoversTheLongestBudget(t *testing.T) {
 		if got := g.drainBound(); got != time.Duration(c.want)*time.Millisecond {
 			t.Errorf("total %d read %d: drain bound %v, want %d ms", c.total, c.read, got, c.want)
 		}
-	}
-}
-
-// waitUntil polls a condition owned by another goroutine's I/O, bounded.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

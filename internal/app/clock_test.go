@@ -60,7 +60,7 @@ ca_file = %q
 
 	// The start-up probe and the first two backoff probes fail (1–2 s, then
 	// 2–4 s later): the next scheduled probe is at least 4 s away.
-	waitFor(t, "three failed probes", 15*time.Second, func() bool {
+	testutil.WaitFor(t, "three failed probes", 15*time.Second, func() bool {
 		s := a.gen.Load().pool.Snapshot().Upstreams[0]
 		return s.InBackoff && s.ProbeFailures >= 3
 	})
@@ -72,7 +72,7 @@ ca_file = %q
 	if err := os.WriteFile(filepath.Join(timesync, "synchronized"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the upstream to leave backoff", 2*time.Second, func() bool {
+	testutil.WaitFor(t, "the upstream to leave backoff", 2*time.Second, func() bool {
 		return a.health().Upstreams.InBackoff == 0
 	})
 	t.Logf("upstream back %v after the clock was set", time.Since(synced).Round(time.Millisecond))
@@ -81,17 +81,5 @@ ca_file = %q
 	}
 	if n := r.observed.FilterMessage("system clock synchronized").Len(); n != 1 {
 		t.Errorf("%d lines saying the clock was synchronized, want 1", n)
-	}
-}
-
-// waitFor polls cond every 10 ms until it holds or bound passes.
-func waitFor(t *testing.T, what string, bound time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", bound, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/testutil"
@@ -24,10 +25,11 @@ func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
 	webPort := testutil.FreePort(t)
 	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
 	a := r.start(t, cfg)
-	_ = a
 
 	const evil = `<script>x=1</script><b>x</b>.evil.example.`
 	ask(t, dnsAddr, evil)
+	// The event is recorded after the answer was sent: wait for it.
+	testutil.WaitFor(t, "the history to hold the query", 5*time.Second, func() bool { return historyRows(t, a) >= 1 })
 
 	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	for _, page := range []string{"/queries?name=script", "/", "/clients/127.0.0.1"} {
@@ -50,6 +52,16 @@ func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
 	if len(q.Queries) != 1 || q.Queries[0].Name != evil || q.Queries[0].Source != "pool" || !strings.HasPrefix(q.Queries[0].Why, "forwarded to tls://") {
 		t.Fatalf("api: %+v", q.Queries)
 	}
+}
+
+// historyRows is how many rows a's history holds (up to one page).
+func historyRows(t *testing.T, a *App) int {
+	t.Helper()
+	p, err := a.history.Search(context.Background(), history.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(p.Rows)
 }
 
 func get(t *testing.T, url string, want int) string {
@@ -91,7 +103,7 @@ func TestHistory_unusableStoreLeavesDNSAndReportsDegraded(t *testing.T) {
 		t.Fatalf("health: %+v", h)
 	}
 	// The event is recorded after the answer was sent: wait for it.
-	waitUntil(t, "the in-memory history to show the query", func() bool {
+	testutil.WaitFor(t, "the in-memory history to show the query", 5*time.Second, func() bool {
 		return strings.Contains(get(t, fmt.Sprintf("http://127.0.0.1:%d/queries?name=works", webPort), http.StatusOK), "works.example.")
 	})
 }
@@ -121,6 +133,8 @@ func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	get(t, base+"/api/queries", http.StatusUnauthorized) // the login is on
 
+	// Each event is recorded after its answer was sent: wait for both.
+	testutil.WaitFor(t, "the history to hold both queries", 5*time.Second, func() bool { return historyRows(t, a) >= 2 })
 	p, err := a.history.Search(context.Background(), history.Filter{})
 	if err != nil {
 		t.Fatal(err)

@@ -89,7 +89,7 @@ func TestFilter_listHostResolvedThroughTheRoute(t *testing.T) {
 	cfg.Filter.StateDir = t.TempDir()
 	cfg.Filter.Lists = append(cfg.Filter.Lists, config.FilterList{Name: "remote", URL: "http://lists.lan:" + port + "/list.txt"})
 	a := r.start(t, cfg)
-	waitUntil(t, "the list download", func() bool { return a.filter.Snapshot().Lists[0].Rules == 1 })
+	testutil.WaitFor(t, "the list download", 5*time.Second, func() bool { return a.filter.Snapshot().Lists[0].Rules == 1 })
 	if !blockedVia(t, addr, "remote.example.") {
 		t.Error("remote.example not blocked after the download")
 	}

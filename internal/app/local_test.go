@@ -4,27 +4,27 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // TestApp_localAllowFollowsInterfaces: with dns.allow = ["local"] (the
 // default), a client on a network of an interface that is down is refused,
 // answered once the interface comes up, and refused again when it goes down,
 // without a reload. It runs in a network namespace of its own (see
-// reexecInNetns): it changes interfaces.
+// testutil.InNetns): it changes interfaces.
 func TestApp_localAllowFollowsInterfaces(t *testing.T) {
-	if !reexecInNetns(t) {
+	if !testutil.InNetns(t) {
 		return
 	}
-	ipCmd(t, "link", "set", "lo", "up")
-	ipCmd(t, "link", "add", "nx0", "type", "bridge")
-	ipCmd(t, "addr", "add", "192.0.2.1/24", "dev", "nx0") // down: not attached yet
+	testutil.IP(t, "link", "set", "lo", "up")
+	testutil.IP(t, "link", "add", "nx0", "type", "bridge")
+	testutil.IP(t, "addr", "add", "192.0.2.1/24", "dev", "nx0") // down: not attached yet
 	r := newRig(t)
 	addr := loopbackAddr(t)
 	cfg := r.config(t, addr, false)
@@ -37,9 +37,9 @@ func TestApp_localAllowFollowsInterfaces(t *testing.T) {
 	if rc := rcodeFrom(t, "192.0.2.1", addr); rc != dns.RcodeRefused {
 		t.Fatalf("client on a down interface's network: %s, want REFUSED", dns.RcodeToString[rc])
 	}
-	ipCmd(t, "link", "set", "nx0", "up")
+	testutil.IP(t, "link", "set", "nx0", "up")
 	waitRcode(t, "192.0.2.1", addr, dns.RcodeSuccess, "after nx0 came up")
-	ipCmd(t, "link", "set", "nx0", "down")
+	testutil.IP(t, "link", "set", "nx0", "down")
 	waitRcode(t, "192.0.2.1", addr, dns.RcodeRefused, "after nx0 went down")
 }
 
@@ -69,41 +69,6 @@ func rcodeFrom(t *testing.T, src, addr string) int {
 		t.Fatalf("query from %s: %v", src, err)
 	}
 	return resp.Rcode
-}
-
-func ipCmd(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// reexecInNetns reports whether the test runs in a network namespace of its
-// own; if not, it re-runs just this test under `unshare -rn` and reports
-// false, the child's verdict being the test's. It skips where unshare(1),
-// ip(8) or user namespaces are missing (the Nix build sandbox): the test
-// must never change the host's interfaces.
-func reexecInNetns(t *testing.T) bool {
-	t.Helper()
-	const env = "NXDNS_APP_IN_NETNS"
-	if os.Getenv(env) == "1" {
-		return true
-	}
-	for _, tool := range []string{"unshare", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (util-linux, iproute2): %v", tool, err)
-		}
-	}
-	if out, err := exec.Command("unshare", "-rn", "true").CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace here: %v %s", err, out)
-	}
-	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), env+"=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("in a network namespace: %v\n%s", err, out)
-	}
-	return false
 }
 
 // TestStart_summaryNamesAllowList: the start-up configuration line carries

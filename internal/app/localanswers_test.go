@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // TestLocal_privateNamesNeverReachTheUpstream: what a new user tried (a
@@ -80,7 +82,7 @@ func TestLocal_forwardPrivateSendsThemOn(t *testing.T) {
 // moves afterwards only for the test's own queries.
 func probed(t *testing.T, a *App) {
 	t.Helper()
-	waitUntil(t, "the start-up probe", func() bool {
+	testutil.WaitFor(t, "the start-up probe", 5*time.Second, func() bool {
 		u := a.gen.Load().pool.Snapshot().Upstreams[0]
 		return u.ProbeSuccesses+u.ProbeFailures > 0
 	})

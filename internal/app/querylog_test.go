@@ -3,6 +3,9 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // TestQueryLog_summarisesTheAnswer: the real chain's query line carries the
@@ -18,6 +21,8 @@ func TestQueryLog_summarisesTheAnswer(t *testing.T) {
 	cfg.Log.Queries = &on
 	r.start(t, cfg)
 	ask(t, addr, "answer.example.")
+	// The line is written after the answer was sent: wait for it.
+	testutil.WaitFor(t, "the query line", 5*time.Second, func() bool { return r.observed.FilterMessage("query").Len() >= 1 })
 	lines := r.observed.FilterMessage("query").All()
 	if len(lines) != 1 {
 		t.Fatalf("%d query lines, want 1", len(lines))

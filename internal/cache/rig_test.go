@@ -284,15 +284,3 @@ func edeOf(m *dns.Msg) *dns.EDNS0_EDE {
 	}
 	return nil
 }
-
-// waitFor polls cond (state the code under test publishes) for at most 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -1,6 +1,8 @@
 package cache_test
 
 import (
+	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 func TestTTLDecrementedOnTheWayOut(t *testing.T) {
@@ -164,7 +167,7 @@ func TestEvictionKeepsHotNames(t *testing.T) {
 	}
 	// otter applies writes in batches on a goroutine of its own: the bound
 	// holds once it has caught up.
-	waitFor(t, "the bound of 16", func() bool { return r.cache.Snapshot().Entries <= 16 })
+	testutil.WaitFor(t, "the bound of 16", 10*time.Second, func() bool { return r.cache.Snapshot().Entries <= 16 })
 	if ev := r.cache.Snapshot().Evictions; ev == 0 {
 		t.Error("no evictions counted at the bound")
 	}
@@ -238,7 +241,7 @@ func TestCoalescing_50IdenticalQueries(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "49 queries to join the first", func() bool { return r.cache.Snapshot().Coalesced == n-1 })
+	testutil.WaitFor(t, "49 queries to join the first", 10*time.Second, func() bool { return r.cache.Snapshot().Coalesced == n-1 })
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -250,25 +253,64 @@ func TestCoalescing_50IdenticalQueries(t *testing.T) {
 	}
 }
 
+// TestCoalescing_waiterThatLeavesCancelsNothing drives the stage directly,
+// so the waiter that leaves really does: the leader's context is cancelled
+// while the shared exchange is at the upstream, the leader returns, and the
+// waiter that stays still gets the answer from the one exchange. Over UDP the
+// server never learns that a client gave up, so this needs the stage API.
 func TestCoalescing_waiterThatLeavesCancelsNothing(t *testing.T) {
 	r := newRig(t)
 	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
 	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
-	// The first client gives up at once; its exchange must go on for the second.
-	c := &dns.Client{Net: "udp", Timeout: 50 * time.Millisecond}
-	if _, _, err := c.Exchange(new(dns.Msg).SetQuestion("slow.example.", dns.TypeA), r.addr); err == nil {
-		t.Fatal("the first client got an answer before the upstream was released")
+	next := query.HandlerFunc(func(ctx context.Context, req *query.Request) (*dns.Msg, error) {
+		msg, up, err := r.router.pool.Resolve(ctx, req.Msg)
+		req.Event.Source, req.Event.Upstream = query.SourcePool, up
+		return msg, err
+	})
+	request := func() *query.Request {
+		return &query.Request{Msg: new(dns.Msg).SetQuestion("slow.example.", dns.TypeA),
+			Deadline: time.Now().Add(r.budget), Event: &query.Event{}}
 	}
-	done := make(chan *dns.Msg)
+	type result struct {
+		msg *dns.Msg
+		err error
+	}
+
+	leaving, leave := context.WithCancel(context.Background())
+	defer leave()
+	leader := make(chan result, 1)
 	go func() {
-		c := &dns.Client{Net: "udp", Timeout: 10 * time.Second}
-		resp, _, _ := c.Exchange(new(dns.Msg).SetQuestion("slow.example.", dns.TypeA), r.addr)
-		done <- resp
+		msg, err := r.stage.Answer(leaving, request(), next)
+		leader <- result{msg, err}
 	}()
-	waitFor(t, "the second query to join", func() bool { return r.cache.Snapshot().Coalesced == 1 })
-	close(release)
-	if resp := <-done; resp == nil || len(resp.Answer) != 1 {
-		t.Fatalf("second client: %v, want the shared answer", resp)
+	testutil.WaitFor(t, "the shared exchange to reach the upstream", 10*time.Second, func() bool { return r.up.asked("slow.example.") == 1 })
+	staying := make(chan result, 1)
+	go func() {
+		msg, err := r.stage.Answer(context.Background(), request(), next)
+		staying <- result{msg, err}
+	}()
+	testutil.WaitFor(t, "the second query to join", 10*time.Second, func() bool { return r.cache.Snapshot().Coalesced == 1 })
+
+	leave()
+	select {
+	case res := <-leader:
+		if !errors.Is(res.err, context.Canceled) {
+			t.Fatalf("the leaving waiter: %v, %v; want context.Canceled", res.msg, res.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leaving waiter did not return within 10 s of its context's cancellation")
+	}
+	unblock()
+	select {
+	case res := <-staying:
+		if res.err != nil || res.msg == nil || len(res.msg.Answer) != 1 {
+			t.Fatalf("the staying waiter: %v, %v; want the shared answer", res.msg, res.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the staying waiter got nothing within 10 s of the upstream's release")
 	}
 	if n := r.up.asked("slow.example."); n != 1 {
 		t.Errorf("upstream asked %d times, want 1", n)
@@ -292,7 +334,7 @@ func TestServeStale_outageThenRecovery(t *testing.T) {
 	if took < 850*time.Millisecond || took > 1500*time.Millisecond {
 		t.Errorf("stale answer after %v, want at the 900 ms stale point", took)
 	}
-	waitFor(t, "the failed refresh to arm the recheck timer", func() bool {
+	testutil.WaitFor(t, "the failed refresh to arm the recheck timer", 10*time.Second, func() bool {
 		x := r.explain("s.example.", dns.TypeA)
 		return len(x) == 1 && x[0].RetryInS > 0
 	})
@@ -336,7 +378,7 @@ func TestPrefetch_nearExpiry(t *testing.T) {
 	if _, ev := r.askA(t, "pop.example."); ev.Source != query.SourceCache {
 		t.Errorf("near expiry: source %q, want the cache (the prefetch runs behind)", ev.Source)
 	}
-	waitFor(t, "the prefetch", func() bool {
+	testutil.WaitFor(t, "the prefetch", 10*time.Second, func() bool {
 		x := r.explain("pop.example.", dns.TypeA)
 		return len(x) == 1 && x[0].AgeS < 5
 	})

@@ -33,7 +33,7 @@ type session struct {
 	slots  chan struct{} // one per answer in flight
 	wg     sync.WaitGroup
 
-	wmu sync.Mutex // serialises replies on the connection
+	wmu sync.Mutex // serialises replies on the connection; taken before mu
 
 	mu      sync.Mutex // guards pending and the read deadline it decides
 	pending int        // answers scheduled and not yet written or abandoned
@@ -98,7 +98,7 @@ func (ss *session) schedule(buf []byte, f Fault) error {
 	q := new(dns.Msg)
 	if err := q.Unpack(buf); err != nil {
 		if r := formErr(buf); r != nil {
-			return ss.owe(0, func() { ss.write(r) })
+			return ss.owe(0, func() bool { return ss.write(r) })
 		}
 		ss.settle(0)
 		return nil
@@ -112,19 +112,20 @@ func (ss *session) schedule(buf []byte, f Fault) error {
 		ss.settle(0)
 		return nil
 	case b.Endless:
-		return ss.owe(0, func() { ss.endless(q) })
+		return ss.owe(0, func() bool { ss.endless(q); return false })
 	}
 	d := ss.l.delay(q) + ss.l.hookDelay()
-	return ss.owe(d, func() {
-		if r := ss.l.answer(ss.ctx, q, f); r != nil {
-			ss.write(r)
-		}
+	return ss.owe(d, func() bool {
+		r := ss.l.answer(ss.ctx, q, f)
+		return r != nil && ss.write(r)
 	})
 }
 
 // owe runs answer on its own goroutine after d, holding a pipelining slot
-// and counting it as owed until it returns.
-func (ss *session) owe(d time.Duration, answer func()) error {
+// and counting it as owed until it is written or abandoned. answer reports
+// whether it wrote a reply: write stops owing it in the same critical
+// section as its last byte, so owe stops owing only what was never written.
+func (ss *session) owe(d time.Duration, answer func() bool) error {
 	select {
 	case ss.slots <- struct{}{}:
 	case <-ss.ctx.Done():
@@ -133,9 +134,8 @@ func (ss *session) owe(d time.Duration, answer func()) error {
 	ss.settle(+1)
 	ss.wg.Go(func() {
 		defer func() { <-ss.slots }()
-		defer ss.settle(-1)
-		if sleep(ss.ctx, d) {
-			answer()
+		if !sleep(ss.ctx, d) || !answer() {
+			ss.settle(-1)
 		}
 	})
 	return nil
@@ -164,9 +164,14 @@ func (ss *session) readMsg() ([]byte, error) {
 // Only the reader adds to pending, and only between reads, so a deadline
 // cannot fire on a read that began while an answer was owed.
 func (ss *session) settle(delta int) {
-	idle := ss.l.Behaviour.IdleClose
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.settleLocked(delta)
+}
+
+// settleLocked is settle for a caller that holds ss.mu.
+func (ss *session) settleLocked(delta int) {
+	idle := ss.l.Behaviour.IdleClose
 	ss.pending += delta
 	if idle <= 0 {
 		return
@@ -178,25 +183,34 @@ func (ss *session) settle(delta int) {
 	}
 }
 
-// write sends one reply under the writer lock (slowly with slow_bytes). A
-// failed write leaves the framing untrustworthy, so it ends the session:
-// closing the connection wakes the reader.
-func (ss *session) write(m *dns.Msg) {
+// write sends one owed reply under the writer lock (slowly with
+// slow_bytes) and reports whether it did; if so, it no longer counts as
+// owed. A failed write leaves the framing untrustworthy, so it ends the
+// session: closing the connection wakes the reader.
+func (ss *session) write(m *dns.Msg) bool {
 	msg, err := m.Pack()
 	if err != nil {
-		return // our own message: cannot happen for what respond builds
+		return false // our own message: cannot happen for what respond builds
 	}
 	out := make([]byte, 2+len(msg))
 	binary.BigEndian.PutUint16(out, uint16(len(msg)))
 	copy(out[2:], msg)
-	if ss.writeRaw(out) {
-		ss.l.counters.answered.Add(1)
+	if !ss.writeOut(out, true) {
+		return false
 	}
+	ss.l.counters.answered.Add(1)
+	return true
 }
 
 // writeRaw writes b whole under the writer lock, one byte every slow_bytes
-// when that is set, and reports whether it did.
-func (ss *session) writeRaw(b []byte) bool {
+// when that is set, and reports whether it did. b is no owed answer.
+func (ss *session) writeRaw(b []byte) bool { return ss.writeOut(b, false) }
+
+// writeOut is writeRaw, and for an owed answer (owed) it writes the last
+// bytes and stops owing the answer in one critical section under ss.mu:
+// closeIdle then finds every answer either still owed or written whole,
+// never already with the client and still counted.
+func (ss *session) writeOut(b []byte, owed bool) bool {
 	ss.wmu.Lock()
 	defer ss.wmu.Unlock()
 	step := len(b)
@@ -208,13 +222,36 @@ func (ss *session) writeRaw(b []byte) bool {
 			return false
 		}
 		k := min(step, len(b))
-		ss.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := ss.conn.Write(b[:k]); err != nil {
-			ss.cancel()
-			ss.conn.Close()
+		if owed && k == len(b) {
+			return ss.writeLast(b)
+		}
+		if !ss.writeChunk(b[:k]) {
 			return false
 		}
 		b = b[k:]
+	}
+	return true
+}
+
+// writeLast writes an owed answer's last bytes and, if they went out,
+// stops owing it, both under ss.mu.
+func (ss *session) writeLast(b []byte) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if !ss.writeChunk(b) {
+		return false
+	}
+	ss.settleLocked(-1)
+	return true
+}
+
+// writeChunk writes b with the write deadline; a failure ends the session.
+func (ss *session) writeChunk(b []byte) bool {
+	ss.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := ss.conn.Write(b); err != nil {
+		ss.cancel()
+		ss.conn.Close()
+		return false
 	}
 	return true
 }

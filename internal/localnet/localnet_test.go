@@ -3,12 +3,11 @@ package localnet
 import (
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 func TestPrefixOf_masksAndDropsZone(t *testing.T) {
@@ -60,7 +59,7 @@ func TestPrefixes_includesLoopbackSortedUnique(t *testing.T) {
 // addresses and an interface with ip(8), and waits for each change to reach
 // the watcher through the kernel's notifications.
 func TestWatcher_followsInterfaces(t *testing.T) {
-	if !inNetns(t) {
+	if !testutil.InNetns(t) {
 		return
 	}
 	changes := make(chan []netip.Prefix, 16)
@@ -76,24 +75,24 @@ func TestWatcher_followsInterfaces(t *testing.T) {
 	v6 := netip.MustParsePrefix("2001:db8:1::/64") // a global-scope prefix
 	dummy := netip.MustParsePrefix("198.51.100.0/24")
 
-	ip(t, "link", "set", "lo", "up")
-	ip(t, "addr", "add", "192.0.2.1/24", "dev", "lo")
+	testutil.IP(t, "link", "set", "lo", "up")
+	testutil.IP(t, "addr", "add", "192.0.2.1/24", "dev", "lo")
 	waitFor(t, w, changes, "IPv4 address added", func(ps []netip.Prefix) bool { return slices.Contains(ps, v4) })
-	ip(t, "-6", "addr", "add", "2001:db8:1::1/64", "dev", "lo", "nodad")
+	testutil.IP(t, "-6", "addr", "add", "2001:db8:1::1/64", "dev", "lo", "nodad")
 	waitFor(t, w, changes, "global IPv6 address added", func(ps []netip.Prefix) bool { return slices.Contains(ps, v6) })
-	ip(t, "addr", "del", "192.0.2.1/24", "dev", "lo")
+	testutil.IP(t, "addr", "del", "192.0.2.1/24", "dev", "lo")
 	waitFor(t, w, changes, "IPv4 address removed", func(ps []netip.Prefix) bool { return !slices.Contains(ps, v4) })
 
-	ip(t, "link", "add", "nx0", "type", "bridge")
-	ip(t, "addr", "add", "198.51.100.1/24", "dev", "nx0")
+	testutil.IP(t, "link", "add", "nx0", "type", "bridge")
+	testutil.IP(t, "addr", "add", "198.51.100.1/24", "dev", "nx0")
 	if slices.Contains(w.Prefixes(), dummy) {
 		// Not a timing claim: the address is on a link that is down, and a
 		// rescan triggered by it must not count it.
 		t.Errorf("a down interface's prefix is local: %v", w.Prefixes())
 	}
-	ip(t, "link", "set", "nx0", "up")
+	testutil.IP(t, "link", "set", "nx0", "up")
 	waitFor(t, w, changes, "interface up", func(ps []netip.Prefix) bool { return slices.Contains(ps, dummy) })
-	ip(t, "link", "del", "nx0")
+	testutil.IP(t, "link", "del", "nx0")
 	waitFor(t, w, changes, "interface removed", func(ps []netip.Prefix) bool { return !slices.Contains(ps, dummy) })
 }
 
@@ -115,42 +114,6 @@ func waitFor(t *testing.T, w *Watcher, changes <-chan []netip.Prefix, what strin
 			t.Fatalf("%s: not seen within 5s; current set %v", what, w.Prefixes())
 		}
 	}
-}
-
-func ip(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-const netnsEnv = "NXDNS_LOCALNET_IN_NETNS"
-
-// inNetns reports whether the test runs inside its own network namespace. If
-// not, it re-runs this test there and reports false: the caller returns, and
-// the child's verdict is this test's. Without unshare(1) and ip(8), or
-// without user namespaces (some sandboxes), it skips: the test changes
-// interfaces and must never run in the host's namespace.
-func inNetns(t *testing.T) bool {
-	t.Helper()
-	if os.Getenv(netnsEnv) == "1" {
-		return true
-	}
-	for _, tool := range []string{"unshare", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (util-linux, iproute2): %v", tool, err)
-		}
-	}
-	if out, err := exec.Command("unshare", "-rn", "true").CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace here: %v %s", err, out)
-	}
-	cmd := exec.Command("unshare", "-rn", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), netnsEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
-		t.Fatalf("in a network namespace: %v\n%s", err, out)
-	}
-	return false
 }
 
 func TestWatcher_closeStopsEverything(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,6 +68,8 @@ type Relay struct {
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every relayed TCP connection
 	udpSes map[netip.AddrPort]*udpSession
+
+	udpRefused atomic.Int64 // datagrams the target's host refused (ICMP port unreachable)
 }
 
 // Start listens on listen (host:port; port 0 picks one, the same for TCP and

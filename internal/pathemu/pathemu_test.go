@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nxdns/nxdns/internal/certs"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -281,7 +282,8 @@ func TestRelay_udpSurvivesATargetThatWasDown(t *testing.T) {
 	}
 	defer c.Close()
 	fmt.Fprint(c, "early")
-	time.Sleep(20 * time.Millisecond) // the early datagram's refusal comes back: that is the scenario
+	// The early datagram's refusal has come back to the relay: that is the scenario.
+	testutil.WaitFor(t, "the target's refusal of the early datagram", 5*time.Second, func() bool { return r.UDPRefused() >= 1 })
 
 	srv, err := net.ListenUDP("udp", target)
 	if err != nil {

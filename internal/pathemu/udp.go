@@ -90,6 +90,7 @@ func (r *Relay) udpReturn(s *udpSession) {
 		switch {
 		case err == nil:
 		case errors.Is(err, syscall.ECONNREFUSED):
+			r.udpRefused.Add(1)
 			continue // the target's port was closed for one datagram (ICMP): as on a real path, it is lost
 		case errors.As(err, &ne) && ne.Timeout():
 			if !r.expire(s) {
@@ -107,6 +108,10 @@ func (r *Relay) udpReturn(s *udpSession) {
 		time.AfterFunc(r.path.oneWay(), func() { r.udp.WriteToUDPAddrPort(b, s.client) })
 	}
 }
+
+// UDPRefused is how many datagrams towards the target came back refused
+// (the kernel's ICMP port unreachable): each was lost, as on a real path.
+func (r *Relay) UDPRefused() int64 { return r.udpRefused.Load() }
 
 // forget removes s from the sessions, if it is still the client's.
 func (r *Relay) forget(s *udpSession) {

@@ -44,16 +44,25 @@ func TestQueryLog_oneLinePerQueryWithFields(t *testing.T) {
 	late.SetEdns0(1232, false)
 	exchange(t, "tcp", tcpAddr(s), late)
 
+	// A line is written after its answer was sent, so the second query's
+	// line can come first: wait for both and tell them apart by name.
+	waitFor(t, "two query lines", func() bool { return logs.FilterMessage("query").Len() >= 2 })
 	entries := logs.FilterMessage("query").AllUntimed()
 	if len(entries) != 2 {
 		t.Fatalf("%d query lines, want 2", len(entries))
 	}
+	byName := map[string]map[string]any{}
 	for _, e := range entries {
 		if e.LoggerName != "server.query" || e.Level != zapcore.InfoLevel {
 			t.Errorf("line on %q at %v, want server.query at info", e.LoggerName, e.Level)
 		}
+		m := e.ContextMap()
+		byName[fmt.Sprint(m["name"])] = m
 	}
-	ok, fail := entries[0].ContextMap(), entries[1].ContextMap()
+	ok, fail := byName["ok.example."], byName["late.example."]
+	if ok == nil || fail == nil {
+		t.Fatalf("query lines %v: want one for ok.example. and one for late.example.", byName)
+	}
 	for k, want := range map[string]any{
 		"client": "127.0.0.1", "client_name": "laptop", "name": "ok.example.", "type": "AAAA",
 		"rcode": "NOERROR", "source": "pool", "upstream": testUpstream, "proto": "udp",

@@ -19,4 +19,8 @@
 // router's LAN resolver) on free loopback ports, so interop tests check nxdns
 // against servers nobody here wrote. They skip the test when the program is
 // not installed, and t.Cleanup stops them.
+//
+// WaitFor is the tests' one bounded poll for state another goroutine or
+// process publishes; InNetns re-runs a test that changes interfaces in a
+// network namespace of its own (unshare -rn), and IP runs ip(8) there.
 package testutil
