@@ -51,6 +51,7 @@ type Engine struct {
 
 	set    atomic.Pointer[Set]
 	pauses pauses
+	allow  allowed // names allowed from the dashboard (allow.go)
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
@@ -178,6 +179,7 @@ func (e *Engine) Update(cfg config.Filter) {
 	}
 	e.mu.Unlock()
 	e.loops.Wait()
+	e.useAllowFile(cfg.StateDir)
 	e.mu.Lock()
 	e.cfg = cfg
 	old := e.lists
