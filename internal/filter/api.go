@@ -58,13 +58,20 @@ func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	client := strings.TrimSpace(q.Get("client"))
 	until := e.Pause(client, time.Duration(minutes)*time.Minute)
-	writeJSON(w, map[string]any{"paused": true, "client": client, "until": until})
+	writeJSON(w, PauseAnswer{Paused: true, Client: client, Until: until})
+}
+
+// PauseAnswer is what POST /api/filter/pause and /resume answer.
+type PauseAnswer struct {
+	Paused bool      `json:"paused"`
+	Client string    `json:"client"` // "": everyone
+	Until  time.Time `json:"until,omitzero"`
 }
 
 func (e *Engine) handleResume(w http.ResponseWriter, r *http.Request) {
 	client := strings.TrimSpace(r.URL.Query().Get("client"))
 	e.Resume(client)
-	writeJSON(w, map[string]any{"paused": false, "client": client})
+	writeJSON(w, PauseAnswer{Client: client})
 }
 
 func (e *Engine) handleCheck(w http.ResponseWriter, r *http.Request, s *Stage) {
