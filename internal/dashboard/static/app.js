@@ -37,16 +37,18 @@
     actions.appendChild(b);
   }
 
-  function say(text, bad) {
+  // say shows text in the status line: "status busy" while a call runs,
+  // then "status ok" or "status err" (tests wait for those).
+  function say(text, bad, busy) {
     if (!status) return;
     status.textContent = text;
-    status.className = bad ? "status err" : "status ok";
+    status.className = busy ? "status busy" : bad ? "status err" : "status ok";
   }
 
   function call(method, path, params, reload) {
     var qs = params.toString();
     var url = path + (qs ? "?" + qs : "");
-    say("…");
+    say("…", false, true);
     if (actions) actions.textContent = "";
     fetch(url, {
       method: method,
