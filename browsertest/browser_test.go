@@ -107,6 +107,7 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(s.dir, "web-password"), hash, 0o600)
+	os.WriteFile(filepath.Join(s.dir, "ads.txt"), []byte("0.0.0.0 ads.example\n||tracker.example^\n"), 0o644)
 	s.dnsPort, s.web = freePort(t), ""
 	webPort := freePort(t)
 	s.web = fmt.Sprintf("http://127.0.0.1:%d", webPort)
@@ -118,6 +119,11 @@ password_file = %q
 [history]
 path = %q
 flush_seconds = 1
+[filter]
+state_dir = %q
+[[filter.lists]]
+name = "ads"
+path = %q
 [log]
 queries = false
 [[clients]]
@@ -127,7 +133,7 @@ name = "test laptop"
 url = "tls://127.0.0.1:%d"
 tls_name = "localhost"
 ca_file = %q
-`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), upPort, filepath.Join(s.dir, "ca.pem"))
+`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"), upPort, filepath.Join(s.dir, "ca.pem"))
 	os.WriteFile(filepath.Join(s.dir, "nxdns.toml"), []byte(conf), 0o644)
 	start(t, "web server listening", filepath.Join(s.dir, "nxdns"), "run", "--config", filepath.Join(s.dir, "nxdns.toml"))
 	return s
@@ -146,6 +152,16 @@ func (s *stack) traffic(t *testing.T, n int) {
 			t.Fatalf("kdig %s: %v\n%s", name, err, out)
 		}
 	}
+}
+
+// lookup asks for one name with kdig and returns its short answer.
+func (s *stack) lookup(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("kdig", "@127.0.0.1", "-p", strconv.Itoa(s.dnsPort), "+timeout=5", "+retry=0", "+short", name, "A").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kdig %s: %v\n%s", name, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func browserCtx(t *testing.T) context.Context {
@@ -270,6 +286,41 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 		t.Fatalf("upstreams %q", up)
 	}
 	shot(t, ctx, "upstreams")
+
+	// The lists page shows the list's rules and outcome; a check of a
+	// blocked name offers "allow", and after the click the name is
+	// answered by the upstream and listed as allowed.
+	if got := s.lookup(t, "x.tracker.example."); got != "0.0.0.0" {
+		t.Fatalf("x.tracker.example before the allow: %q, want the block", got)
+	}
+	do(t, ctx, chromedp.Navigate(s.web+"/lists"), chromedp.WaitVisible(css("#lists")))
+	if lists := get(t, ctx, chromedp.Text(css("#lists"))); !strings.Contains(lists, "ads") || !strings.Contains(lists, "\t2\t") || !strings.Contains(lists, "ok") {
+		t.Fatalf("lists page: %q", lists)
+	}
+	do(t, ctx, chromedp.SendKeys(css("form[data-action='/api/filter/check'] input[name=name]"), "x.tracker.example"),
+		chromedp.Click(css("form[data-action='/api/filter/check'] button")),
+		chromedp.WaitVisible(css("#result-actions button")))
+	if status := get(t, ctx, chromedp.Text(css("#status"))); !strings.Contains(status, "blocked by list ads rule ||tracker.example^") {
+		t.Fatalf("check says %q", status)
+	}
+	shot(t, ctx, "lists")
+	do(t, ctx, chromedp.Click(css("#result-actions button")), chromedp.WaitVisible(css("#status.ok")))
+	if status := get(t, ctx, chromedp.Text(css("#status"))); !strings.Contains(status, "x.tracker.example and the names below it are allowed now") {
+		t.Fatalf("allow says %q", status)
+	}
+	if got := s.lookup(t, "x.tracker.example."); got == "0.0.0.0" || got == "" {
+		t.Fatalf("x.tracker.example after the allow: %q, want the upstream's answer", got)
+	}
+	do(t, ctx, chromedp.Navigate(s.web+"/lists"), chromedp.WaitVisible(css("#allowed")))
+	if allowed := get(t, ctx, chromedp.Text(css("#allowed"))); !strings.Contains(allowed, "x.tracker.example") {
+		t.Fatalf("allowed names: %q", allowed)
+	}
+	// The cache page counts the entries the traffic left.
+	do(t, ctx, chromedp.Navigate(s.web+"/cache"), chromedp.WaitVisible(css("#entries")))
+	if n, _ := strconv.Atoi(get(t, ctx, chromedp.Text(css("#entries")))); n < 10 {
+		t.Fatalf("cache page shows %d entries after %d queries for 11 names", n, queries)
+	}
+	shot(t, ctx, "cache")
 
 	// A phone-sized view of the overview.
 	do(t, ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(s.web+"/"), chromedp.WaitVisible(css("#total")))

@@ -17,8 +17,8 @@ func loadWebPassword(w config.Web) ([]byte, error) {
 	return web.LoadPasswordFile(w.PasswordFile)
 }
 
-// newDashboard is the UI and API over the App's history and the current
-// generation's pool and client names.
+// newDashboard is the UI and API over the App's history, filter and cache
+// and the current generation's pool and client names.
 func (a *App) newDashboard() *dashboard.Dashboard {
 	return dashboard.New(dashboard.Deps{
 		History: a.history,
@@ -30,6 +30,9 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 			}
 			return names
 		},
+		Filter:  a.filter.Snapshot,
+		Allowed: a.filter.Allowed,
+		Cache:   a.cache.Snapshot,
 	})
 }
 

@@ -1,7 +1,8 @@
 // Package dashboard is nxdns's web UI and its JSON API (SPEC §9
-// "Dashboard"): the overview, the query log, clients and upstreams, read
-// from the history and the serving pool. Pages are rendered on the server
-// with html/template (every name a LAN client sent is escaped) from files
+// "Dashboard"): the overview, the query log, clients, upstreams, the
+// filter lists and the cache, read from the history, the serving pool, the
+// filter engine and the cache. Pages are rendered on the server with
+// html/template (every name a LAN client sent is escaped) from files
 // embedded in the binary, with a little hand-written JavaScript for the
 // actions; there is no build step, no Node and no CDN (docs/dashboard.md).
 //
@@ -17,6 +18,8 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
@@ -29,6 +32,9 @@ type Deps struct {
 	Pool          func() upstream.Snapshot // nil leaves the upstreams empty
 	StaticClients func() map[string]string // address → [[clients]] name; may be nil
 	Now           func() time.Time         // nil means time.Now
+	Filter        func() filter.Snapshot   // the lists' state; nil: no lists page data
+	Allowed       func() []string          // names allowed from the dashboard; may be nil
+	Cache         func() cache.Snapshot    // the cache's counters; nil: no cache page data
 }
 
 // Dashboard serves the pages and the API.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/filter"
 )
 
 const openapiFile = "../../docs/reference/openapi.json"
@@ -43,10 +45,35 @@ var (
 	}
 )
 
+// filterDocs document the filter's routes (internal/filter, mounted by
+// internal/app): a summary, the parameters with their descriptions, the
+// answer's type, and whether the route changes state.
+var filterDocs = map[string]struct {
+	summary string
+	params  [][2]string
+	body    any
+}{
+	"POST /api/filter/pause": {"Pauses filtering for everyone or one client; the pause ends by itself.",
+		[][2]string{{"minutes", "How long, 1 to 10080 minutes. Required."}, {"client", "An IP address or a [[clients]] name; absent: everyone."}}, filter.PauseAnswer{}},
+	"POST /api/filter/resume": {"Ends that client's pause, or every pause.",
+		[][2]string{{"client", "An IP address or a [[clients]] name; absent: every pause."}}, filter.PauseAnswer{}},
+	"GET /api/filter/check": {"What a query for the name would get now from this client, and why (explanation).",
+		[][2]string{{"name", "The domain name. Required."}, {"client", "An IP address or a [[clients]] name; absent: a client in no group."}}, filter.Decision{}},
+	"GET /api/filter/lists": {"Each filter list: rules, lines taken, ignored and rejected, when the copy in use was loaded, the last refresh error, queries blocked.",
+		nil, []filter.ListStatus{}},
+	"GET /api/filter/allow": {"The names allowed from the dashboard (each with the names below it).", nil, filter.AllowedAnswer{}},
+	"POST /api/filter/allow": {"Allows a name and every name below it for every client, over every list (like an allowlist entry), kept in filter.state_dir across restarts.",
+		[][2]string{{"name", "The domain name to allow. Required."}}, filter.AllowAnswer{}},
+	"DELETE /api/filter/allow": {"Ends an allow from the dashboard.",
+		[][2]string{{"name", "The domain name allowed before. Required."}}, filter.AllowAnswer{}},
+	"POST /api/filter/allow/remove": {"Ends an allow from the dashboard (the same as DELETE /api/filter/allow, for clients that only POST).",
+		[][2]string{{"name", "The domain name allowed before. Required."}}, filter.AllowAnswer{}},
+}
+
 // TestOpenAPI_matchesTheServedRoutesAndFields: docs/reference/openapi.json
-// is exactly what the served routes, their parameters and the Go types of
-// their answers say. `go test ./internal/dashboard -run OpenAPI -update`
-// rewrites it after a change.
+// is exactly what the served routes (the dashboard's and the filter's),
+// their parameters and the Go types of their answers say. `go test
+// ./internal/dashboard -run OpenAPI -update` rewrites it after a change.
 func TestOpenAPI_matchesTheServedRoutesAndFields(t *testing.T) {
 	d := New(Deps{})
 	routes := slices.Sorted(maps.Keys(d.apiRoutes()))
@@ -56,7 +83,19 @@ func TestOpenAPI_matchesTheServedRoutesAndFields(t *testing.T) {
 	if ps := slices.Sorted(maps.Keys(routeParams)); !slices.Equal(routes, ps) {
 		t.Fatalf("routes with parameter lists %v, served %v", ps, routes)
 	}
-	want := buildOpenAPI(t, routes)
+	e := filter.New(filter.Options{})
+	defer e.Close()
+	var served []string
+	mutating := map[string]bool{}
+	for _, r := range e.Routes(func() *filter.Stage { return nil }) {
+		served = append(served, r.Pattern)
+		mutating[r.Pattern] = r.Mutating
+	}
+	slices.Sort(served)
+	if docs := slices.Sorted(maps.Keys(filterDocs)); !slices.Equal(served, docs) {
+		t.Fatalf("served filter routes %v, documented %v", served, docs)
+	}
+	want := buildOpenAPI(t, routes, served, mutating)
 	if *updateOpenAPI {
 		if err := os.WriteFile(openapiFile, want, 0o644); err != nil {
 			t.Fatal(err)
@@ -71,10 +110,16 @@ func TestOpenAPI_matchesTheServedRoutesAndFields(t *testing.T) {
 	}
 }
 
-func buildOpenAPI(t *testing.T, routes []string) []byte {
-	paths := map[string]any{}
-	for _, r := range routes {
+func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[string]bool) []byte {
+	paths := map[string]map[string]any{}
+	add := func(r string, op map[string]any) {
 		method, path, _ := strings.Cut(r, " ")
+		if paths[path] == nil {
+			paths[path] = map[string]any{}
+		}
+		paths[path][strings.ToLower(method)] = op
+	}
+	for _, r := range routes {
 		var params []any
 		for _, p := range routeParams[r] {
 			desc, ok := paramDocs[p]
@@ -95,14 +140,35 @@ func buildOpenAPI(t *testing.T, routes []string) []byte {
 		if params != nil {
 			op["parameters"] = params
 		}
-		paths[path] = map[string]any{strings.ToLower(method): op}
+		add(r, op)
+	}
+	for _, r := range filterRoutes {
+		doc := filterDocs[r]
+		var params []any
+		for _, p := range doc.params {
+			params = append(params, map[string]any{"name": p[0], "in": "query", "required": strings.HasSuffix(p[1], "Required."), "description": p[1], "schema": map[string]any{"type": "string"}})
+		}
+		responses := map[string]any{
+			"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(doc.body))}}},
+			"400": map[string]any{"description": "A parameter is missing or malformed; the body says which.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}},
+			"401": map[string]any{"description": "web.password_file is set and the request has no session: log in at /login."},
+			"403": map[string]any{"description": "No password is set and web.listen is not a loopback address."},
+		}
+		if mutating[r] {
+			responses["403"] = map[string]any{"description": "No password is set and web.listen is not a loopback address; or a login exists and the X-CSRF-Token header is missing or wrong; or the request is cross-origin."}
+		}
+		op := map[string]any{"summary": doc.summary, "responses": responses}
+		if params != nil {
+			op["parameters"] = params
+		}
+		add(r, op)
 	}
 	doc := map[string]any{
 		"openapi": "3.0.3",
 		"info": map[string]any{
-			"title":       "nxdns history API",
+			"title":       "nxdns API: history, dashboard data and filter",
 			"version":     "1",
-			"description": "Served on web.listen. With web.password_file set every route needs the session cookie of a login at /login (mutating routes also the X-CSRF-Token header); without one they are served only on a loopback web.listen. Generated from internal/dashboard by its OpenAPI test.",
+			"description": "Served on web.listen. With web.password_file set every route needs the session cookie of a login at /login (mutating routes also the X-CSRF-Token header); without one they are served only on a loopback web.listen. Generated from internal/dashboard and internal/filter by the dashboard's OpenAPI test. /metrics, /api/health and the cache's /api/cache/flush and /api/cache/entry are described in docs/reference/http.md.",
 		},
 		"paths": paths,
 	}

@@ -36,7 +36,7 @@ var funcs = template.FuncMap{
 // pages are parsed once: the layout plus one page each.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "cache"} {
+	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache"} {
 		out[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
 	}
 	return out
@@ -49,6 +49,7 @@ func (d *Dashboard) pageRoutes() map[string]http.HandlerFunc {
 		"GET /clients":          d.pageClients,
 		"GET /clients/{client}": d.pageClient,
 		"GET /upstreams":        d.pageUpstreams,
+		"GET /lists":            d.pageLists,
 		"GET /cache":            d.pageCache,
 	}
 }
@@ -246,8 +247,4 @@ func (d *Dashboard) pageUpstreams(w http.ResponseWriter, r *http.Request) {
 	}
 	data["Upstreams"], data["BudgetExhausted"] = u.Upstreams, u.BudgetExhausted
 	d.render(w, r, "upstreams", "Upstreams", http.StatusOK, data)
-}
-
-func (d *Dashboard) pageCache(w http.ResponseWriter, r *http.Request) {
-	d.render(w, r, "cache", "Cache & filter", http.StatusOK, map[string]any{})
 }

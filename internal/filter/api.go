@@ -2,6 +2,7 @@ package filter
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -32,6 +33,10 @@ func (e *Engine) Routes(current func() *Stage) []Route {
 			e.handleCheck(w, r, current())
 		})},
 		{Pattern: "GET /api/filter/lists", Handler: http.HandlerFunc(e.handleLists)},
+		{Pattern: "GET /api/filter/allow", Handler: http.HandlerFunc(e.handleAllowed)},
+		{Pattern: "POST /api/filter/allow", Handler: http.HandlerFunc(e.handleAllow), Mutating: true},
+		{Pattern: "DELETE /api/filter/allow", Handler: http.HandlerFunc(e.handleUnallow), Mutating: true},
+		{Pattern: "POST /api/filter/allow/remove", Handler: http.HandlerFunc(e.handleUnallow), Mutating: true},
 	}
 }
 
@@ -53,13 +58,20 @@ func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	client := strings.TrimSpace(q.Get("client"))
 	until := e.Pause(client, time.Duration(minutes)*time.Minute)
-	writeJSON(w, map[string]any{"paused": true, "client": client, "until": until})
+	writeJSON(w, PauseAnswer{Paused: true, Client: client, Until: until})
+}
+
+// PauseAnswer is what POST /api/filter/pause and /resume answer.
+type PauseAnswer struct {
+	Paused bool      `json:"paused"`
+	Client string    `json:"client"` // "": everyone
+	Until  time.Time `json:"until,omitzero"`
 }
 
 func (e *Engine) handleResume(w http.ResponseWriter, r *http.Request) {
 	client := strings.TrimSpace(r.URL.Query().Get("client"))
 	e.Resume(client)
-	writeJSON(w, map[string]any{"paused": false, "client": client})
+	writeJSON(w, PauseAnswer{Client: client})
 }
 
 func (e *Engine) handleCheck(w http.ResponseWriter, r *http.Request, s *Stage) {
@@ -93,6 +105,53 @@ func (e *Engine) handleCheck(w http.ResponseWriter, r *http.Request, s *Stage) {
 
 func (e *Engine) handleLists(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, e.Snapshot().Lists)
+}
+
+// AllowAnswer is what POST and DELETE /api/filter/allow answer.
+type AllowAnswer struct {
+	Name    string `json:"name"`
+	Allowed bool   `json:"allowed"` // after the request
+	Changed bool   `json:"changed"` // false: it already was (or was not) allowed
+	// SaveError: the change applies now but could not be written to
+	// filter.state_dir, so a restart would lose it.
+	SaveError string `json:"save_error,omitempty"`
+}
+
+// AllowedAnswer is what GET /api/filter/allow answers.
+type AllowedAnswer struct {
+	Names []string `json:"names"`
+	Max   int      `json:"max"`
+}
+
+func (e *Engine) handleAllowed(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, AllowedAnswer{Names: e.Allowed(), Max: MaxAllowed})
+}
+
+func (e *Engine) handleAllow(w http.ResponseWriter, r *http.Request) {
+	name, added, err := e.Allow(r.URL.Query().Get("name"))
+	switch {
+	case errors.Is(err, errNotAName), errors.Is(err, ErrAllowFull):
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a := AllowAnswer{Name: name, Allowed: true, Changed: added}
+	if err != nil {
+		a.SaveError = err.Error()
+	}
+	writeJSON(w, a)
+}
+
+func (e *Engine) handleUnallow(w http.ResponseWriter, r *http.Request) {
+	name, removed, err := e.Unallow(r.URL.Query().Get("name"))
+	if errors.Is(err, errNotAName) {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a := AllowAnswer{Name: name, Changed: removed}
+	if err != nil {
+		a.SaveError = err.Error()
+	}
+	writeJSON(w, a)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

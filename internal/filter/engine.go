@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -51,6 +52,7 @@ type Engine struct {
 
 	set    atomic.Pointer[Set]
 	pauses pauses
+	allow  allowed // names allowed from the dashboard (allow.go)
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
@@ -178,6 +180,7 @@ func (e *Engine) Update(cfg config.Filter) {
 	}
 	e.mu.Unlock()
 	e.loops.Wait()
+	e.useAllowFile(cfg.StateDir)
 	e.mu.Lock()
 	e.cfg = cfg
 	old := e.lists
@@ -386,9 +389,11 @@ func (e *Engine) succeed(st *listState) {
 }
 
 // parseFile parses a list file: a regular file only, read with the
-// parser's size cap, so a FIFO or a device fails at once (SPEC §9).
+// parser's size cap, so a FIFO or a device fails at once (SPEC §9). It is
+// opened with O_NONBLOCK, as config.ReadFile does: opening a FIFO with no
+// writer would otherwise wait for one, and hang the reload.
 func parseFile(path string, emit func(Rule)) (Report, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Report{}, err
 	}

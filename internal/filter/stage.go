@@ -55,6 +55,11 @@ type Decision struct {
 	Rule        string    `json:"rule,omitempty"`
 	Paused      bool      `json:"paused"`
 	PausedUntil time.Time `json:"paused_until,omitzero"`
+	// FromDashboard: the name (or a parent, Rule) was allowed at run time
+	// with POST /api/filter/allow; List is then DashboardList.
+	FromDashboard bool `json:"allowed_from_dashboard"`
+	// Explanation says the decision in words, for the dashboard.
+	Explanation string `json:"explanation"`
 }
 
 // Check decides name for a client at now, as a query would be.
@@ -69,11 +74,26 @@ func (s *Stage) Check(name string, client netip.Addr, clientName string, now tim
 	if until, ok := s.e.pauses.paused(client, clientName, now); ok {
 		d.Paused, d.PausedUntil = true, until
 	}
+	if m, ok := s.e.allow.match(name); ok {
+		d.Allowlisted, d.FromDashboard, d.List, d.Rule = true, true, DashboardList, "||"+m+"^"
+		d.Explanation = "allowed from the dashboard (" + m + " and every name below it)"
+		return d
+	}
 	v := s.e.set.Load().decide(name, mask)
 	if v.blocked || v.allowed {
 		d.List, d.Rule = s.names[v.why.list], v.why.ruleText()
 	}
 	d.Blocked, d.Allowlisted = v.blocked && !d.Paused, v.allowed
+	switch {
+	case v.blocked && d.Paused:
+		d.Explanation = fmt.Sprintf("would be blocked by list %s rule %s, but filtering is paused until %s", d.List, d.Rule, d.PausedUntil.Format(time.RFC3339))
+	case v.blocked:
+		d.Explanation = fmt.Sprintf("blocked by list %s rule %s", d.List, d.Rule)
+	case v.allowed:
+		d.Explanation = fmt.Sprintf("allowed by list %s rule %s", d.List, d.Rule)
+	default:
+		d.Explanation = "not blocked: no rule of this client's lists matches"
+	}
 	return d
 }
 
@@ -89,9 +109,14 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	if _, paused := s.e.pauses.paused(ev.Client, ev.ClientName, now); paused {
 		return next.Answer(ctx, r)
 	}
+	q := r.Msg.Question[0]
+	// A name allowed from the dashboard is answered whatever its lists and
+	// its CNAME chain say: the operator asked for this name to work.
+	if _, ok := s.e.allow.match(normal(q.Name)); ok {
+		return next.Answer(ctx, r)
+	}
 	mask, group := s.policy.Lists(ev.Client, ev.ClientName, now)
 	set := s.e.set.Load()
-	q := r.Msg.Question[0]
 	if v := set.decide(normal(q.Name), mask); v.blocked {
 		return s.block(r, v, group), nil
 	}

@@ -19,9 +19,9 @@ const (
 	// Private routes read private data (history, cache contents, client
 	// names).
 	Private
-	// Mutating routes change state (flush the cache, pause filtering); they
-	// take POST only and need the same protection as Private plus CSRF
-	// protection once a login exists.
+	// Mutating routes change state (flush the cache, pause filtering, allow
+	// a name); they take POST or DELETE, never GET, and need the same
+	// protection as Private plus CSRF protection once a login exists.
 	Mutating
 )
 

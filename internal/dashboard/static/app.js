@@ -2,23 +2,54 @@
 // form with data-action, calls that endpoint with its data-name,
 // data-client and data-minutes (or its fields) as query parameters and the
 // page's CSRF token in X-CSRF-Token, then says what happened. An endpoint
-// this build lacks (404) is reported, never an error page.
+// this build lacks (404) is reported, never an error page. data-confirm
+// asks first; data-reload reloads the page after a success (the lists of
+// allowed names). A check that finds a name blocked offers to allow it.
+// Every text from the server goes in with textContent, never as markup.
 "use strict";
 (function () {
   var csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
   var status = document.getElementById("status");
   var result = document.getElementById("result");
+  var actions = document.getElementById("result-actions");
 
-  function say(text, bad) {
-    if (!status) return;
-    status.textContent = text;
-    status.className = bad ? "status err" : "status ok";
+  // describe turns a JSON answer into a sentence.
+  function describe(j) {
+    if (j.error) return j.error;
+    if (j.explanation) return j.name + ": " + j.explanation;
+    if (typeof j.allowed === "boolean" && j.name) {
+      var s = j.allowed ? j.name + " and the names below it are allowed now" : j.name + " is no longer allowed";
+      if (!j.changed) s += " (no change)";
+      if (j.save_error) s += "; not saved, a restart forgets it: " + j.save_error;
+      return s;
+    }
+    if (typeof j.flushed === "number") return j.flushed + " cached answers flushed";
+    return null;
   }
 
-  function call(method, path, params) {
+  // offerAllow puts an "allow" button for a blocked name under the status.
+  function offerAllow(name) {
+    if (!actions) return;
+    var b = document.createElement("button");
+    b.dataset.post = "/api/filter/allow";
+    b.dataset.name = name;
+    b.textContent = "Allow " + name;
+    actions.appendChild(b);
+  }
+
+  // say shows text in the status line: "status busy" while a call runs,
+  // then "status ok" or "status err" (tests wait for those).
+  function say(text, bad, busy) {
+    if (!status) return;
+    status.textContent = text;
+    status.className = busy ? "status busy" : bad ? "status err" : "status ok";
+  }
+
+  function call(method, path, params, reload) {
     var qs = params.toString();
     var url = path + (qs ? "?" + qs : "");
-    say("…");
+    say("…", false, true);
+    if (actions) actions.textContent = "";
     fetch(url, {
       method: method,
       credentials: "same-origin",
@@ -34,9 +65,12 @@
           return;
         }
         var msg = body.trim().slice(0, 300);
-        try { var j = JSON.parse(body); msg = j.error || j.message || msg; } catch (e) {}
+        var j = null;
+        try { j = JSON.parse(body); msg = describe(j) || msg; } catch (e) {}
         say((resp.ok ? "Done: " : "Failed (" + resp.status + "): ") + msg, !resp.ok);
         if (result) result.textContent = body;
+        if (resp.ok && j && j.blocked === true && j.name) offerAllow(j.name);
+        if (resp.ok && reload) window.location.reload();
       });
     }).catch(function (e) { say("Failed: " + e, true); });
   }
@@ -45,17 +79,20 @@
     var b = ev.target.closest("button[data-post]");
     if (!b) return;
     ev.preventDefault();
+    if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
     var params = new URLSearchParams();
     ["name", "client", "minutes"].forEach(function (k) {
       if (b.dataset[k] !== undefined) params.set(k, b.dataset[k]);
     });
-    call(b.dataset.method || "POST", b.dataset.post, params);
+    call(b.dataset.method || "POST", b.dataset.post, params, !!b.dataset.reload);
   });
 
   document.addEventListener("submit", function (ev) {
     var f = ev.target.closest("form[data-action]");
     if (!f) return;
     ev.preventDefault();
-    call(f.dataset.method || "POST", f.dataset.action, new URLSearchParams(new FormData(f)));
+    var params = new URLSearchParams();
+    new FormData(f).forEach(function (v, k) { if (v !== "") params.set(k, v); });
+    call(f.dataset.method || "POST", f.dataset.action, params, !!f.dataset.reload);
   });
 })();
