@@ -72,6 +72,15 @@ func TestDoH_getAndPostOverHTTP2AndHTTP1(t *testing.T) {
 			}
 		})
 	}
+	// A query is counted after its answer was written: wait for the count.
+	waitFor(t, "four DoH queries counted", func() bool {
+		for _, pc := range s.Snapshot().Protos {
+			if pc.Proto == "doh" && pc.Count >= 4 {
+				return true
+			}
+		}
+		return false
+	})
 	for _, pc := range s.Snapshot().Protos {
 		if pc.Proto == "doh" && pc.Count != 4 {
 			t.Errorf("doh queries counted %d, want 4", pc.Count)

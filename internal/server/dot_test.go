@@ -35,6 +35,15 @@ func TestDoT_answersWithKeepaliveAndCountsTheProto(t *testing.T) {
 	if keepalive == nil || time.Duration(keepalive.Timeout)*keepaliveUnit != tcpIdleTimeout {
 		t.Fatalf("keepalive option %+v, want the idle bound %v (RFC 7828)", keepalive, tcpIdleTimeout)
 	}
+	// A query is counted after its answer was written: wait for the count.
+	waitFor(t, "the DoT query counted", func() bool {
+		for _, pc := range s.Snapshot().Protos {
+			if pc.Proto == "dot" && pc.Count >= 1 {
+				return true
+			}
+		}
+		return false
+	})
 	for _, pc := range s.Snapshot().Protos {
 		if want := map[string]uint64{"dot": 1}[pc.Proto]; pc.Count != want {
 			t.Errorf("proto %s counted %d, want %d", pc.Proto, pc.Count, want)
