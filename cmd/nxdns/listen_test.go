@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,4 +116,85 @@ func listenOf(t *testing.T, path string) string {
 	}
 	t.Fatalf("no listen line in:\n%s", out)
 	return ""
+}
+
+// loopConfig writes a configuration listening on a free port of its own,
+// with a forward zone whose resolver is resolver when it is not "".
+func loopConfig(t *testing.T, path, resolver string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+[web]
+listen = ""
+[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "dot.test"
+`, testutil.FreePort(t), testutil.FreePort(t))
+	if resolver != "" {
+		cfg += fmt.Sprintf("[[forward_zones]]\nzone = \"lan\"\nresolver = %q\n", resolver)
+	}
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRun_listenFlagLoopRejected: --listen replaces dns.listen, so a forward
+// zone whose resolver is a --listen address is the loop that validation
+// rejects for dns.listen: `nxdns run` exits 1 naming the zone's resolver.
+func TestRun_listenFlagLoopRejected(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	path := filepath.Join(t.TempDir(), "nxdns.toml")
+	loopConfig(t, path, "udp://"+addr)
+	// Bounded: a run that accepts the loop serves instead of exiting.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "--config", path, "--listen", addr)
+	b, _ := cmd.CombinedOutput()
+	out, code := string(b), cmd.ProcessState.ExitCode()
+	if ctx.Err() != nil {
+		t.Fatalf("nxdns run accepted the loop and served:\n%s", out)
+	}
+	want := fmt.Sprintf(`forward_zones[0].resolver: "udp://%s" is nxdns itself (--listen %q): the zone's queries would loop`, addr, addr)
+	if code != exitProblems || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, out)
+	}
+}
+
+// TestRun_reloadLoopOnListenFlagRejected: a SIGHUP reload of a file whose
+// forward zone points at the --listen address is rejected, and the running
+// configuration keeps answering.
+func TestRun_reloadLoopOnListenFlagRejected(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	path := filepath.Join(t.TempDir(), "nxdns.toml")
+	loopConfig(t, path, "")
+	cmd := exec.Command(binary, "run", "--config", path, "--listen", addr)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+	}()
+	awaitLine(t, lines, "serving")
+	loopConfig(t, path, "udp://"+addr)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	awaitLine(t, lines, "forward_zones[0].resolver")
+	c := &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
+	if _, _, err := c.Exchange(new(dns.Msg).SetQuestion("lan.", dns.TypeA), addr); err != nil {
+		t.Fatalf("after the rejected reload %s does not answer: %v", addr, err)
+	}
 }
