@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,15 +50,7 @@ func TestRun_listenFlagReplacesFile(t *testing.T) {
 	} else {
 		pc.Close()
 	}
-	cmd := exec.Command(binary, "run", "--config", cfg, "--listen", a, "--listen", b)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	_, stderr := startRun(t, "--config", cfg, "--listen", a, "--listen", b)
 	waitForLine(t, stderr, "serving")
 	for _, addr := range []string{a, b} {
 		c := &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
@@ -118,22 +109,32 @@ func listenOf(t *testing.T, path string) string {
 	return ""
 }
 
-// loopConfig writes a configuration listening on a free port of its own,
-// with a forward zone whose resolver is resolver when it is not "".
-func loopConfig(t *testing.T, path, resolver string) {
+// startRun starts `nxdns run args...`, killed when the test ends, and
+// returns it with its stderr.
+func startRun(t *testing.T, args ...string) (*exec.Cmd, io.Reader) {
 	t.Helper()
-	cfg := fmt.Sprintf(`[dns]
-listen = ["127.0.0.1:%d"]
-[web]
-listen = ""
-[[upstreams]]
-url = "tls://127.0.0.1:%d"
-tls_name = "dot.test"
-`, testutil.FreePort(t), testutil.FreePort(t))
-	if resolver != "" {
-		cfg += fmt.Sprintf("[[forward_zones]]\nzone = \"lan\"\nresolver = %q\n", resolver)
+	cmd := exec.Command(binary, append([]string{"run"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, stderr
+}
+
+// addZone appends to the configuration at path a forward zone whose
+// resolver is resolver.
+func addZone(t *testing.T, path, resolver string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "[[forward_zones]]\nzone = \"lan\"\nresolver = %q\n", resolver); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -143,8 +144,8 @@ tls_name = "dot.test"
 // rejects for dns.listen: `nxdns run` exits 1 naming the zone's resolver.
 func TestRun_listenFlagLoopRejected(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	path := filepath.Join(t.TempDir(), "nxdns.toml")
-	loopConfig(t, path, "udp://"+addr)
+	path := writeLoopbackConfig(t)
+	addZone(t, path, "udp://"+addr)
 	// Bounded: a run that accepts the loop serves instead of exiting.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -165,30 +166,11 @@ func TestRun_listenFlagLoopRejected(t *testing.T) {
 // configuration keeps answering.
 func TestRun_reloadLoopOnListenFlagRejected(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	path := filepath.Join(t.TempDir(), "nxdns.toml")
-	loopConfig(t, path, "")
-	cmd := exec.Command(binary, "run", "--config", path, "--listen", addr)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		close(lines)
-	}()
+	path := writeLoopbackConfig(t)
+	cmd, stderr := startRun(t, "--config", path, "--listen", addr)
+	lines := lineChan(stderr)
 	awaitLine(t, lines, "serving")
-	loopConfig(t, path, "udp://"+addr)
+	addZone(t, path, "udp://"+addr)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
