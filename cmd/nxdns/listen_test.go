@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,15 +50,7 @@ func TestRun_listenFlagReplacesFile(t *testing.T) {
 	} else {
 		pc.Close()
 	}
-	cmd := exec.Command(binary, "run", "--config", cfg, "--listen", a, "--listen", b)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	_, stderr := startRun(t, "--config", cfg, "--listen", a, "--listen", b)
 	waitForLine(t, stderr, "serving")
 	for _, addr := range []string{a, b} {
 		c := &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
@@ -111,4 +107,76 @@ func listenOf(t *testing.T, path string) string {
 	}
 	t.Fatalf("no listen line in:\n%s", out)
 	return ""
+}
+
+// startRun starts `nxdns run args...`, killed when the test ends, and
+// returns it with its stderr.
+func startRun(t *testing.T, args ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"run"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, stderr
+}
+
+// addZone appends to the configuration at path a forward zone whose
+// resolver is resolver.
+func addZone(t *testing.T, path, resolver string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := fmt.Fprintf(f, "[[forward_zones]]\nzone = \"lan\"\nresolver = %q\n", resolver); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRun_listenFlagLoopRejected: --listen replaces dns.listen, so a forward
+// zone whose resolver is a --listen address is the loop that validation
+// rejects for dns.listen: `nxdns run` exits 1 naming the zone's resolver.
+func TestRun_listenFlagLoopRejected(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	path := writeLoopbackConfig(t)
+	addZone(t, path, "udp://"+addr)
+	// Bounded: a run that accepts the loop serves instead of exiting.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "--config", path, "--listen", addr)
+	b, _ := cmd.CombinedOutput()
+	out, code := string(b), cmd.ProcessState.ExitCode()
+	if ctx.Err() != nil {
+		t.Fatalf("nxdns run accepted the loop and served:\n%s", out)
+	}
+	want := fmt.Sprintf(`forward_zones[0].resolver: "udp://%s" is nxdns itself (--listen %q): the zone's queries would loop`, addr, addr)
+	if code != exitProblems || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, out)
+	}
+}
+
+// TestRun_reloadLoopOnListenFlagRejected: a SIGHUP reload of a file whose
+// forward zone points at the --listen address is rejected, and the running
+// configuration keeps answering.
+func TestRun_reloadLoopOnListenFlagRejected(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	path := writeLoopbackConfig(t)
+	cmd, stderr := startRun(t, "--config", path, "--listen", addr)
+	lines := lineChan(stderr)
+	awaitLine(t, lines, "serving")
+	addZone(t, path, "udp://"+addr)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	awaitLine(t, lines, "forward_zones[0].resolver")
+	c := &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
+	if _, _, err := c.Exchange(new(dns.Msg).SetQuestion("lan.", dns.TypeA), addr); err != nil {
+		t.Fatalf("after the rejected reload %s does not answer: %v", addr, err)
+	}
 }

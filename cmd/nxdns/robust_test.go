@@ -210,17 +210,7 @@ ca_file = %q
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		close(lines)
-	}()
+	lines := lineChan(stderr)
 	awaitLine(t, lines, "serving")
 	write(fifo)
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -240,6 +230,23 @@ ca_file = %q
 	case <-time.After(15 * time.Second):
 		t.Fatal("nxdns did not stop within 15 s of SIGTERM after a reload met a FIFO")
 	}
+}
+
+// lineChan passes r's lines on, dropping those no one reads in time, so
+// the child never blocks on a full pipe; it closes when r ends.
+func lineChan(r io.Reader) <-chan string {
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+	}()
+	return lines
 }
 
 func awaitLine(t *testing.T, lines <-chan string, want string) {

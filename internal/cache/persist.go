@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -12,11 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // The cache file (dns.cache_file, SPEC §8.5): the entries with their
@@ -191,7 +191,7 @@ func writeAtomic(path string, data []byte) error {
 // load reads the cache file into cur's store. Any problem is one warning
 // and an empty cache; a missing file is the normal first start.
 func (c *Cache) load(cur *current, path string) {
-	data, err := readFile(path)
+	data, err := safefile.ReadFile(path, maxFileBytes) // a FIFO fails at once, never hangs start-up
 	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
@@ -204,27 +204,6 @@ func (c *Cache) load(cur *current, path string) {
 		}
 	}
 	c.log.Warn("cache file ignored; starting with an empty cache", zap.String("file", path), zap.Error(err))
-}
-
-// readFile reads a regular file of at most maxFileBytes. It opens without
-// blocking, so a FIFO in the file's place fails instead of hanging start-up.
-func readFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > maxFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d MiB", path, maxFileBytes>>20)
-	}
-	return io.ReadAll(io.LimitReader(bufio.NewReader(f), maxFileBytes+1))
 }
 
 // decode checks the whole file, then stores its usable entries: those not

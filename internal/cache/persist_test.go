@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -108,7 +109,11 @@ func TestCacheFile_badFilesIgnoredWithOneWarning(t *testing.T) {
 		}
 		_, warns := reopen(t, file, time.Hour)
 		if len(warns) != 1 {
-			t.Errorf("%d warnings, want one", len(warns))
+			t.Fatalf("%d warnings, want one", len(warns))
+		}
+		// The shared reader of configuration-named files (safefile) says why.
+		if msg := fmt.Sprint(warns[0].ContextMap()["error"]); !strings.Contains(msg, "not a regular file (a FIFO)") {
+			t.Errorf("warning %q, want it to name the FIFO", msg)
 		}
 	})
 	t.Run("missing is the first start", func(t *testing.T) {

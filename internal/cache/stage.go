@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -36,6 +37,8 @@ type Stage struct {
 	ctx     context.Context // the background exchanges'; cancelled by Close
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+
+	prefetching atomic.Int32 // prefetches in flight, at most maxPrefetches
 }
 
 var _ query.Stage = (*Stage)(nil)
@@ -126,15 +129,38 @@ func stalePoint(deadline, now time.Time) time.Duration {
 	return max(min(maxStalePoint, deadline.Sub(now)-staleMargin), 0)
 }
 
+// maxPrefetches bounds the prefetches of one stage in flight at once. A
+// prefetch is an exchange nobody waits for, started by any hit near expiry:
+// unbounded, one client walking through many cached names could run up to
+// cache_size of them at once against the upstream slots everyone's queries
+// need (32 per upstream, upstream.DefaultSlots). 16 leaves at least half of
+// one upstream's slots to queries a client waits for, and is far above a
+// household's need: a few prefetches a second, each a round trip of
+// milliseconds. A hit that finds the bound reached skips its prefetch (not
+// counted as one); the entry stays fresh and the next hit near expiry tries
+// again, and if none comes it expires into an ordinary miss.
+const maxPrefetches = 16
+
 // prefetch refreshes a fresh entry near its expiry in the background, at
-// most one exchange per key (a flight in progress is that one).
+// most one exchange per key (a flight in progress is that one) and at most
+// maxPrefetches at once.
 func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) {
+	// Add then undo: a racing hit may skip while the count overshoots for an
+	// instant, which costs only a prefetch the next hit makes.
+	if s.prefetching.Add(1) > maxPrefetches {
+		s.prefetching.Add(-1)
+		return
+	}
 	fl, leader := s.flights.join(k)
 	if !leader {
+		s.prefetching.Add(-1)
 		return
 	}
 	s.c.prefetches.Add(1)
-	s.start(k, fl, r, next, e)
+	s.start(k, fl, r, query.HandlerFunc(func(ctx context.Context, req *query.Request) (*dns.Msg, error) {
+		defer s.prefetching.Add(-1)
+		return next.Answer(ctx, req)
+	}), e)
 }
 
 // start runs k's exchange on a goroutine of the stage, detached from the

@@ -11,13 +11,16 @@ import (
 
 // OverrideListen replaces dns.listen with addrs, the addresses given to
 // `nxdns run --listen`, when there are any, and checks them under the path
-// "--listen[i]". A file's own dns.listen is then ignored, on reload too.
+// "--listen[i]". A file's own dns.listen is then ignored, on reload too, so
+// the forward zones' loop check (a resolver that is nxdns itself) runs
+// again against addrs, reported at the zone's resolver path.
 func (c *Config) OverrideListen(addrs []string) Problems {
 	if len(addrs) == 0 {
 		return nil
 	}
 	var ps Problems
 	checkListenAt(&ps, "--listen", addrs)
+	checkLoops(&ps, c.ForwardZones, "--listen", addrs)
 	if len(ps) == 0 {
 		c.DNS.Listen = slices.Clone(addrs)
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // Load reads a configuration file from r: it starts from Default, decodes the
@@ -33,12 +35,12 @@ func Load(r io.Reader) (Config, error) {
 	return parse(doc)
 }
 
-// LoadFile is Load on the named file, read once by ReadFile: a FIFO, a
+// LoadFile is Load on the named file, read once by safefile.ReadFile: a FIFO, a
 // device or a file over MaxConfigFileSize fails at once. An error opening or
 // reading it (it names the path and wraps fs.ErrNotExist and the like) is
 // returned as is.
 func LoadFile(path string) (Config, error) {
-	doc, err := ReadFile(path, MaxConfigFileSize)
+	doc, err := safefile.ReadFile(path, MaxConfigFileSize)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}

@@ -4,11 +4,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"syscall"
+
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // Size caps of the files a configuration names (SPEC §9 "Robustness": read
@@ -22,70 +20,13 @@ const (
 	MaxCAFileSize = 1 << 20
 )
 
-// ReadFile reads the named file whole, once, if it is a regular file of at
-// most limit bytes. It is the one way nxdns reads a file the configuration
-// names, so that none of them can hang or exhaust the process:
-//
-//   - the file is opened with O_NONBLOCK, so opening a FIFO with no writer
-//     returns at once instead of waiting for one, and then fails the
-//     regular-file check (a FIFO, a device such as /dev/zero, a socket or a
-//     directory is refused with a clear error before any byte is read);
-//   - the check is made on the opened descriptor (fstat), not on the path,
-//     so the file checked is the file read;
-//   - at most limit+1 bytes are read, so a huge (or growing) file costs
-//     limit bytes of memory and an error, never more.
-//
-// Errors name the path.
-func ReadFile(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err // *fs.PathError names the path and the reason
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("not a regular file (%s)", kind(st.Mode()))}
-	}
-	if st.Size() > limit {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%d bytes, over the %d-byte limit", st.Size(), limit)}
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit { // it grew since fstat
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("over the %d-byte limit", limit)}
-	}
-	return b, nil
-}
-
-// kind names a non-regular file's type for the error message.
-func kind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return m.Type().String()
-}
-
 // errNotAbsolute is a ca_file given relative: under systemd the working
 // directory is /, not the configuration's directory, so a relative path
 // would mean different files to `nxdns check` and the service.
 var errNotAbsolute = errors.New("is not an absolute path")
 
 // ReadFiles reads every file c names — today each upstream's ca_file — once
-// (ReadFile), keeps the content in c (UpstreamURL.CA) for the transports to
+// (safefile.ReadFile), keeps the content in c (UpstreamURL.CA) for the transports to
 // use, and returns a problem for each one that cannot be read or holds no
 // PEM certificate. Load and LoadFile call it before Validate, so the file
 // checked is the file used: nothing reads it a second time.
@@ -110,7 +51,7 @@ func readCAFile(path string) ([]byte, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("%q %w", path, errNotAbsolute)
 	}
-	pem, err := ReadFile(path, MaxCAFileSize)
+	pem, err := safefile.ReadFile(path, MaxCAFileSize)
 	if err != nil {
 		return nil, err
 	}

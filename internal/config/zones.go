@@ -38,11 +38,30 @@ func checkZones(ps *Problems, zs []ForwardZone, listen []string) {
 			ps.add(path+".resolver", CodeRequired, "missing: a forward zone is a zone and a resolver")
 		} else if _, addr, code, msg := parseResolver(z.Resolver); code != "" {
 			ps.add(path+".resolver", code, "%q: %s", z.Resolver, msg)
-		} else if l, loop := listensOn(listen, addr); loop {
-			// One query would come back as another, and again, until the
-			// read budget ends: 64 nested queries filled the UDP slots.
-			ps.add(path+".resolver", CodeLoop, "%q is nxdns itself (dns.listen %q): the zone's queries would loop", z.Resolver, l)
+		} else {
+			checkLoop(ps, path, z.Resolver, addr, "dns.listen", listen)
 		}
+	}
+}
+
+// checkLoops runs the loop check of every forward zone whose resolver
+// parses against listen, the addresses that replace dns.listen (named by
+// source, e.g. "--listen"): validation checked the file's own, which are
+// not served.
+func checkLoops(ps *Problems, zs []ForwardZone, source string, listen []string) {
+	for i, z := range zs {
+		if _, addr, code, _ := parseResolver(z.Resolver); code == "" {
+			checkLoop(ps, fmt.Sprintf("forward_zones[%d]", i), z.Resolver, addr, source, listen)
+		}
+	}
+}
+
+// checkLoop reports a resolver that one of listen (named by source) answers.
+func checkLoop(ps *Problems, path, resolver string, addr netip.AddrPort, source string, listen []string) {
+	if l, loop := listensOn(listen, addr); loop {
+		// One query would come back as another, and again, until the
+		// read budget ends: 64 nested queries filled the UDP slots.
+		ps.add(path+".resolver", CodeLoop, "%q is nxdns itself (%s %q): the zone's queries would loop", resolver, source, l)
 	}
 }
 

@@ -18,7 +18,7 @@ var (
 		"Changes of the certificate files, by outcome: success (the new pair serves new handshakes), failure (it did not load; the previous pair keeps serving).",
 		[]string{"outcome"}, nil)
 	tlsRefused = prometheus.NewDesc("nxdns_tls_connections_refused_total",
-		"DoT and DoH connections closed at accept, before any TLS work, by proto and reason: access (the peer is outside dns.allow), capacity (the TCP per-family connection cap, shared with plain TCP, was reached).",
+		"DoT and DoH connections closed at accept, before any TLS work, by proto and reason: not_allowed (the peer is outside dns.allow), client_share (the client already held its share of the TCP cap, shared with plain TCP), capacity (the TCP per-family connection cap, shared with plain TCP, was reached).",
 		[]string{"proto", "reason"}, nil)
 	tlsHandshakeFailures = prometheus.NewDesc("nxdns_tls_handshake_failures_total",
 		"DoT and DoH connections cut off in the TLS handshake, by proto and reason: timeout (no handshake within the bound), error (not TLS, only TLS 1.0/1.1 offered, no common cipher, a rejected certificate).",
@@ -54,7 +54,8 @@ func (c tlsCollector) Collect(ch chan<- prometheus.Metric) {
 		proto string
 		snap  server.FrontSnapshot
 	}{{"dot", s.DoT}, {"doh", s.DoH}} {
-		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedAccess), f.proto, "access")
+		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedNotAllowed), f.proto, "not_allowed")
+		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedShare), f.proto, "client_share")
 		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedCapacity), f.proto, "capacity")
 		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeTimeouts), f.proto, "timeout")
 		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeFailures), f.proto, "error")

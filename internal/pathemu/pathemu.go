@@ -64,6 +64,8 @@ type Relay struct {
 	udp *net.UDPConn
 	wg  sync.WaitGroup
 
+	stop chan struct{} // closed by Close
+
 	mu     sync.Mutex // guards the fields below
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every relayed TCP connection
@@ -97,10 +99,11 @@ func Start(listen, target string, path Path) (*Relay, error) {
 		path:   path,
 		tcp:    tl.(*net.TCPListener),
 		udp:    ul,
+		stop:   make(chan struct{}),
 		conns:  make(map[net.Conn]struct{}),
 		udpSes: make(map[netip.AddrPort]*udpSession),
 	}
-	r.wg.Go(r.acceptLoop)
+	r.wg.Go(func() { r.acceptLoop(r.tcp) })
 	r.wg.Go(r.udpLoop)
 	return r, nil
 }
@@ -114,6 +117,7 @@ func (r *Relay) Close() error {
 		return nil
 	}
 	r.closed = true
+	close(r.stop)
 	for c := range r.conns {
 		c.Close()
 	}

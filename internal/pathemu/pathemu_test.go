@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,4 +312,49 @@ func TestRelay_udpSurvivesATargetThatWasDown(t *testing.T) {
 		}
 	}
 	t.Error("no answer through the relay after the target came up")
+}
+
+// failingListener fails its first n Accepts with EMFILE, as a process out
+// of descriptors sees, then accepts as usual.
+type failingListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.n.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// An accept error that passes (EMFILE) pauses the relay's accept loop, which
+// then relays the next connection, instead of ending it for good.
+func TestRelay_acceptErrorsPauseThenRelay(t *testing.T) {
+	r := startRelay(t, echoTCP(t, plain), Path{})
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: inner}
+	fl.n.Store(3)
+	r.wg.Go(func() { r.acceptLoop(fl) })
+	t.Cleanup(func() { inner.Close() }) // before the relay's Close, which waits for the loop
+
+	c, err := net.DialTimeout("tcp", inner.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("after emfile\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "after emfile\n" {
+		t.Fatalf("after three EMFILE accepts: read %q, %v; want the echo", line, err)
+	}
+	if n := fl.n.Load(); n >= 0 {
+		t.Errorf("the loop stopped retrying: %d failing accepts left", n+1)
+	}
 }

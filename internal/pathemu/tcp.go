@@ -35,12 +35,36 @@ type chunk struct {
 	due  time.Time
 }
 
-func (r *Relay) acceptLoop() {
+// Accept retry pauses: out of descriptors (EMFILE) and the like pass, so
+// the relay pauses and tries again, as net/http's Server.Serve does, rather
+// than stop relaying for good. internal/server's errorPause does the same
+// for nxdns's listeners, but it is bound to their listener and logger;
+// exporting it would make this test tool import the server.
+const (
+	minAcceptPause = 5 * time.Millisecond
+	maxAcceptPause = time.Second
+)
+
+// acceptLoop relays every connection l accepts until l is closed (Close).
+func (r *Relay) acceptLoop(l net.Listener) {
+	var pause time.Duration
 	for {
-		c, err := r.tcp.Accept()
-		if err != nil {
+		c, err := l.Accept()
+		if errors.Is(err, net.ErrClosed) {
 			return // Close
 		}
+		if err != nil {
+			pause = min(max(2*pause, minAcceptPause), maxAcceptPause)
+			t := time.NewTimer(pause)
+			select {
+			case <-r.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		pause = 0
 		if !r.track(c) {
 			continue
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -133,22 +134,24 @@ func TestDoT_badClients(t *testing.T) {
 	})
 }
 
-// TestDoT_connectionFlood: hundreds of connections that never handshake fill
-// the IPv4 cap and no more; the rest are refused and counted, UDP is still
-// answered, and once the handshake bound frees the slots DoT is served again.
+// TestDoT_connectionFlood: hundreds of connections that never handshake,
+// from hosts each within its share, fill the IPv4 cap and no more; the rest
+// are refused and counted as capacity, UDP is still answered, and once the
+// handshake bound frees the slots DoT is served again.
 func TestDoT_connectionFlood(t *testing.T) {
 	p := newTestPKI(t)
 	s := startTLSServer(t, state(answerA("192.0.2.4")), p, func(s *Server) { s.tls.handshake = time.Second })
 	addr := dotAddr(s)
-	const flood = 300
+	const flood, perHost = 300, tcpClientShare / 2
 	conns := make([]net.Conn, 0, flood)
 	defer func() {
 		for _, c := range conns {
 			c.Close()
 		}
 	}()
-	for range flood {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	for i := range flood {
+		d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(fmt.Sprintf("127.0.5.%d", 1+i/perHost))}}
+		c, err := d.Dial("tcp", addr)
 		if err != nil {
 			continue // refused so fast that connect saw the reset: what the cap does
 		}
@@ -160,6 +163,9 @@ func TestDoT_connectionFlood(t *testing.T) {
 	if n := s.Snapshot().TCPConns; n > maxTCPConns {
 		t.Fatalf("%d connections held, over the cap %d", n, maxTCPConns)
 	}
+	if n := s.TLSSnapshot().DoT.RefusedShare; n != 0 {
+		t.Fatalf("%d refused as over a share; every host stayed within its own", n)
+	}
 	if resp := exchange(t, "udp", udpAddr(s), newQuery("udp.example.", dns.TypeA)); len(resp.Answer) != 1 {
 		t.Fatalf("UDP answer during the flood: %v", resp)
 	}
@@ -168,6 +174,45 @@ func TestDoT_connectionFlood(t *testing.T) {
 	c.WriteMsg(tlsQuery("after.example."))
 	if resp := readMsg(t, c); len(resp.Answer) != 1 {
 		t.Fatalf("answer after the flood: %v", resp)
+	}
+}
+
+// TestDoT_oneHostHoldsOnlyItsShare: one address holds at most its share of
+// the TCP cap over plain TCP and DoT together (SPEC §9 "Robustness"); its
+// next DoT connections are reset at accept and counted as client_share, and
+// another host is still served.
+func TestDoT_oneHostHoldsOnlyItsShare(t *testing.T) {
+	p := newTestPKI(t)
+	// Idle connections hold their places for the whole test.
+	s := startTLSServer(t, state(answerA("192.0.2.6")), p, func(s *Server) { s.tls.handshake = time.Minute })
+	addr := dotAddr(s)
+	const host = "127.0.6.1"
+	for range tcpClientShare / 2 {
+		dialTCPFrom(t, host, tcpAddr(s))
+	}
+	for range tcpClientShare - tcpClientShare/2 {
+		dialTCPFrom(t, host, addr) // DoT, never handshaken
+	}
+	waitFor(t, "the host's share to be admitted", func() bool { return s.Snapshot().TCPConns == tcpClientShare })
+	for range 3 {
+		wantReset(t, host, addr)
+	}
+	if got := s.TLSSnapshot().DoT; got.RefusedShare != 3 || got.RefusedCapacity != 0 {
+		t.Errorf("DoT refused as over the share %d, over the cap %d; want 3 and 0", got.RefusedShare, got.RefusedCapacity)
+	}
+	if n := s.Snapshot().TCPConns; n != tcpClientShare {
+		t.Errorf("%d connections held, want the share %d", n, tcpClientShare)
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.6.2")}}, Config: p.clientConf}
+	other, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("another host's DoT: %v", err)
+	}
+	defer other.Close()
+	oc := &dns.Conn{Conn: other}
+	oc.WriteMsg(tlsQuery("other.example."))
+	if resp := readMsg(t, oc); len(resp.Answer) != 1 {
+		t.Fatalf("another host's answer: %v", resp)
 	}
 }
 
@@ -182,7 +227,7 @@ func TestDoT_outsideAllowClosedAtAccept(t *testing.T) {
 	if err == nil {
 		t.Fatal("a client outside dns.allow completed a handshake")
 	}
-	waitFor(t, "the refusal counted", func() bool { return s.TLSSnapshot().DoT.RefusedAccess == 1 })
+	waitFor(t, "the refusal counted", func() bool { return s.TLSSnapshot().DoT.RefusedNotAllowed == 1 })
 	if n := s.Snapshot().TCPConns; n != 0 {
 		t.Fatalf("%d connections held after the refusal", n)
 	}

@@ -16,8 +16,9 @@ import (
 // The TLS front ends (SPEC §8.8): DoT (dot.go) and DoH (doh.go) listeners.
 // Each is a listener (listen.go) without a UDP socket, so reconciling on
 // reload, stopping, draining and Shutdown treat them like plain ones; their
-// connections share the plain TCP per-family cap and the access list, both
-// applied at accept, before a handshake costs anything.
+// connections share the plain TCP per-family cap, the per-client share of
+// it and the access list, all applied at accept, before a handshake costs
+// anything.
 
 // tlsHandshakeTimeout bounds a TLS handshake, from accept to the first byte
 // of DNS: a LAN handshake takes milliseconds, a phone waking its radio a
@@ -47,10 +48,11 @@ type certHolder struct{ src CertSource }
 
 // frontCounters are one front end's connection outcomes.
 type frontCounters struct {
-	refusedAccess    atomic.Uint64 // peer outside dns.allow: closed at accept
-	refusedCapacity  atomic.Uint64 // over the TCP per-family cap: closed at accept
-	handshakeTimeout atomic.Uint64 // no completed handshake within the bound
-	handshakeFailed  atomic.Uint64 // a failed handshake: garbage, TLS < 1.2, no shared cipher
+	refusedNotAllowed atomic.Uint64 // peer outside dns.allow: closed at accept
+	refusedShare      atomic.Uint64 // the client already holds its share of the TCP cap
+	refusedCapacity   atomic.Uint64 // over the TCP per-family cap: closed at accept
+	handshakeTimeout  atomic.Uint64 // no completed handshake within the bound
+	handshakeFailed   atomic.Uint64 // a failed handshake: garbage, TLS < 1.2, no shared cipher
 }
 
 type tlsCounters struct {
@@ -180,28 +182,35 @@ func (s *Server) tlsConfig(alpn ...string) *tls.Config {
 }
 
 // admitStream applies SPEC §9 to a new DoT or DoH connection before any
-// TLS work: a peer outside dns.allow is closed and takes no capacity, one
-// over the family's TCP cap is refused; both are closed with a reset so no
-// TIME_WAIT is left on our side. release returns the capacity unit.
+// TLS work, in the plain TCP accept's order (admitTCP): a peer outside
+// dns.allow is closed and takes no capacity; then a unit of the client's
+// share of the TCP cap (one address cannot hold every place, whichever
+// transport it uses), then a unit of the family's cap. A refused connection
+// is reset (no TIME_WAIT on our side). release returns both units.
 func (s *Server) admitStream(c *net.TCPConn, fc *frontCounters) (client netip.Addr, release func(), ok bool) {
 	client = addrOf(c.RemoteAddr())
-	s.genMu.RLock()
-	allow := s.gen.st.Allow
-	s.genMu.RUnlock()
-	if !allowed(allow, client) {
-		fc.refusedAccess.Add(1)
-		c.SetLinger(0)
-		c.Close()
+	if !s.allowedNow(client) {
+		fc.refusedNotAllowed.Add(1)
+		reset(c)
+		return client, nil, false
+	}
+	key := clientKey(client)
+	if !s.tcpShare.tryAcquire(key) {
+		fc.refusedShare.Add(1)
+		reset(c)
 		return client, nil, false
 	}
 	slot := &s.tcpCap[family(client)]
 	if !slot.tryAcquire() {
+		s.tcpShare.release(key)
 		fc.refusedCapacity.Add(1)
-		c.SetLinger(0)
-		c.Close()
+		reset(c)
 		return client, nil, false
 	}
-	return client, slot.release, true
+	return client, func() {
+		slot.release()
+		s.tcpShare.release(key)
+	}, true
 }
 
 // handshake runs the TLS handshake within the bound. A failure is counted
@@ -245,7 +254,8 @@ func (s *Server) TLSAddrs() (dot, doh []net.Addr) {
 
 // FrontSnapshot is one TLS front end's connection counters.
 type FrontSnapshot struct {
-	RefusedAccess     uint64 // closed at accept: the peer is outside dns.allow
+	RefusedNotAllowed uint64 // closed at accept: the peer is outside dns.allow
+	RefusedShare      uint64 // closed at accept: the client held its share of the TCP cap
 	RefusedCapacity   uint64 // closed at accept: the TCP per-family cap was reached
 	HandshakeTimeouts uint64 // no handshake within the bound
 	HandshakeFailures uint64 // a handshake that failed: not TLS, TLS < 1.2, no common cipher
@@ -267,7 +277,8 @@ type TLSSnapshot struct {
 func (s *Server) TLSSnapshot() TLSSnapshot {
 	front := func(fc *frontCounters) FrontSnapshot {
 		return FrontSnapshot{
-			RefusedAccess: fc.refusedAccess.Load(), RefusedCapacity: fc.refusedCapacity.Load(),
+			RefusedNotAllowed: fc.refusedNotAllowed.Load(), RefusedShare: fc.refusedShare.Load(),
+			RefusedCapacity:   fc.refusedCapacity.Load(),
 			HandshakeTimeouts: fc.handshakeTimeout.Load(), HandshakeFailures: fc.handshakeFailed.Load(),
 		}
 	}

@@ -127,17 +127,21 @@ func TestOpen_refusesWhatIsNotACertificateFile(t *testing.T) {
 	if err := os.WriteFile(huge, make([]byte, maxFileSize+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string][2]string{
-		"missing":   {filepath.Join(p.dir, "nope.pem"), p.key},
-		"fifo":      {fifo, p.key},
-		"directory": {p.dir, p.key},
-		"huge":      {huge, p.key},
-		"swapped":   {p.key, p.cert},
+	// The file errors are the shared reader's (safefile), the same for every
+	// file the configuration names.
+	for name, c := range map[string][3]string{
+		"missing":   {filepath.Join(p.dir, "nope.pem"), p.key, "no such file"},
+		"fifo":      {fifo, p.key, "not a regular file (a FIFO)"},
+		"directory": {p.dir, p.key, "not a regular file (a directory)"},
+		"huge":      {huge, p.key, "over the 1048576-byte limit"},
+		"swapped":   {p.key, p.cert, ""},
 	} {
 		start := time.Now()
 		_, err := Open(c[0], c[1], Options{})
 		if err == nil {
 			t.Errorf("%s: Open succeeded", name)
+		} else if !strings.Contains(err.Error(), c[2]) {
+			t.Errorf("%s: %v, want %q", name, err, c[2])
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("%s: Open took %v: it must not block", name, d)

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"syscall"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // PasswordCost is the bcrypt cost of `nxdns hash-password`: about a quarter
@@ -40,27 +39,9 @@ func HashPassword(password []byte) (string, error) {
 // 4 KiB holding one bcrypt hash (surrounding white space ignored). A FIFO
 // or a device fails at once.
 func LoadPasswordFile(path string) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
-	// writer and hang the start or the reload (SPEC §9 "Robustness"); on a
-	// regular file it changes nothing.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	b, err := safefile.ReadFile(path, maxPasswordFile) // a FIFO or a device fails at once
 	if err != nil {
 		return nil, fmt.Errorf("web.password_file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("web.password_file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("web.password_file: %s is not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxPasswordFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("web.password_file: %w", err)
-	}
-	if len(b) > maxPasswordFile {
-		return nil, fmt.Errorf("web.password_file: %s is larger than %d bytes: not a password hash", path, maxPasswordFile)
 	}
 	hash := bytes.TrimSpace(b)
 	if _, err := bcrypt.Cost(hash); err != nil {

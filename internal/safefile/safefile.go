@@ -1,0 +1,72 @@
+// Package safefile is the one reader of the files nxdns's configuration
+// names (SPEC §9 "Robustness": read once, with a size cap, only if they are
+// regular files). A leaf with no internal imports, so config (which imports
+// nothing internal but leaves like this), tlscert and cache share it; each
+// caller keeps its own size cap.
+package safefile
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// ReadFile reads the named file whole, once, if it is a regular file of at
+// most limit bytes. It is the one way nxdns reads a file the configuration
+// names (the file itself, ca_file, the serving certificate and key, the
+// cache file), so that none of them can hang or exhaust the process:
+//
+//   - the file is opened with O_NONBLOCK, so opening a FIFO with no writer
+//     returns at once instead of waiting for one, and then fails the
+//     regular-file check (a FIFO, a device such as /dev/zero, a socket or a
+//     directory is refused with a clear error before any byte is read);
+//   - the check is made on the opened descriptor (fstat), not on the path,
+//     so the file checked is the file read;
+//   - at most limit+1 bytes are read, so a huge (or growing) file costs
+//     limit bytes of memory and an error, never more.
+//
+// Errors name the path.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err // *fs.PathError names the path and the reason
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("not a regular file (%s)", kind(st.Mode()))}
+	}
+	if st.Size() > limit {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%d bytes, over the %d-byte limit", st.Size(), limit)}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit { // it grew since fstat
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("over the %d-byte limit", limit)}
+	}
+	return b, nil
+}
+
+// kind names a non-regular file's type for the error message.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return m.Type().String()
+}
