@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // AllowFile is the file under filter.state_dir that keeps the names
@@ -171,11 +171,11 @@ func (a *allowed) save(names map[string]struct{}) error {
 	return nil
 }
 
-// readAllowFile reads an allow file with config.ReadFile (a regular file
+// readAllowFile reads an allow file with safefile.ReadFile (a regular file
 // of at most maxAllowedBytes, never a FIFO: SPEC §9), one name a line,
 // '#' comments; a line that is not a name is skipped.
 func readAllowFile(path string) ([]string, error) {
-	b, err := config.ReadFile(path, maxAllowedBytes)
+	b, err := safefile.ReadFile(path, maxAllowedBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -390,7 +390,7 @@ func (e *Engine) succeed(st *listState) {
 
 // parseFile parses a list file: a regular file only, read with the
 // parser's size cap, so a FIFO or a device fails at once (SPEC §9). It is
-// opened with O_NONBLOCK, as config.ReadFile does: opening a FIFO with no
+// opened with O_NONBLOCK, as safefile.ReadFile does: opening a FIFO with no
 // writer would otherwise wait for one, and hang the reload.
 func parseFile(path string, emit func(Rule)) (Report, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
