@@ -206,11 +206,12 @@ func (q *pending) sizeLimit() int {
 	}
 }
 
-// pack sizes the answer to the client and encodes it (fit: the one place an
-// answer's size is decided), recording the rcode sent.
-func (s *Server) pack(q *pending, m *dns.Msg) []byte {
+// pack sizes the answer to the client and encodes it into buf, or a buffer
+// of its own if buf is too small (fit: the one place an answer's size is
+// decided), recording the rcode sent.
+func (s *Server) pack(q *pending, m *dns.Msg, buf []byte) []byte {
 	limit := q.sizeLimit()
-	wire, err := fit(m, limit)
+	wire, err := fit(m, limit, buf)
 	if err != nil && q.req != nil && len(q.req.Question) == 1 {
 		// A record the resolver built that does not encode is a bug on our
 		// side of the wire, not the client's: SERVFAIL, EDE Other.
@@ -219,7 +220,7 @@ func (s *Server) pack(q *pending, m *dns.Msg) []byte {
 		m.Rcode = dns.RcodeServerFailure
 		q.ev.EDE = nil
 		q.attachOPT(m, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "answer does not encode"})
-		wire, err = fit(m, limit)
+		wire, err = fit(m, limit, buf)
 	}
 	if err != nil || len(wire) > limit {
 		return nil // cannot happen for a question that parsed (see fit); never send oversize
