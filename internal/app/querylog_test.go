@@ -18,6 +18,8 @@ func TestQueryLog_summarisesTheAnswer(t *testing.T) {
 	cfg.Log.Queries = &on
 	r.start(t, cfg)
 	ask(t, addr, "answer.example.")
+	// The line is written after the answer was sent.
+	waitUntil(t, "the query's line", func() bool { return r.observed.FilterMessage("query").Len() >= 1 })
 	lines := r.observed.FilterMessage("query").All()
 	if len(lines) != 1 {
 		t.Fatalf("%d query lines, want 1", len(lines))
