@@ -28,8 +28,9 @@ type pending struct {
 	gen *generation
 	st  *State
 	ev  *query.Event
-	req *dns.Msg // nil when only the header parsed
-	opt *dns.OPT // the client's OPT record; nil without EDNS
+	req *dns.Msg   // nil when only the header parsed
+	opt *dns.OPT   // the client's OPT record; nil without EDNS
+	ans *answerMsg // the answer base last built (reply.go)
 
 	// Held here rather than allocated one by one: a query costs one
 	// allocation for all of them (docs/performance.md "Answer cache"). The
