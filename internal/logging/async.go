@@ -58,9 +58,10 @@ func newAsyncWriter(out io.Writer, dropped *atomic.Uint64) *asyncWriter {
 
 // maxBatch bounds the bytes run joins into one write: the lines already
 // queued go to the sink together, one system call for many lines at query
-// rates, and a pipe or journald stream still takes the batch whole (64 KiB
-// is Linux's pipe buffer).
-const maxBatch = 64 << 10
+// rates. 4096 bytes is PIPE_BUF: a write that size or smaller to a pipe is
+// all or nothing (pipe(7)), so a batch, like a single line, never reaches
+// a pipe cut in half. A line longer than that is written on its own.
+const maxBatch = 4096
 
 func (w *asyncWriter) run() {
 	var batch []byte
@@ -80,11 +81,11 @@ func (w *asyncWriter) run() {
 				flush()
 				close(it.flushed)
 			} else {
+				if len(batch)+len(it.line) > maxBatch {
+					flush()
+				}
 				batch = append(batch, it.line...)
 				lines++
-			}
-			if len(batch) >= maxBatch {
-				break
 			}
 			select {
 			case next, ok := <-w.queue:
