@@ -49,8 +49,12 @@ func TestStore_floodKeepsHotNames(t *testing.T) {
 			}
 		}
 	}
-	if misses > 0 {
-		t.Errorf("hot names missed %d times after warm-up among a flood of one-time names", misses)
+	// otter applies writes in batches on its own goroutine, so under load
+	// (the race detector, a busy machine) a hot name's access can be counted
+	// after a burst of writes has evicted it: a few misses are the batching,
+	// not the policy. An LRU misses all 940 asks after warm-up; allow 1 %.
+	if asks := 94 * 10; misses > asks/100 {
+		t.Errorf("hot names missed %d of %d times after warm-up among a flood of one-time names", misses, asks)
 	}
 }
 

@@ -33,9 +33,10 @@ func Dropped() uint64 { return dropped.Load() }
 // sink whole, in the order written, or is dropped and counted in Dropped
 // (never half a line). Sync returns once every line written before it has
 // reached the sink, or after syncTimeout. One goroutine writes to the sink
-// for the life of the process (a logger has no Close in zap); a sink error
-// such as EPIPE (the reader went away) drops that line, counted, and the
-// next is tried.
+// for the life of the process (a logger has no Close in zap), the lines
+// queued at that moment in one write; a sink error such as EPIPE (the
+// reader went away) drops that write's lines, counted, and the next write
+// is tried.
 type asyncWriter struct {
 	out     io.Writer
 	queue   chan item
@@ -55,15 +56,48 @@ func newAsyncWriter(out io.Writer, dropped *atomic.Uint64) *asyncWriter {
 	return w
 }
 
+// maxBatch bounds the bytes run joins into one write: the lines already
+// queued go to the sink together, one system call for many lines at query
+// rates. 4096 bytes is PIPE_BUF: a write that size or smaller to a pipe is
+// all or nothing (pipe(7)), so a batch, like a single line, never reaches
+// a pipe cut in half. A line longer than that is written on its own.
+const maxBatch = 4096
+
 func (w *asyncWriter) run() {
+	var batch []byte
+	lines := 0
+	flush := func() {
+		if lines == 0 {
+			return
+		}
+		if _, err := w.out.Write(batch); err != nil {
+			w.dropped.Add(uint64(lines))
+		}
+		batch, lines = batch[:0], 0
+	}
 	for it := range w.queue {
-		if it.flushed != nil {
-			close(it.flushed)
-			continue
+		for {
+			if it.flushed != nil {
+				flush()
+				close(it.flushed)
+			} else {
+				if len(batch)+len(it.line) > maxBatch {
+					flush()
+				}
+				batch = append(batch, it.line...)
+				lines++
+			}
+			select {
+			case next, ok := <-w.queue:
+				if ok {
+					it = next
+					continue
+				}
+			default:
+			}
+			break
 		}
-		if _, err := w.out.Write(it.line); err != nil {
-			w.dropped.Add(1)
-		}
+		flush()
 	}
 }
 

@@ -2,7 +2,9 @@ package query
 
 import (
 	"context"
+	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -106,5 +108,33 @@ func TestProtoNames(t *testing.T) {
 	}
 	if UDP.Stream() || !TCP.Stream() || !DoT.Stream() || !DoH.Stream() {
 		t.Error("Stream: only UDP is a datagram transport")
+	}
+}
+
+// TestRdataMatchesString: the direct forms of A and CNAME records are the
+// text rr.String() gives after its header, including the records that take
+// the slow path (a name needing escapes, an A record holding no IPv4
+// address).
+func TestRdataMatchesString(t *testing.T) {
+	hdr := func(rrtype uint16) dns.RR_Header {
+		return dns.RR_Header{Name: "www.example.", Rrtype: rrtype, Class: dns.ClassINET, Ttl: 60}
+	}
+	rrs := []dns.RR{
+		&dns.A{Hdr: hdr(dns.TypeA), A: net.ParseIP("192.0.2.1").To4()},
+		&dns.A{Hdr: hdr(dns.TypeA), A: net.ParseIP("192.0.2.1")}, // 16-byte form
+		&dns.A{Hdr: hdr(dns.TypeA), A: net.ParseIP("2001:db8::1")},
+		&dns.A{Hdr: hdr(dns.TypeA)},
+		&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: "cdn.example.net."},
+		&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: "Mixed-Case_srv.Example.NET."},
+		&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: `we\ird\.label.example.`},
+		&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: "with space.example."},
+		&dns.CNAME{Hdr: hdr(dns.TypeCNAME), Target: "."},
+		&dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: net.ParseIP("2001:db8::1")},
+	}
+	for _, rr := range rrs {
+		want := strings.TrimPrefix(rr.String(), rr.Header().String())
+		if got := rdata(rr); got != want {
+			t.Errorf("rdata(%#v) = %q, want %q", rr, got, want)
+		}
 	}
 }

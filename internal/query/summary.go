@@ -1,6 +1,7 @@
 package query
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -37,12 +38,46 @@ func Summary(m *dns.Msg) string {
 		h := rr.Header()
 		b.WriteString(dns.Type(h.Rrtype).String())
 		b.WriteByte(' ')
-		// The presentation form minus its header: "192.0.2.1".
-		s := rr.String()
-		if hs := h.String(); strings.HasPrefix(s, hs) {
-			s = s[len(hs):]
-		}
-		b.WriteString(s)
+		b.WriteString(rdata(rr))
 	}
 	return b.String()
+}
+
+// rdata is rr's presentation form minus its header: "192.0.2.1". The
+// records most answers consist of are written directly: rr.String() builds
+// the whole line, header included, and would be most of a query-log line's
+// cost at cache-hit rates. Anything else, and any name that would need
+// escaping, takes rr.String(), so the text is the same either way
+// (TestRdataMatchesString).
+func rdata(rr dns.RR) string {
+	switch r := rr.(type) {
+	case *dns.A:
+		if ip, ok := netip.AddrFromSlice(r.A); ok && ip.Unmap().Is4() {
+			return ip.Unmap().String()
+		}
+	case *dns.CNAME:
+		if plainName(r.Target) {
+			return r.Target
+		}
+	}
+	s := rr.String()
+	if hs := rr.Header().String(); strings.HasPrefix(s, hs) {
+		s = s[len(hs):]
+	}
+	return s
+}
+
+// plainName reports whether a name's presentation form is the name itself:
+// letters, digits, hyphens, underscores and the dots between labels.
+func plainName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -19,9 +19,11 @@ import (
 // was cut is announced: records dropped set TC (the client retries over
 // TCP), EDE text is shortened (SPEC §4.6: "EXTRA-TEXT is shortened rather
 // than overflow it"), never dropped with its info code. m is modified.
-func fit(m *dns.Msg, limit int) ([]byte, error) {
+// The result is packed into buf when it fits (Msg.PackBuffer), so the
+// caller may hand in a reused buffer.
+func fit(m *dns.Msg, limit int, buf []byte) ([]byte, error) {
 	m.Truncate(limit)
-	wire, err := m.Pack()
+	wire, err := m.PackBuffer(buf)
 	if err != nil || len(wire) <= limit {
 		return wire, err
 	}
@@ -29,7 +31,7 @@ func fit(m *dns.Msg, limit int) ([]byte, error) {
 	// excess and size the records again around the smaller OPT.
 	if shortenEDE(m, len(wire)-limit) {
 		m.Truncate(limit)
-		if wire, err = m.Pack(); err != nil || len(wire) <= limit {
+		if wire, err = m.PackBuffer(buf); err != nil || len(wire) <= limit {
 			return wire, err
 		}
 	}
@@ -58,7 +60,7 @@ func fit(m *dns.Msg, limit int) ([]byte, error) {
 	}
 	m.Truncated = true
 	m.Compress = true
-	return m.Pack()
+	return m.PackBuffer(buf)
 }
 
 // shortenEDE cuts the EXTRA-TEXT of m's Extended DNS Errors by at least

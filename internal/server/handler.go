@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -27,8 +28,20 @@ type pending struct {
 	gen *generation
 	st  *State
 	ev  *query.Event
-	req *dns.Msg // nil when only the header parsed
-	opt *dns.OPT // the client's OPT record; nil without EDNS
+	req *dns.Msg   // nil when only the header parsed
+	opt *dns.OPT   // the client's OPT record; nil without EDNS
+	ans *answerMsg // the answer base last built (reply.go)
+
+	// Held here rather than allocated one by one: a query costs one
+	// allocation for all of them (docs/performance.md "Answer cache"). The
+	// pending is never reused, so a stage may keep r.Msg past the query (the
+	// cache's shared exchange does). The event is allocated on its own: a
+	// sink may keep it, and should not keep the rest alive with it.
+	parsed  dns.Msg       // what req points to
+	r       query.Request // what the chain sees
+	up      dns.Msg       // r.Msg: the query as sent on
+	upOPT   dns.OPT       // up's OPT record
+	upExtra [1]dns.RR     // up's additional section
 }
 
 // serve answers one query message and hands the wire answer to send, unless
@@ -47,9 +60,11 @@ func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, prot
 	q := &pending{gen: g, st: g.st, ev: &query.Event{
 		Time: time.Now(), Client: client, Proto: proto, Source: query.SourceServer, Rcode: query.RcodeNone,
 	}}
+	buf := packBuffers.Get().(*[]byte)
+	defer packBuffers.Put(buf)
 	var out []byte
 	if m := s.answer(ctx, q, wire); m != nil {
-		out = s.pack(q, m)
+		out = s.pack(q, m, *buf)
 	}
 	q.ev.Duration = time.Since(q.ev.Time)
 	if out != nil && send(out) != nil {
@@ -59,10 +74,19 @@ func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, prot
 	s.record(q)
 }
 
+// packBuffers hold the wire answers while they are sent: every send copies
+// or writes the answer before it returns (a UDP datagram, a TCP frame, a
+// DoH body), so the buffer is free again once serve returns. A buffer fits
+// any UDP answer; a larger stream answer packs into one of its own.
+var packBuffers = sync.Pool{New: func() any {
+	b := make([]byte, maxUDPAnswer)
+	return &b
+}}
+
 // answer checks the query (SPEC §9: REFUSED first, then FORMERR, NOTIMP,
 // BADVERS) and, if it passes, resolves it. nil means send nothing.
 func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
-	req := new(dns.Msg)
+	req := &q.parsed
 	if err := req.Unpack(wire); err != nil {
 		if !allowed(q.st.Allow, q.ev.Client) {
 			q.ev.Source = query.SourceRefused
@@ -110,8 +134,9 @@ func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {
 	if q.st.Names != nil {
 		q.ev.ClientName = q.st.Names.Name(q.ev.Client)
 	}
-	r := &query.Request{
-		Msg:      upstreamQuery(q.req, q.opt),
+	r := &q.r
+	*r = query.Request{
+		Msg:      q.upstreamQuery(),
 		Deadline: q.ev.Time.Add(q.st.budget()),
 		Event:    q.ev,
 	}
@@ -140,8 +165,11 @@ const upstreamUDPSize = 1232
 //     (cookies, padding, keepalive) or private (client subnet, RFC 7871), and
 //     its buffer size describes the client's path, not ours. Only the DO bit
 //     follows the client, so DNSSEC records come back to clients that asked.
-func upstreamQuery(req *dns.Msg, opt *dns.OPT) *dns.Msg {
-	m := &dns.Msg{
+//
+// It is built once per query, in the pending's own fields.
+func (q *pending) upstreamQuery() *dns.Msg {
+	req := q.req
+	q.up = dns.Msg{
 		MsgHdr: dns.MsgHdr{
 			Id:                uint16(rand.Uint32()),
 			Opcode:            dns.OpcodeQuery,
@@ -151,18 +179,25 @@ func upstreamQuery(req *dns.Msg, opt *dns.OPT) *dns.Msg {
 		},
 		Question: req.Question[:1:1],
 	}
-	m.Extra = []dns.RR{newOPT(opt != nil && opt.Do())}
-	return m
+	setOPT(&q.upOPT, q.opt != nil && q.opt.Do())
+	q.upExtra[0] = &q.upOPT
+	q.up.Extra = q.upExtra[:]
+	return &q.up
 }
 
 // newOPT is nxdns's OPT record: version 0, its buffer size, the DO bit given.
 func newOPT(do bool) *dns.OPT {
-	o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	o := new(dns.OPT)
+	setOPT(o, do)
+	return o
+}
+
+func setOPT(o *dns.OPT, do bool) {
+	*o = dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	o.SetUDPSize(upstreamUDPSize)
 	if do {
 		o.SetDo()
 	}
-	return o
 }
 
 // clientOPT finds the query's OPT record; ok is false when there is more

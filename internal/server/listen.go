@@ -224,7 +224,9 @@ func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort) {
 		return
 	}
 	q := append([]byte(nil), wire...) // buf is reused by the next read
-	l.wg.Go(func() {
+	l.wg.Add(1)
+	s.work.run(func() {
+		defer l.wg.Done()
 		defer s.udpShare.release(key)
 		defer slot.release()
 		// A failed write (the client's port closed, a full buffer) is

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/nxdns/nxdns/internal/query"
 )
@@ -12,45 +13,66 @@ import (
 // filled with a placeholder: no client_name when none is known, no upstream
 // when none is attributed (SPEC §4.4: never a fake identity), no ede when
 // none was sent, no name or type when the question did not parse.
+//
+// The fields are written straight from the event (one inline field) rather
+// than built as a slice of zap.Fields first: at cache-hit rates that slice
+// was a tenth of the line's cost.
 func (s *Server) logQuery(e *query.Event) {
-	ce := s.qlog.Check(zap.InfoLevel, "query")
-	if ce == nil {
-		return
+	if ce := s.qlog.Check(zap.InfoLevel, "query"); ce != nil {
+		ce.Write(zap.Inline(eventLine{e}))
 	}
-	fields := make([]zap.Field, 0, 16)
-	fields = append(fields, zap.String("client", e.Client.String()))
+}
+
+// eventLine is the query-log line's fields, in their order.
+type eventLine struct{ e *query.Event }
+
+func (l eventLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	e := l.e
+	enc.AddString("client", e.Client.String())
 	if e.ClientName != "" {
-		fields = append(fields, zap.String("client_name", e.ClientName))
+		enc.AddString("client_name", e.ClientName)
 	}
 	if e.Name != "" {
-		fields = append(fields, zap.String("name", e.Name), zap.String("type", dns.Type(e.Qtype).String()))
+		enc.AddString("name", e.Name)
+		enc.AddString("type", dns.Type(e.Qtype).String())
 	}
-	fields = append(fields,
-		zap.String("proto", e.Proto.String()),
-		zap.String("rcode", rcodeLabel(rcodeSlot(e.Rcode))),
-		zap.String("source", e.Source),
-	)
+	enc.AddString("proto", e.Proto.String())
+	enc.AddString("rcode", rcodeLabel(rcodeSlot(e.Rcode)))
+	enc.AddString("source", e.Source)
 	if e.Upstream != "" {
-		fields = append(fields, zap.String("upstream", e.Upstream))
+		enc.AddString("upstream", e.Upstream)
 	}
 	if len(e.Tried) > 1 || len(e.Tried) == 1 && e.Tried[0] != e.Upstream {
 		// Every upstream tried, in order (SPEC §4.4), when that says more
 		// than upstream does: a failover, or a failure attributed to none.
-		fields = append(fields, zap.Strings("tried", e.Tried))
-	}
-	if a := query.Summary(e.Reply); a != "" {
-		fields = append(fields, zap.String("answer", a))
-	}
-	// Microsecond resolution: a cached or LAN answer takes well under 1 ms.
-	fields = append(fields, zap.Float64("duration_ms", float64(e.Duration.Microseconds())/1000))
-	if e.EDE != nil {
-		fields = append(fields, zap.Uint16("ede", e.EDE.Code))
-	}
-	if e.Filter.Blocked {
-		fields = append(fields, zap.String("list", e.Filter.List), zap.String("rule", e.Filter.Rule))
-		if e.Filter.Group != "" {
-			fields = append(fields, zap.String("group", e.Filter.Group))
+		if err := enc.AddArray("tried", stringArray(e.Tried)); err != nil {
+			return err
 		}
 	}
-	ce.Write(fields...)
+	if a := query.Summary(e.Reply); a != "" {
+		enc.AddString("answer", a)
+	}
+	// Microsecond resolution: a cached or LAN answer takes well under 1 ms.
+	enc.AddFloat64("duration_ms", float64(e.Duration.Microseconds())/1000)
+	if e.EDE != nil {
+		enc.AddUint16("ede", e.EDE.Code)
+	}
+	if e.Filter.Blocked {
+		enc.AddString("list", e.Filter.List)
+		enc.AddString("rule", e.Filter.Rule)
+		if e.Filter.Group != "" {
+			enc.AddString("group", e.Filter.Group)
+		}
+	}
+	return nil
+}
+
+// stringArray is a string list as a log array, as zap.Strings writes it.
+type stringArray []string
+
+func (ss stringArray) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, s := range ss {
+		enc.AppendString(s)
+	}
+	return nil
 }

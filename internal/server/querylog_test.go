@@ -39,10 +39,15 @@ func TestQueryLog_oneLinePerQueryWithFields(t *testing.T) {
 	}
 	defer s.Shutdown(context.Background())
 
+	// Each line is written after its answer was sent: wait for it before
+	// the next query, so the lines are in the queries' order.
+	lines := func(n int) func() bool { return func() bool { return logs.FilterMessage("query").Len() >= n } }
 	exchange(t, "udp", udpAddr(s), newQuery("ok.example.", dns.TypeAAAA))
+	waitFor(t, "the first query's line", lines(1))
 	late := newQuery("late.example.", dns.TypeA)
 	late.SetEdns0(1232, false)
 	exchange(t, "tcp", tcpAddr(s), late)
+	waitFor(t, "the second query's line", lines(2))
 
 	// A line is written after its answer was sent, so the second query's
 	// line can come first: wait for both and tell them apart by name.

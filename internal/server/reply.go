@@ -20,7 +20,10 @@ import (
 // offers recursion.
 func (q *pending) base() *dns.Msg {
 	req := q.req
-	m := &dns.Msg{MsgHdr: dns.MsgHdr{
+	a := new(answerMsg)
+	q.ans = a
+	m := &a.msg
+	*m = dns.Msg{MsgHdr: dns.MsgHdr{
 		Id:                 req.Id,
 		Response:           true,
 		Opcode:             req.Opcode,
@@ -32,6 +35,16 @@ func (q *pending) base() *dns.Msg {
 		m.Question = req.Question
 	}
 	return m
+}
+
+// answerMsg is an answer and the records nxdns adds to it, allocated
+// together: the OPT record and room for the additional section, which for
+// most answers is that OPT alone. It is the event's Reply, kept as a whole.
+type answerMsg struct {
+	msg     dns.Msg
+	opt     dns.OPT
+	optUsed bool
+	extra   [1]dns.RR
 }
 
 // reply is an answer the server gives itself, with an rcode and no records.
@@ -51,7 +64,14 @@ func (q *pending) attachOPT(m *dns.Msg, edes ...*dns.EDNS0_EDE) {
 	if q.opt == nil {
 		return
 	}
-	o := newOPT(q.opt.Do())
+	var o *dns.OPT
+	if a := q.ans; a != nil && m == &a.msg && !a.optUsed {
+		a.optUsed = true
+		o = &a.opt
+		setOPT(o, q.opt.Do())
+	} else {
+		o = newOPT(q.opt.Do())
+	}
 	addKeepalive(o, q.ev.Proto) // keepalive.go
 	for _, e := range edes {
 		o.Option = append(o.Option, e)
@@ -82,7 +102,11 @@ func (q *pending) relay(resp *dns.Msg) *dns.Msg {
 	// RFC 6840 §5.8: AD only to a client that showed it understands it.
 	m.AuthenticatedData = resp.AuthenticatedData && (q.req.AuthenticatedData || q.opt != nil && q.opt.Do())
 	m.Answer, m.Ns = withoutTransactionRRs(resp.Answer), withoutTransactionRRs(resp.Ns)
-	m.Extra = make([]dns.RR, 0, len(resp.Extra)+1)
+	if n := len(resp.Extra) + 1; n <= len(q.ans.extra) {
+		m.Extra = q.ans.extra[:0:n] // the usual case: nxdns's OPT alone
+	} else {
+		m.Extra = make([]dns.RR, 0, n)
+	}
 	var edes []*dns.EDNS0_EDE
 	for _, rr := range resp.Extra {
 		o, isOPT := rr.(*dns.OPT)
@@ -206,11 +230,12 @@ func (q *pending) sizeLimit() int {
 	}
 }
 
-// pack sizes the answer to the client and encodes it (fit: the one place an
-// answer's size is decided), recording the rcode sent.
-func (s *Server) pack(q *pending, m *dns.Msg) []byte {
+// pack sizes the answer to the client and encodes it into buf, or a buffer
+// of its own if buf is too small (fit: the one place an answer's size is
+// decided), recording the rcode sent.
+func (s *Server) pack(q *pending, m *dns.Msg, buf []byte) []byte {
 	limit := q.sizeLimit()
-	wire, err := fit(m, limit)
+	wire, err := fit(m, limit, buf)
 	if err != nil && q.req != nil && len(q.req.Question) == 1 {
 		// A record the resolver built that does not encode is a bug on our
 		// side of the wire, not the client's: SERVFAIL, EDE Other.
@@ -219,7 +244,7 @@ func (s *Server) pack(q *pending, m *dns.Msg) []byte {
 		m.Rcode = dns.RcodeServerFailure
 		q.ev.EDE = nil
 		q.attachOPT(m, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "answer does not encode"})
-		wire, err = fit(m, limit)
+		wire, err = fit(m, limit, buf)
 	}
 	if err != nil || len(wire) > limit {
 		return nil // cannot happen for a question that parsed (see fit); never send oversize

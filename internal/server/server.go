@@ -149,6 +149,7 @@ type Server struct {
 	udpShare *clientShares // one client's share of udpCap
 	tcpShare *clientShares // one client's share of tcpCap
 	stats    counters
+	work     *workers // the goroutines the UDP queries run on (workers.go)
 
 	// TCP bounds, fields so tests can shorten them (set before Listen).
 	tcpIdle, tcpRead, tcpWrite time.Duration
@@ -175,6 +176,7 @@ func New(opts Options, st *State) *Server {
 		tcpWrite: tcpWriteTimeout,
 		udpShare: newClientShares(udpClientShare),
 		tcpShare: newClientShares(tcpClientShare),
+		work:     newWorkers(),
 	}
 	for f := range numFamilies {
 		s.udpCap[f].max = maxUDPInFlight
@@ -273,6 +275,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	s.cancel()
+	s.work.stop() // every query has returned: the idle workers go
+	s.work.wait()
 	for _, l := range ls {
 		l.closeSockets()
 	}

@@ -144,6 +144,8 @@ func TestHandler_refusesClientOutsideAllow(t *testing.T) {
 	if resp.Rcode != dns.RcodeRefused || len(resp.Answer) != 0 {
 		t.Errorf("rcode %s with %d answers, want REFUSED and none", dns.RcodeToString[resp.Rcode], len(resp.Answer))
 	}
+	// The query is counted after its answer was sent.
+	waitFor(t, "the refused query counted", func() bool { return s.Snapshot().Refused >= 1 })
 	snap := s.Snapshot()
 	if snap.Refused != 1 || count(snap, query.SourceRefused, "REFUSED") != 1 {
 		t.Errorf("refused = %d, refused/REFUSED = %d, want 1 and 1", snap.Refused, count(snap, query.SourceRefused, "REFUSED"))
