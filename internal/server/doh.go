@@ -32,7 +32,7 @@ const (
 	// dohHeaderTimeout bounds a request's headers (a slow-loris client).
 	dohHeaderTimeout = 5 * time.Second
 	// dohRequestTimeout bounds reading a request's body and writing its
-	// answer: the query budget (5 s by default) plus margin.
+	// answer: the query budget (4 s by default) plus margin.
 	dohRequestTimeout = 10 * time.Second
 	// dohIdleTimeout closes a keep-alive connection without requests. Longer
 	// than TCP's: browsers keep one DoH connection and send through it in

@@ -155,7 +155,7 @@ func (q *pending) failure(ctx context.Context, err error) *dns.Msg {
 	return m
 }
 
-// budgetText is EDE 22's text: "budget exhausted after 5000 ms".
+// budgetText is EDE 22's text: "budget exhausted after 4000 ms".
 func budgetText(qe *upstream.QueryError) string {
 	if qe == nil || qe.Budget <= 0 {
 		return upstream.KindBudgetExhausted.Error()

@@ -35,7 +35,7 @@ import (
 //
 // The idle bound runs from the last query received, not the last answer
 // sent (RFC 7766 §6.2.3 counts from the last outstanding answer). Since a
-// resolver's budget (5 s by default) is shorter than the bound, an
+// resolver's budget (4 s by default) is shorter than the bound, an
 // outstanding query answers first in practice; if not, the reader stops and
 // the answers are still written before the connection closes.
 type tcpConn struct {
