@@ -68,6 +68,7 @@ type App struct {
 	historyCfg config.History   // the settings it was opened with
 	dash       *dashboard.Dashboard
 	webHash    []byte         // web.password_file's hash; nil without a login
+	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
 
 	mu      sync.Mutex                 // serialises Reload, Shutdown and local-network changes
@@ -98,14 +99,11 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if level == (zap.AtomicLevel{}) { // its methods dereference a nil pointer
 		level = zap.NewAtomicLevel()
 	}
-	hash, err := loadWebPassword(cfg.Web)
-	if err != nil {
-		return nil, err
-	}
 	// What outlives a reload is the App's: the filter engine (loaded lists,
 	// pauses), the cache, the history, the clock watcher.
-	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock, webHash: hash,
+	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock,
 		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
+	a.webHash = a.startPassword(cfg.Web)
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
 	gen, err := build(cfg, log, a.filter)
 	if err != nil {
@@ -229,6 +227,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	if a.web != nil {
 		a.web.SetPassword(hash) // the running endpoint, when web.listen did not change
 	}
+	a.webProblem.Store("") // the new file was read: nothing is locked any more
 	a.noteHistoryChange(cfg.History)
 	old := a.gen.Swap(gen)
 	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed
@@ -438,6 +437,12 @@ func (a *App) health() web.Health {
 		WithLists(len(fs.Lists), fs.Stale())
 	if st, ok := a.certStatus(); ok {
 		h.AddCertificate(st.NotAfter, st.LastError, time.Now())
+	}
+	if p, _ := a.webProblem.Load().(string); p != "" {
+		h.Problems = append(h.Problems, "web: "+p)
+		if h.Status == web.StatusOK {
+			h.Status = web.StatusDegraded
+		}
 	}
 	return h
 }

@@ -5,16 +5,40 @@ import (
 	"github.com/nxdns/nxdns/internal/dashboard"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
+
+	"go.uber.org/zap"
 )
 
 // loadWebPassword reads web.password_file; nil without one. An unreadable
-// file or one without a hash fails the start or the reload: serving the
-// dashboard without the login the operator asked for is not an option.
+// file or one without a hash fails a reload (the running password stays) and
+// locks the dashboard at start (startPassword): serving the dashboard
+// without the login the operator asked for is not an option, and neither is
+// a LAN without DNS.
 func loadWebPassword(w config.Web) ([]byte, error) {
 	if w.PasswordFile == "" {
 		return nil, nil
 	}
 	return web.LoadPasswordFile(w.PasswordFile)
+}
+
+// lockedHash stands in at start for a web.password_file that cannot be
+// read: it is no bcrypt hash, so no password matches it and the dashboard
+// and private API stay behind a login nobody can pass, while DNS, /metrics
+// and /api/health serve as usual. A web setting must never take the LAN's
+// DNS down (a reload with such a file is rejected instead, and the running
+// password stays).
+var lockedHash = []byte("locked: web.password_file could not be read")
+
+// startPassword is web.password_file's hash at start, or lockedHash (logged,
+// and a problem in /api/health) when the file cannot be read.
+func (a *App) startPassword(w config.Web) []byte {
+	hash, err := loadWebPassword(w)
+	if err != nil {
+		a.log.Error("dashboard locked: fix web.password_file and reload", zap.Error(err))
+		a.webProblem.Store("dashboard locked: " + err.Error())
+		return lockedHash
+	}
+	return hash
 }
 
 // newDashboard is the UI and API over the App's history, filter and cache

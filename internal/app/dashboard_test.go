@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,49 @@ func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
 		t.Fatalf("reload with a plain-text password file: %v", err)
 	}
 	get(t, base+"/api/queries", http.StatusUnauthorized)
+}
+
+// TestWebPassword_unreadableAtStartLocksTheDashboardNotDNS: a
+// web.password_file that cannot be read at start (missing here) does not
+// stop nxdns: DNS answers, the private API wants a login nobody can pass,
+// /api/health names the problem, and a reload with a good file unlocks it.
+func TestWebPassword_unreadableAtStartLocksTheDashboardNotDNS(t *testing.T) {
+	r := newRig(t)
+	dnsAddr := loopbackAddr(t)
+	cfg := r.config(t, dnsAddr, false)
+	webPort := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	cfg.Web.PasswordFile = r.write(t, "") + ".missing"
+	a := r.start(t, cfg)
+	ask(t, dnsAddr, "still.example.") // DNS serves
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	get(t, base+"/api/queries", http.StatusUnauthorized) // locked, not open: the operator asked for a login
+	var h struct {
+		Status   string
+		Problems []string
+	}
+	if err := json.Unmarshal([]byte(get(t, base+"/api/health", http.StatusOK)), &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != "degraded" || !slices.ContainsFunc(h.Problems, func(p string) bool { return strings.Contains(p, "dashboard locked") }) {
+		t.Fatalf("health %+v: want degraded, naming the locked dashboard", h)
+	}
+
+	hash, err := web.HashPassword([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := cfg
+	cfg2.Web.PasswordFile = r.write(t, hash+"\n")
+	if err := a.Reload(cfg2); err != nil {
+		t.Fatal(err)
+	}
+	h.Problems = nil // absent from an ok answer (omitempty): Unmarshal would keep the old ones
+	if err := json.Unmarshal([]byte(get(t, base+"/api/health", http.StatusOK)), &h); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(h.Problems, func(p string) bool { return strings.Contains(p, "dashboard locked") }) {
+		t.Errorf("after a reload with a readable file the health still says %v", h.Problems)
+	}
 }
