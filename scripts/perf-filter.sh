@@ -3,8 +3,9 @@
 # dnsperf): nxdns in front of a zero-latency fake DoT upstream, once with no
 # lists and once with a 1 000 000-name hosts list loaded; unique names not on
 # the list (every query is filtered, then forwarded), then names on the list
-# (answered by the filter). Runs alternate off/on so both see the same
-# machine load. Bounded: each dnsperf run lasts SECONDS.
+# (answered by the filter), then 100 names asked over and over (cache hits:
+# the filter still decides every one before the cache answers). Runs
+# alternate off/on so both see the same machine load. Bounded: each dnsperf run lasts SECONDS.
 # Usage: scripts/perf-filter.sh [SECONDS]   (default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,8 +63,13 @@ run() { # label port queries
   dnsperf -s 127.0.0.1 -p "$2" -d "$3" -l "$secs" -c 8 -T 2 -q 256 -t 5 -S 0 2>&1 |
     awk '/Queries per second/ { q=$4 } /Average Latency/ { l=$4 } END { printf "%10s QPS  avg %s s\n", q, l }'
 }
+for i in $(seq 1 100); do echo "hot$i.perf.test A"; done >"$work/hot"
+run "off: warm the cache" "$off" "$work/hot" >/dev/null
+run "on: warm the cache" "$on" "$work/hot" >/dev/null
 for round in 1 2; do
   run "off: forwarded (round $round)" "$off" "$work/miss"
   run "on, 1M names: filtered, forwarded (round $round)" "$on" "$work/miss"
+  run "off: cache hits (round $round)" "$off" "$work/hot"
+  run "on, 1M names: filtered, cache hits (round $round)" "$on" "$work/hot"
 done
 run "on, 1M names: blocked by the filter" "$on" "$work/hit"
