@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/testutil"
 	"github.com/nxdns/nxdns/internal/web"
@@ -121,15 +122,7 @@ func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
 	a := r.start(t, cfg)
 	ask(t, dnsAddr, "before.example.")
 
-	hash, err := web.HashPassword([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg2 := cfg
-	cfg2.Web.PasswordFile = r.write(t, hash+"\n")
-	if err := a.Reload(cfg2); err != nil {
-		t.Fatal(err)
-	}
+	reloadWithPassword(t, r, a, cfg, "pw")
 	ask(t, dnsAddr, "after.example.")
 	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	get(t, base+"/api/queries", http.StatusUnauthorized) // the login is on
@@ -180,20 +173,26 @@ func TestWebPassword_unreadableAtStartLocksTheDashboardNotDNS(t *testing.T) {
 		t.Fatalf("health %+v: want degraded, naming the locked dashboard", h)
 	}
 
-	hash, err := web.HashPassword([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg2 := cfg
-	cfg2.Web.PasswordFile = r.write(t, hash+"\n")
-	if err := a.Reload(cfg2); err != nil {
-		t.Fatal(err)
-	}
+	reloadWithPassword(t, r, a, cfg, "pw")
 	h.Problems = nil // absent from an ok answer (omitempty): Unmarshal would keep the old ones
 	if err := json.Unmarshal([]byte(get(t, base+"/api/health", http.StatusOK)), &h); err != nil {
 		t.Fatal(err)
 	}
 	if slices.ContainsFunc(h.Problems, func(p string) bool { return strings.Contains(p, "dashboard locked") }) {
 		t.Errorf("after a reload with a readable file the health still says %v", h.Problems)
+	}
+}
+
+// reloadWithPassword reloads a with cfg plus a web.password_file holding
+// password's hash.
+func reloadWithPassword(t *testing.T, r *rig, a *App, cfg config.Config, password string) {
+	t.Helper()
+	hash, err := web.HashPassword([]byte(password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Web.PasswordFile = r.write(t, hash+"\n")
+	if err := a.Reload(cfg); err != nil {
+		t.Fatal(err)
 	}
 }
