@@ -16,10 +16,8 @@ for t in dnsperf dnsdist unbound curl; do
   command -v "$t" >/dev/null || { echo "$t not installed"; exit 1; }
 done
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/lib.sh
+bench_init
 
 go build -o "$work/nxdns" ./cmd/nxdns
 go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
@@ -27,10 +25,7 @@ base=$(( 20000 + RANDOM % 20000 ))
 dot=$base fk=$((base + 1)) nx=$((base + 2)) web=$((base + 3)) dd=$((base + 4)) ub=$((base + 5)) ddc=$((base + 6))
 
 # The upstream: TTL one day, so nothing expires during the run.
-"$work/nxdns-fakeup" -listen "dot://127.0.0.1:$dot" -ttl 86400 \
-  -ca-cert "$work/ca.pem" -ca-key "$work/ca.key" -cert-names "upstream.test,127.0.0.1" -http "127.0.0.1:$fk" >/dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$fk/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+bench_fakeup "$fk" -listen "dot://127.0.0.1:$dot" -ttl 86400 -cert-names "upstream.test,127.0.0.1"
 
 cat >"$work/nxdns.toml" <<TOML
 [dns]
@@ -40,10 +35,7 @@ cache_size = 200000
 listen = "127.0.0.1:$web"
 [log]
 queries = false
-[[upstreams]]
-url = "tls://127.0.0.1:$dot"
-tls_name = "upstream.test"
-ca_file = "$work/ca.pem"
+$(bench_upstream "$dot")
 TOML
 "$work/nxdns" run --config "$work/nxdns.toml" 2>"$work/nxdns.log" &
 nxpid=$!

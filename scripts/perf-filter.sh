@@ -12,20 +12,15 @@ cd "$(dirname "$0")/.."
 secs=${1:-5}
 command -v dnsperf >/dev/null || { echo "dnsperf not installed (apt-get install dnsperf)"; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/lib.sh
+bench_init
 
 go build -o "$work/nxdns" ./cmd/nxdns
 go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
 base=$(( 20000 + RANDOM % 20000 ))
 dot=$base fk=$((base + 1)) off=$((base + 2)) on=$((base + 3))
 
-"$work/nxdns-fakeup" -listen "dot://127.0.0.1:$dot" \
-  -ca-cert "$work/ca.pem" -ca-key "$work/ca.key" -cert-names "upstream.test" -http "127.0.0.1:$fk" 2>/dev/null >/dev/null &
-pids+=($!)
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$fk/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+bench_fakeup "$fk" -listen "dot://127.0.0.1:$dot" -cert-names "upstream.test"
 
 seq 1 1000000 | awk '{ printf "0.0.0.0 ads%d.tracker-network.example\n", $1 }' >"$work/list.txt"
 
@@ -37,15 +32,12 @@ listen = ["127.0.0.1:$2"]
 listen = ""
 [log]
 queries = false
-[[upstreams]]
-url = "tls://127.0.0.1:$dot"
-tls_name = "upstream.test"
-ca_file = "$work/ca.pem"
+$(bench_upstream "$dot")
 $3
 TOML
   "$work/nxdns" run --config "$work/$1.toml" 2>"$work/$1.log" &
   pids+=($!)
-  for _ in $(seq 1 300); do grep -q serving "$work/$1.log" 2>/dev/null && break; sleep 0.1; done
+  bench_wait_serving "$work/$1.log"
 }
 start off "$off" ""
 start on "$on" "[[filter.lists]]

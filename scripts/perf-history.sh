@@ -11,10 +11,8 @@ cd "$(dirname "$0")/.."
 secs=${1:-10} rounds=${2:-3} base=${3:-$(git merge-base HEAD main 2>/dev/null || echo main)}
 command -v dnsperf >/dev/null || { echo "dnsperf not installed (apt-get install dnsperf)"; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/lib.sh
+bench_init
 
 go build -o "$work/nxdns-on" ./cmd/nxdns
 go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
@@ -24,10 +22,7 @@ git archive "$base" | tar -x -C "$work/base"
 
 port=$(( 20000 + RANDOM % 20000 ))
 dot=$port fk=$((port + 1))
-"$work/nxdns-fakeup" -listen "dot://127.0.0.1:$dot" -ca-cert "$work/ca.pem" -ca-key "$work/ca.key" \
-  -cert-names "upstream.test" -http "127.0.0.1:$fk" 2>/dev/null >/dev/null &
-pids+=($!)
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$fk/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+bench_fakeup "$fk" -listen "dot://127.0.0.1:$dot" -cert-names "upstream.test"
 
 start() { # name dnsport webport extra-toml
   cat >"$work/$1.toml" <<TOML
@@ -37,16 +32,13 @@ listen = ["127.0.0.1:$2"]
 listen = "127.0.0.1:$3"
 [log]
 queries = false
-[[upstreams]]
-url = "tls://127.0.0.1:$dot"
-tls_name = "upstream.test"
-ca_file = "$work/ca.pem"
+$(bench_upstream "$dot")
 $4
 TOML
   "$work/nxdns-$1" run --config "$work/$1.toml" 2>"$work/$1.log" &
   pids+=($!)
   eval "pid_$1=$!"
-  for _ in $(seq 1 100); do grep -q serving "$work/$1.log" 2>/dev/null && break; sleep 0.1; done
+  bench_wait_serving "$work/$1.log"
 }
 start off $((port + 2)) $((port + 3)) ""
 start on $((port + 4)) $((port + 5)) "[history]

@@ -9,20 +9,15 @@ cd "$(dirname "$0")/.."
 secs=${1:-10}
 command -v dnsperf >/dev/null || { echo "dnsperf not installed (apt-get install dnsperf)"; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/lib.sh
+bench_init
 
 go build -o "$work/nxdns" ./cmd/nxdns
 go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
 base=$(( 20000 + RANDOM % 20000 ))
 dot=$base udp=$((base + 1)) dns=$((base + 2)) web=$((base + 3)) fk=$((base + 4))
 
-"$work/nxdns-fakeup" -listen "dot://127.0.0.1:$dot" -listen "udp://127.0.0.1:$udp" \
-  -ca-cert "$work/ca.pem" -ca-key "$work/ca.key" -cert-names "upstream.test" -http "127.0.0.1:$fk" 2>/dev/null >/dev/null &
-pids+=($!)
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$fk/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+bench_fakeup "$fk" -listen "dot://127.0.0.1:$dot" -listen "udp://127.0.0.1:$udp" -cert-names "upstream.test"
 
 cat >"$work/nxdns.toml" <<TOML
 [dns]
@@ -31,14 +26,11 @@ listen = ["127.0.0.1:$dns"]
 listen = "127.0.0.1:$web"
 [log]
 queries = false
-[[upstreams]]
-url = "tls://127.0.0.1:$dot"
-tls_name = "upstream.test"
-ca_file = "$work/ca.pem"
+$(bench_upstream "$dot")
 TOML
 "$work/nxdns" run --config "$work/nxdns.toml" 2>"$work/nxdns.log" &
 pids+=($!)
-for _ in $(seq 1 100); do grep -q serving "$work/nxdns.log" 2>/dev/null && break; sleep 0.1; done
+bench_wait_serving "$work/nxdns.log"
 
 prefix=$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')
 for i in $(seq 1 200000); do echo "p$prefix-$i.perf.test A"; done >"$work/queries"
