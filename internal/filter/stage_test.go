@@ -238,8 +238,10 @@ func TestStage_pauseAndCheck(t *testing.T) {
 	if !strings.Contains(body, `"allowlisted":true`) || !strings.Contains(body, `"list":"allow"`) {
 		t.Errorf("check allowlisted: %s", body)
 	}
-	if b := get("POST", "/api/filter/pause?minutes=0"); !strings.Contains(b, "error") {
-		t.Errorf("minutes=0 accepted: %s", b)
+	for _, bad := range []string{"0", "-5", "abc", "99999999999999999999", "1e3"} {
+		if b := get("POST", "/api/filter/pause?minutes="+bad); !strings.Contains(b, "error") {
+			t.Errorf("minutes=%s accepted: %s", bad, b)
+		}
 	}
 	get("POST", "/api/filter/pause?minutes=5&client=192.168.1.5")
 	n := &next{}
