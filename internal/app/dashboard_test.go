@@ -22,10 +22,7 @@ import (
 // real App after the real DNS query, show it escaped, never as markup.
 func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
 	r := newRig(t)
-	dnsAddr := loopbackAddr(t)
-	cfg := r.config(t, dnsAddr, false)
-	webPort := testutil.FreePort(t)
-	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	cfg, dnsAddr, webPort := webConfig(t, r)
 	a := r.start(t, cfg)
 
 	const evil = `<script>x=1</script><b>x</b>.evil.example.`
@@ -85,10 +82,7 @@ func get(t *testing.T, url string, want int) string {
 // in memory and says so in /api/health.
 func TestHistory_unusableStoreLeavesDNSAndReportsDegraded(t *testing.T) {
 	r := newRig(t)
-	dnsAddr := loopbackAddr(t)
-	cfg := r.config(t, dnsAddr, false)
-	webPort := testutil.FreePort(t)
-	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	cfg, dnsAddr, webPort := webConfig(t, r)
 	notADir := r.write(t, "")
 	cfg.History.Path = notADir + "/history.db"
 	r.start(t, cfg)
@@ -115,10 +109,7 @@ func TestHistory_unusableStoreLeavesDNSAndReportsDegraded(t *testing.T) {
 // The reload also turns the login on for the running web endpoint.
 func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
 	r := newRig(t)
-	dnsAddr := loopbackAddr(t)
-	cfg := r.config(t, dnsAddr, false)
-	webPort := testutil.FreePort(t)
-	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	cfg, dnsAddr, webPort := webConfig(t, r)
 	a := r.start(t, cfg)
 	ask(t, dnsAddr, "before.example.")
 
@@ -152,10 +143,7 @@ func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
 // /api/health names the problem, and a reload with a good file unlocks it.
 func TestWebPassword_unreadableAtStartLocksTheDashboardNotDNS(t *testing.T) {
 	r := newRig(t)
-	dnsAddr := loopbackAddr(t)
-	cfg := r.config(t, dnsAddr, false)
-	webPort := testutil.FreePort(t)
-	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	cfg, dnsAddr, webPort := webConfig(t, r)
 	cfg.Web.PasswordFile = r.write(t, "") + ".missing"
 	a := r.start(t, cfg)
 	ask(t, dnsAddr, "still.example.") // DNS serves
@@ -195,4 +183,15 @@ func reloadWithPassword(t *testing.T, r *rig, a *App, cfg config.Config, passwor
 	if err := a.Reload(cfg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// webConfig is r's configuration with DNS on a loopback address of its own
+// and the web endpoint on a free loopback port.
+func webConfig(t *testing.T, r *rig) (cfg config.Config, dnsAddr string, webPort uint16) {
+	t.Helper()
+	dnsAddr = loopbackAddr(t)
+	cfg = r.config(t, dnsAddr, false)
+	webPort = testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	return cfg, dnsAddr, webPort
 }
