@@ -52,7 +52,7 @@ var _ query.Stage = (*Stage)(nil)
 func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler) (*dns.Msg, error) {
 	q := r.Msg.Question[0]
 	name := strings.ToLower(q.Name)
-	if name != zone && !strings.HasSuffix(name, "."+zone) {
+	if !inZone(name) {
 		return next.Answer(ctx, r)
 	}
 	r.Event.Source = query.SourceLocal
@@ -64,6 +64,13 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	}
 	return m, nil
 }
+
+// Passes reports whether the stage would hand the query of ev on: any name
+// outside resolver.arpa (query.Passer, for the server's fast path).
+func (s *Stage) Passes(ev *query.Event, _ *dns.Msg) bool { return !inZone(strings.ToLower(ev.Name)) }
+
+// inZone reports whether name (lower case) is resolver.arpa or below it.
+func inZone(name string) bool { return name == zone || strings.HasSuffix(name, "."+zone) }
 
 // records are the SVCB records of RFC 9461 for the services configured:
 // DoH first (priority 1: browsers and Windows prefer it), then DoT.
@@ -126,3 +133,5 @@ func ips(as []netip.Addr) []net.IP {
 	}
 	return out
 }
+
+var _ query.Passer = (*Stage)(nil)

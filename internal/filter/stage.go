@@ -104,36 +104,72 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	if len(r.Msg.Question) != 1 || r.Msg.Question[0].Qclass != dns.ClassINET {
 		return next.Answer(ctx, r)
 	}
-	now := s.e.now()
-	ev := r.Event
-	if _, paused := s.e.pauses.paused(ev.Client, ev.ClientName, now); paused {
+	c, ok := s.checks(r.Event, r.Msg.Question[0].Name)
+	if !ok {
 		return next.Answer(ctx, r)
 	}
-	q := r.Msg.Question[0]
-	// A name allowed from the dashboard is answered whatever its lists and
-	// its CNAME chain say: the operator asked for this name to work.
-	if _, ok := s.e.allow.match(normal(q.Name)); ok {
-		return next.Answer(ctx, r)
-	}
-	mask, group := s.policy.Lists(ev.Client, ev.ClientName, now)
-	set := s.e.set.Load()
-	if v := set.decide(normal(q.Name), mask); v.blocked {
-		return s.block(r, v, group), nil
+	if v := c.set.decide(normal(r.Msg.Question[0].Name), c.mask); v.blocked {
+		return s.block(r, v, c.group), nil
 	}
 	resp, err := next.Answer(ctx, r)
 	if err != nil || resp == nil {
 		return resp, err
 	}
-	for _, rr := range resp.Answer {
-		c, ok := rr.(*dns.CNAME)
-		if !ok {
-			continue
-		}
-		if v := set.decide(normal(c.Target), mask); v.blocked {
-			return s.block(r, v, group), nil
-		}
+	if v := c.cloaked(resp); v.blocked {
+		return s.block(r, v, c.group), nil
 	}
 	return resp, nil
+}
+
+// Passes reports whether the stage would hand the query of ev on and let
+// cached through: the name and every CNAME target in it are not blocked for
+// the client now (query.Passer, for the server's fast path).
+func (s *Stage) Passes(ev *query.Event, cached *dns.Msg) bool {
+	if ev.Qclass != dns.ClassINET {
+		return true
+	}
+	c, ok := s.checks(ev, ev.Name)
+	if !ok {
+		return true
+	}
+	return !c.set.decide(normal(ev.Name), c.mask).blocked && !c.cloaked(cached).blocked
+}
+
+// check is what a query's names are checked against: the rule set and the
+// lists of the client's group at this moment.
+type check struct {
+	set   *Set
+	mask  uint64
+	group string
+}
+
+// checks returns the client's check for a query of qname, or false when
+// nothing is to be checked: filtering is paused for the client, or qname
+// was allowed from the dashboard (the operator asked for this name to work,
+// whatever its lists and its CNAME chain say).
+func (s *Stage) checks(ev *query.Event, qname string) (check, bool) {
+	now := s.e.now()
+	if _, paused := s.e.pauses.paused(ev.Client, ev.ClientName, now); paused {
+		return check{}, false
+	}
+	if _, ok := s.e.allow.match(normal(qname)); ok {
+		return check{}, false
+	}
+	mask, group := s.policy.Lists(ev.Client, ev.ClientName, now)
+	return check{set: s.e.set.Load(), mask: mask, group: group}, true
+}
+
+// cloaked is the verdict on an answer's CNAME targets (CNAME cloaking: a
+// tracker behind a first-party name).
+func (c check) cloaked(resp *dns.Msg) verdict {
+	for _, rr := range resp.Answer {
+		if t, ok := rr.(*dns.CNAME); ok {
+			if v := c.set.decide(normal(t.Target), c.mask); v.blocked {
+				return v
+			}
+		}
+	}
+	return verdict{}
 }
 
 // normal is a query name as the set compares it. A query name is almost
@@ -196,3 +232,5 @@ func (s *Stage) soa(name string) dns.RR {
 		Minttl: s.ttl,
 	}
 }
+
+var _ query.Passer = (*Stage)(nil)

@@ -167,31 +167,74 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	return next.Answer(ctx, r)
 }
 
-// answer is the stage's decision: nil passes the query on.
+// Passes reports whether the stage would hand the query of ev on (the
+// server's fast path asks it before answering a cache hit; query.Passer).
+func (s *Stage) Passes(ev *query.Event, _ *dns.Msg) bool {
+	d := s.decide(dns.Question{Name: ev.Name, Qtype: ev.Qtype, Qclass: ev.Qclass}, strings.ToLower(dns.Fqdn(ev.Name)))
+	return d.kind == passOn
+}
+
+// answer is the stage's answer: nil passes the query on.
 func (s *Stage) answer(req *dns.Msg, q dns.Question, name string) *dns.Msg {
+	d := s.decide(q, name)
+	switch d.kind {
+	case fromRecords:
+		return s.records(req, q, d.owner)
+	case nxdomain:
+		return negative(req, dns.RcodeNameError, d.zone)
+	case nodata:
+		return negative(req, dns.RcodeSuccess, d.zone)
+	case loopbackAnswer:
+		return loopback(req, q)
+	default:
+		return nil
+	}
+}
+
+// decision is what the stage makes of a question, before any answer is
+// built: Answer builds it, Passes only looks at it.
+type decision struct {
+	kind  answerKind
+	zone  string // the negative answer's SOA owner
+	owner *owner // fromRecords: the name's local data
+}
+
+type answerKind uint8
+
+const (
+	passOn         answerKind = iota // not the stage's: the next link answers
+	fromRecords                      // local records
+	nxdomain                         // the name does not exist
+	nodata                           // the name exists without data of the type
+	loopbackAnswer                   // localhost
+)
+
+// decide is the stage's decision for question q of name (lower case, fully
+// qualified).
+func (s *Stage) decide(q dns.Question, name string) decision {
 	if q.Qclass == dns.ClassINET {
 		if o := s.names[name]; o != nil {
-			return s.records(req, q, o)
+			return decision{kind: fromRecords, owner: o}
 		}
 	}
 	if s.guards {
 		switch zone, k := match(guardZones, name); k {
 		case kindGuardNX:
-			return negative(req, dns.RcodeNameError, zone)
+			return decision{kind: nxdomain, zone: zone}
 		case kindGuardNoData:
 			if !s.encrypted() {
-				return negative(req, dns.RcodeSuccess, zone)
+				return decision{kind: nodata, zone: zone}
 			}
 		default: // not a guard zone
 		}
 	}
 	if s.forward || s.covered(name) {
-		return nil
+		return decision{}
 	}
 	zone, k := match(privateZones, name)
 	switch {
 	case k == kindLoopback:
-		return loopback(req, q)
+		return decision{kind: loopbackAnswer}
 	case k == kindNXDomain:
 		// A name of the zone that has local records was answered above;
 		// every other name of it does not exist. The apex exists (it is a
@@ -200,13 +243,13 @@ func (s *Stage) answer(req *dns.Msg, q dns.Question, name string) *dns.Msg {
 		// is what RFC 6761 asks for "invalid." and what the ::1 reverse
 		// zone's one name means.
 		if name == zone && (q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeNS) {
-			return negative(req, dns.RcodeSuccess, zone)
+			return decision{kind: nodata, zone: zone}
 		}
-		return negative(req, dns.RcodeNameError, zone)
+		return decision{kind: nxdomain, zone: zone}
 	case singleLabel(name) && !infrastructure(q.Qtype):
-		return negative(req, dns.RcodeNameError, name)
+		return decision{kind: nxdomain, zone: name}
 	}
-	return nil
+	return decision{}
 }
 
 // infrastructure reports the types a validating stub or a tool asks of a
@@ -305,3 +348,5 @@ func parent(name string) string {
 	}
 	return name
 }
+
+var _ query.Passer = (*Stage)(nil)
