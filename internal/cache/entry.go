@@ -55,7 +55,8 @@ type entry struct {
 
 	view      atomic.Pointer[view] // the answer as last sent fresh, for one second of age
 	staleView atomic.Pointer[dns.Msg]
-	retryAt   atomic.Int64 // Unix ns; until then a stale entry is served at once (RFC 8767 §4)
+	retryAt   atomic.Int64            // Unix ns; until then a stale entry is served at once (RFC 8767 §4)
+	wires     atomic.Pointer[wireSet] // packed answers per query shape, for the server's fast path (hit.go)
 }
 
 // view is the answer rendered for one whole second of the entry's age: every
