@@ -19,6 +19,7 @@ import (
 type generation struct {
 	st      *State
 	chain   query.Handler // st.Stages, then the route: built once per State
+	fast    *fastPath     // cache hits from the wire (fastpath.go); nil when the stages allow none
 	refs    atomic.Int64  // queries holding this generation
 	retired atomic.Bool   // set once by Swap, under genMu's write lock
 	once    sync.Once
@@ -26,7 +27,12 @@ type generation struct {
 }
 
 func newGeneration(st *State) *generation {
-	return &generation{st: st, chain: query.Chain(route{st.Router}, st.Stages...), done: make(chan struct{})}
+	return &generation{
+		st:    st,
+		chain: query.Chain(route{st.Router}, st.Stages...),
+		fast:  newFastPath(st.Stages),
+		done:  make(chan struct{}),
+	}
 }
 
 // acquire pins the current generation for one query; release it when the

@@ -71,7 +71,10 @@ func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, prot
 		s.stats.undelivered.Add(1)
 		q.ev.Rcode, q.ev.Reply = query.RcodeNone, nil // nothing reached the client
 	}
-	s.record(q)
+	if q.ev.Cache == query.CacheHit && q.ev.Source == query.SourceCache && proto == query.UDP {
+		g.keepTemplate(wire, out)
+	}
+	s.record(q.st, q.ev)
 }
 
 // packBuffers hold the wire answers while they are sent: every send copies

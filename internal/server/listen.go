@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/wireform"
 )
 
 // longAgo is a deadline in the past: setting it makes a blocked read or
@@ -31,6 +33,7 @@ type listener struct {
 	closeConns func()
 	// overflow: the kernel reports its receive-queue drops (SO_RXQ_OVFL).
 	overflow bool
+	drops    kernelDrops // the socket's drop count, shared by its readers
 	// broadcasts are the host's IPv4 broadcast addresses when pktinfo is
 	// set (a wildcard socket receives broadcasts; a specific bind does not).
 	broadcasts []netip.Addr
@@ -96,7 +99,9 @@ func bind(addr string) (*listener, error) {
 // start runs the listener's UDP reader and TCP acceptor. Called with s.mu held.
 func (s *Server) start(l *listener) {
 	s.live[l] = struct{}{}
-	l.wg.Go(func() { s.readUDP(l) })
+	for range udpReaders() {
+		l.wg.Go(func() { s.readUDP(l) })
+	}
 	l.wg.Go(func() { s.acceptTCP(l, s.admitTCP) })
 }
 
@@ -169,12 +174,19 @@ func (l *listener) untrack(c *tcpConn) {
 	l.mu.Unlock()
 }
 
-// readUDP reads datagrams until the listener stops, admitting each under the
-// family's cap and answering it in its own goroutine.
+// udpReaders is how many goroutines read each UDP socket: one per CPU. A
+// reader answers cache hits itself (fastpath.go), so at cache-hit rates the
+// readers are where the work is; the kernel hands each datagram to one of
+// them, and while one sends an answer another reads the next query.
+func udpReaders() int { return runtime.GOMAXPROCS(0) }
+
+// readUDP reads datagrams until the listener stops, answering cache hits at
+// once and admitting every other query under the family's cap, to be
+// answered in a goroutine of its own.
 func (s *Server) readUDP(l *listener) {
 	buf := make([]byte, maxUDPQuerySize)
 	oob := make([]byte, oobSize+overflowOOBSize)
-	var drops kernelDrops
+	name := new([wireform.MaxName]byte) // the fast path's question name
 	var pause errorPause
 	for {
 		n, oobn, _, from, err := l.udp.ReadMsgUDPAddrPort(buf, oob)
@@ -189,16 +201,16 @@ func (s *Server) readUDP(l *listener) {
 		}
 		pause.reset(s.log, l)
 		if l.overflow {
-			s.stats.udpKernel.Add(drops.update(oob[:oobn]))
+			s.stats.udpKernel.Add(l.drops.update(oob[:oobn]))
 		}
-		s.admitUDP(l, buf[:n], oob[:oobn], from)
+		s.admitUDP(l, buf[:n], oob[:oobn], from, name)
 	}
 }
 
 // admitUDP drops what cannot be a query before it costs a goroutine, then
 // takes a unit of the client's share and of the family's cap, or drops the
 // datagram (SPEC §9).
-func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort) {
+func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort, name *[wireform.MaxName]byte) {
 	var src netip.Addr
 	if l.pktinfo {
 		src = packetDst(oob)
@@ -210,6 +222,14 @@ func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort) {
 	}
 	if !headerOK(wire) {
 		s.stats.malformed.Add(1)
+		return
+	}
+	// A cache hit is answered here and now, on the reader (fastpath.go):
+	// it holds nothing after this call, so it takes no share and no slot.
+	if s.answerFast(wire, name, client, func(ans []byte) error {
+		_, _, err := l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)
+		return err
+	}) {
 		return
 	}
 	key := clientKey(client)

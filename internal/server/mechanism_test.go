@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -274,5 +275,33 @@ func TestListen_asksForTheUDPReadBuffer(t *testing.T) {
 	// Linux reports twice the size set (its bookkeeping overhead).
 	if want := min(udpReadBuffer, rmemMax); got < want {
 		t.Errorf("SO_RCVBUF %d, want at least %d", got, want)
+	}
+}
+
+// Several readers see the socket's cumulative count in any order: each drop
+// is counted once, an older count moves nothing, and the count may wrap.
+func TestKernelDrops_readersOutOfOrderCountEachDropOnce(t *testing.T) {
+	var k kernelDrops
+	got := k.advance(5) + k.advance(3) + k.advance(9) + k.advance(9) + k.advance(7)
+	if got != 9 {
+		t.Fatalf("counted %d drops, want 9", got)
+	}
+	k.last.Store(1<<32 - 2)
+	if d := k.advance(3); d != 5 {
+		t.Fatalf("across the wrap: %d, want 5", d)
+	}
+	var wg sync.WaitGroup
+	var total atomic.Uint64
+	var k2 kernelDrops
+	for r := range 4 {
+		wg.Go(func() {
+			for n := uint32(r); n <= 4000; n += 4 {
+				total.Add(k2.advance(n))
+			}
+		})
+	}
+	wg.Wait()
+	if total.Load() != 4000 {
+		t.Fatalf("four readers counted %d drops, want 4000", total.Load())
 	}
 }

@@ -224,10 +224,19 @@ func (q *pending) sizeLimit() int {
 	case q.ev.Proto.Stream():
 		return dns.MaxMsgSize // the 16-bit length prefix
 	case q.opt == nil:
-		return minUDPAnswer
+		return udpLimit(false, 0)
 	default:
-		return min(max(int(q.opt.UDPSize()), minUDPAnswer), maxUDPAnswer)
+		return udpLimit(true, q.opt.UDPSize())
 	}
+}
+
+// udpLimit is a UDP answer's size limit: 512 bytes without EDNS, else the
+// client's payload size within 512 and nxdns's own 1232.
+func udpLimit(edns bool, size uint16) int {
+	if !edns {
+		return minUDPAnswer
+	}
+	return min(max(int(size), minUDPAnswer), maxUDPAnswer)
 }
 
 // pack sizes the answer to the client and encodes it into buf, or a buffer

@@ -64,6 +64,7 @@ type counters struct {
 	tcpClientShare atomic.Uint64 // TCP connections refused over the client's share (tcpClientShare)
 	tcpNotAllowed  atomic.Uint64 // TCP connections from outside dns.allow, closed at accept
 	undelivered    atomic.Uint64 // answers packed but not delivered: the write failed
+	fastAnswers    atomic.Uint64 // cache hits answered on the UDP reader from their wire form (fastpath.go)
 	tcpIdle        atomic.Uint64 // TCP connections closed after the idle bound
 	tcpSlow        atomic.Uint64 // TCP connections closed for a slow read or write
 	byProto        protoCounts   // queries by the transport they arrived on (protocount.go)
@@ -168,17 +169,16 @@ func (s *Server) Snapshot() Snapshot {
 
 // record hands the finished event to its consumers: the counters, the
 // query-log line and every sink (SPEC §2: one event, read by all).
-func (s *Server) record(q *pending) {
-	e := q.ev
+func (s *Server) record(st *State, e *query.Event) {
 	s.stats.count(e.Source, e.Rcode)
 	s.stats.byProto.count(e.Proto)
 	if e.Resolved {
 		s.stats.latency.Observe(e.Duration)
 	}
-	if q.st.QueryLog {
+	if st.QueryLog {
 		s.logQuery(e)
 	}
-	for _, sink := range q.st.Sinks {
+	for _, sink := range st.Sinks {
 		sink.Record(e)
 	}
 }

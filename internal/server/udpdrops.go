@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -38,15 +39,17 @@ func enableOverflow(c *net.UDPConn) error {
 	return serr
 }
 
-// kernelDrops follows one socket's cumulative drop count. Only the socket's
-// reader uses it.
+// kernelDrops follows one socket's cumulative drop count. Safe for the
+// socket's several readers: each datagram's count is compared with the
+// newest seen by any reader, so a drop is counted once, whichever reader's
+// datagram reports it first.
 type kernelDrops struct {
-	last uint32
+	last atomic.Uint32
 }
 
 // update reads the count from a datagram's control messages and returns the
-// drops since the previous datagram (0 when the message carries none: the
-// kernel adds it only once the socket has dropped something).
+// drops not yet counted (0 when the message carries none: the kernel adds
+// it only once the socket has dropped something).
 func (k *kernelDrops) update(oob []byte) uint64 {
 	if len(oob) == 0 {
 		return 0
@@ -57,13 +60,26 @@ func (k *kernelDrops) update(oob []byte) uint64 {
 	}
 	for _, m := range msgs {
 		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SO_RXQ_OVFL && len(m.Data) >= 4 {
-			n := binary.NativeEndian.Uint32(m.Data)
-			d := n - k.last // wraps correctly at 2^32
-			k.last = n
-			return uint64(d)
+			return k.advance(binary.NativeEndian.Uint32(m.Data))
 		}
 	}
 	return 0
+}
+
+// advance moves the count seen to n and returns by how much it moved; an n
+// older than the newest seen (another reader's datagram was later) moves
+// nothing. Differences are taken modulo 2^32, so the count may wrap.
+func (k *kernelDrops) advance(n uint32) uint64 {
+	for {
+		last := k.last.Load()
+		d := int32(n - last)
+		if d <= 0 {
+			return 0
+		}
+		if k.last.CompareAndSwap(last, n) {
+			return uint64(d)
+		}
+	}
 }
 
 // deliverable reports whether a datagram can be answered at all: not from
