@@ -31,7 +31,7 @@ var (
 		"GET /api/overview":  {"Totals, blocked share, cache hit rate, series over time, top clients, domains and blocked names, per-upstream answers and latency for [from, to), from the pre-aggregated buckets (minute buckets up to two days, hour buckets beyond; the range is rounded out to whole buckets).", OverviewJSON{}},
 		"GET /api/queries":   {"Stored queries, newest first, filtered; every field of the query event and why it was answered that way. Paginated with next/before. A search that runs out of its 3 s budget returns what it found with partial=true and a next cursor that continues it.", QueriesJSON{}},
 		"GET /api/clients":   {"Clients seen in [from, to) with their query counts, and the clients named in [[clients]].", ClientsJSON{}},
-		"GET /api/upstreams": {"The serving pool's upstreams: health, backoff, slots in use, attempt counters since the last reload, and their answers over the last 24 hours from the history.", UpstreamsJSON{}},
+		"GET /api/upstreams": {"The serving pool's upstreams: health, backoff, slots in use, attempt counters since the last reload, their answers over the last 24 hours from the history, and their backoff episodes, newest first (the last 200 of all upstreams together, kept across reloads and, with history.path, restarts).", UpstreamsJSON{}},
 	}
 	paramDocs = map[string]string{
 		"from":   "Start of the range, RFC 3339 or unix seconds. Default: a day before to. The range is at most 366 days.",
