@@ -298,7 +298,9 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 	if stretches != 1 || !strings.Contains(episode, "ongoing") || !strings.Contains(episode, "network error") {
 		t.Fatalf("episodes: %d ongoing stretches, row %q; want the standby's one", stretches, episode)
 	}
+	do(t, ctx, chromedp.EmulateViewport(1000, 860)) // the episodes' table too
 	shot(t, ctx, "upstreams")
+	do(t, ctx, chromedp.EmulateViewport(1000, 700))
 
 	// The lists page shows the list's rules and outcome; a check of a
 	// blocked name offers "allow", and after the click the name is

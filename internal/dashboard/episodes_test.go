@@ -73,12 +73,12 @@ func TestTimelineSVG_placesEpisodesOnTheStrip(t *testing.T) {
 	end := now.Add(-12 * time.Hour)
 	svg := string(timelineSVG([]EpisodeJSON{
 		{Start: now.Add(-30 * time.Hour), End: &end, DurationS: 18 * 3600}, // began before the strip: clipped at its start
-		{Start: now.Add(-time.Second), Ongoing: true, DurationS: 1},        // a second: still a pixel
+		{Start: now.Add(-time.Second), Ongoing: true, DurationS: 1},        // a second: still shows, at the edge
 	}, from, now))
 	if !strings.Contains(svg, `<rect class="backoff" x="0.0" y="0" width="360.0"`) {
 		t.Errorf("clipped episode misplaced: %s", svg)
 	}
-	if !strings.Contains(svg, `<rect class="backoff ongoing" x="720.0" y="0" width="1.0"`) {
+	if !strings.Contains(svg, `<rect class="backoff ongoing" x="717.0" y="0" width="3.0"`) {
 		t.Errorf("short ongoing episode misplaced: %s", svg)
 	}
 }

@@ -79,13 +79,17 @@ func latencySVG(bins []history.LatencyBin) template.HTML {
 	return template.HTML(b.String())
 }
 
-// timelineH is the height of an upstream's backoff strip.
-const timelineH = 18
+// timelineH is the height of an upstream's backoff strip; minStretch the
+// narrowest an episode is drawn (of chartW), so a brief outage shows.
+const (
+	timelineH  = 18
+	minStretch = 3.0
+)
 
 // timelineSVG draws an upstream's backoff episodes over [from, to) as
 // stretches on a strip (the upstreams page: one strip per upstream over
-// the last 24 hours). An episode shorter than a pixel still gets one, so
-// a brief outage shows. Only times go into it.
+// the last 24 hours). An episode shorter than minStretch is drawn that
+// wide. Only times go into it.
 func timelineSVG(eps []EpisodeJSON, from, to time.Time) template.HTML {
 	var b strings.Builder
 	span := to.Sub(from).Seconds()
@@ -101,6 +105,8 @@ func timelineSVG(eps []EpisodeJSON, from, to time.Time) template.HTML {
 		}
 		x0 := max(e.Start.Sub(from).Seconds(), 0) / span * chartW
 		x1 := min(end.Sub(from).Seconds(), span) / span * chartW
+		w := max(x1-x0, minStretch)
+		x0 = min(x0, chartW-w) // one that just began still shows, at the right edge
 		class, until := "backoff", "ongoing"
 		if e.Ongoing {
 			class = "backoff ongoing"
@@ -108,7 +114,7 @@ func timelineSVG(eps []EpisodeJSON, from, to time.Time) template.HTML {
 			until = end.Local().Format("15:04:05")
 		}
 		fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="0" width="%.1f" height="%d"><title>%s – %s (%s)</title></rect>`,
-			class, x0, max(x1-x0, 1), timelineH, e.Start.Local().Format("Jan 2 15:04:05"), until, seconds(e.DurationS))
+			class, x0, w, timelineH, e.Start.Local().Format("Jan 2 15:04:05"), until, seconds(e.DurationS))
 	}
 	fmt.Fprintf(&b, `<text class="axis" x="0" y="%d">%s</text>`, timelineH+12, from.Local().Format("Mon 15:04"))
 	fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d" text-anchor="end">now</text></svg>`, chartW, timelineH+12)
