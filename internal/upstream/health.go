@@ -100,6 +100,7 @@ func (p *Pool) recordFailure(e *entry, cause error, force bool) {
 	}
 	h.since = time.Now()
 	h.backoff.Store(true)
+	e.backoffs.Add(1)
 	p.observe(BackoffEvent{Upstream: e.url, At: h.since, Backoff: true,
 		Cause: Classify(cause), Detail: Explain(cause), Failures: int(n)})
 	h.mu.Unlock()

@@ -71,6 +71,9 @@ func TestObserver_hearsEachEpisodeOnceEachWay(t *testing.T) {
 		if d := out.At.Sub(in.At); d < 30*time.Second || d > 30*time.Second+backoffMax+probeTimeout {
 			t.Errorf("episode lasted %v", d)
 		}
+		if n := p.Snapshot().Upstreams[0].BackoffEpisodes; n != 1 {
+			t.Errorf("BackoffEpisodes = %d, want 1", n)
+		}
 	})
 }
 

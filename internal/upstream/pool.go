@@ -99,6 +99,7 @@ type entry struct {
 	failures    atomic.Uint64 // attempts recorded as health failures
 	probeOK     atomic.Uint64 // background probes that succeeded
 	probeFailed atomic.Uint64 // background probes that failed (cancelled ones count in neither)
+	backoffs    atomic.Uint64 // backoff episodes begun
 	latency     stats.Histogram
 }
 
