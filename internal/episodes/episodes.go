@@ -32,7 +32,7 @@ type Episode struct {
 	Start    time.Time // when it entered backoff
 	End      time.Time // when it served again; zero while the episode is open
 	Cause    string    // the fault class of the failure that began it ("attempt timeout", "network error", …)
-	Detail   string    // that failure in words, without URLs
+	Detail   string    // that failure in words, without URLs; "" when it says no more than Cause
 	// Failures is how many failed attempts and probes the pool recorded
 	// in a row, from the first failure to the recovery. An episode that
 	// spans a reload counts at least what each pool told.
@@ -105,6 +105,9 @@ func (l *Log) Began(upstream string, at time.Time, cause, detail string, failure
 	}
 	if len(detail) > maxDetail {
 		detail = detail[:maxDetail]
+	}
+	if detail == cause {
+		detail = "" // Explain had nothing to add to the fault class
 	}
 	l.list = append(l.list, Episode{Upstream: upstream, Start: at, Cause: cause, Detail: detail, Failures: failures})
 	l.trim()
