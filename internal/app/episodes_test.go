@@ -15,6 +15,7 @@ import (
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/testutil"
+	"github.com/nxdns/nxdns/internal/upstream"
 )
 
 // flaky is a real DoT upstream on loopback (internal/testutil) that
@@ -215,5 +216,26 @@ func TestEpisodes_removedUpstreamsEpisodeEndsAtTheReload(t *testing.T) {
 	eps := episodesOf(a, f.url())
 	if len(eps) != 1 || eps[0].Open() || eps[0].End.Before(reloaded) {
 		t.Fatalf("after the reload: %+v, want the episode ended at it", eps)
+	}
+}
+
+// TestEpisodes_retiredGenerationReportsNothing: the old pool, draining
+// after a reload, may still fail; that must not open an episode that the
+// new pool (already serving) would never end.
+func TestEpisodes_retiredGenerationReportsNothing(t *testing.T) {
+	log := episodes.New(episodes.Options{})
+	h := newPoolHealth(log)
+	h.observer().BackoffChanged(upstream.BackoffEvent{Upstream: "u", At: time.Now(), Backoff: true, Cause: upstream.KindNetwork, Failures: 3})
+	if len(log.List()) != 1 {
+		t.Fatal("a live generation's episode was not recorded")
+	}
+	log.Serving("u", time.Now(), 3)
+	h.retired.Store(true)
+	h.observer().BackoffChanged(upstream.BackoffEvent{Upstream: "u", At: time.Now(), Backoff: true, Cause: upstream.KindNetwork, Failures: 3})
+	if eps := log.List(); len(eps) != 1 || eps[0].Open() {
+		t.Fatalf("a retired generation opened an episode: %+v", eps)
+	}
+	if newPoolHealth(nil).observer() != nil {
+		t.Error("no log must mean no observer (a nil interface, not a typed nil)")
 	}
 }
