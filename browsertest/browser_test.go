@@ -22,7 +22,9 @@ const (
 )
 
 // stack is the real binaries on loopback: nxdns-fakeup as the DoT upstream
-// and nxdns with a password, a history file and a one-second flush.
+// and nxdns with a password, a history file and a one-second flush. A
+// standby upstream on a port nobody listens on is in backoff from its first
+// probe: the upstreams page has an ongoing episode to show.
 type stack struct {
 	dir     string
 	dnsPort int
@@ -133,7 +135,13 @@ name = "test laptop"
 url = "tls://127.0.0.1:%d"
 tls_name = "localhost"
 ca_file = %q
-`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"), upPort, filepath.Join(s.dir, "ca.pem"))
+[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "localhost"
+ca_file = %q
+priority = 1
+`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"),
+		upPort, filepath.Join(s.dir, "ca.pem"), freePort(t), filepath.Join(s.dir, "ca.pem"))
 	os.WriteFile(filepath.Join(s.dir, "nxdns.toml"), []byte(conf), 0o644)
 	start(t, "web server listening", filepath.Join(s.dir, "nxdns"), "run", "--config", filepath.Join(s.dir, "nxdns.toml"))
 	return s
@@ -282,10 +290,17 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 	}
 	shot(t, ctx, "client")
 	do(t, ctx, chromedp.Navigate(s.web+"/upstreams"), chromedp.WaitVisible(css("table")))
-	if up := get(t, ctx, chromedp.Text(css("table"))); !strings.Contains(up, "healthy") {
-		t.Fatalf("upstreams %q", up)
+	if up := get(t, ctx, chromedp.Text(css("table"))); !strings.Contains(up, "healthy") || !strings.Contains(up, "backoff") {
+		t.Fatalf("upstreams %q: want the primary healthy and the dead standby in backoff", up)
 	}
+	stretches := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.timeline rect.backoff.ongoing").length`))
+	episode := get(t, ctx, chromedp.Text(css("#episode-table tr.ongoing")))
+	if stretches != 1 || !strings.Contains(episode, "ongoing") || !strings.Contains(episode, "network error") {
+		t.Fatalf("episodes: %d ongoing stretches, row %q; want the standby's one", stretches, episode)
+	}
+	do(t, ctx, chromedp.EmulateViewport(1000, 860)) // the episodes' table too
 	shot(t, ctx, "upstreams")
+	do(t, ctx, chromedp.EmulateViewport(1000, 700))
 
 	// The lists page shows the list's rules and outcome; a check of a
 	// blocked name offers "allow", and after the click the name is

@@ -21,6 +21,7 @@ import (
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
@@ -65,7 +66,8 @@ type App struct {
 	certs   certState   // the DoT/DoH certificate (tls.go); under mu
 
 	history    *history.History // outlives reloads: every generation records into it
-	historyCfg config.History   // the settings it was opened with
+	historyCfg config.History   // the settings it runs with; under mu
+	episodes   *episodes.Log    // the upstreams' backoff episodes, across reloads (episodes.go)
 	dash       *dashboard.Dashboard
 	webHash    []byte         // web.password_file's hash; nil without a login
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
@@ -105,16 +107,18 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
 	a.webHash = a.startPassword(cfg.Web)
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
-	gen, err := build(cfg, log, a.filter)
+	a.history, a.historyCfg = openHistory(cfg.History, log), cfg.History
+	a.episodes = episodes.New(episodes.Options{Store: a.history})
+	gen, err := build(cfg, log, a.filter, a.episodes)
 	if err != nil {
 		a.filter.Close()
+		a.history.Close()
 		return nil, err
 	}
 	a.cache = cache.New(cacheOptions(cfg, log))
 	if a.clock == nil {
 		a.clock = clock.NewWatcher(clock.System(), clockPoll)
 	}
-	a.history, a.historyCfg = openHistory(cfg.History, log), cfg.History
 	a.dash = a.newDashboard()
 	gen.history = a.history
 	gen.cache = a.cache.Stage()
@@ -128,7 +132,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		gen.close()
 		a.filter.Close()
 		a.closeCache()
-		a.history.Close()
+		a.closeHistory()
 		return nil, err
 	}
 	store, err := a.prepareCerts(cfg.TLS)
@@ -175,7 +179,7 @@ func (a *App) Reload(cfg config.Config) (err error) {
 
 // reloadLocked is Reload with a.mu held.
 func (a *App) reloadLocked(cfg config.Config) error {
-	gen, err := build(cfg, a.log, a.filter)
+	gen, err := build(cfg, a.log, a.filter, a.episodes)
 	if err != nil {
 		return err
 	}
@@ -228,8 +232,9 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		a.web.SetPassword(hash) // the running endpoint, when web.listen did not change
 	}
 	a.webProblem.Store("") // the new file was read: nothing is locked any more
-	a.noteHistoryChange(cfg.History)
+	a.reconfigureHistory(cfg.History)
 	old := a.gen.Swap(gen)
+	a.followEpisodes(old, gen)
 	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed
 	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
 	a.drains = nil
@@ -400,7 +405,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.gen.Load().close()
 	a.filter.Close()
 	a.closeCache()
-	a.history.Close() // after the last query: its event is in the final flush
+	a.closeHistory() // after the last query: its event is in the final flush
 	return err
 }
 

@@ -54,9 +54,10 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 			}
 			return names
 		},
-		Filter:  a.filter.Snapshot,
-		Allowed: a.filter.Allowed,
-		Cache:   a.cache.Snapshot,
+		Filter:   a.filter.Snapshot,
+		Allowed:  a.filter.Allowed,
+		Cache:    a.cache.Snapshot,
+		Episodes: a.episodes.List,
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
@@ -40,14 +41,15 @@ type generation struct {
 	history *history.History // the App's, set by the App after build; nil in tests that build alone
 	local   *local.Stage
 	filter  *filter.Stage // over App's long-lived filter.Engine
+	health  *poolHealth   // the pool's health transitions, into the App's episodes (episodes.go)
 }
 
 // build makes a generation from a validated configuration. Nothing is
 // started: the pool's probes start with start, so a generation that fails
 // half-way is closed without having sent anything.
-func build(cfg config.Config, log *zap.Logger, eng *filter.Engine) (*generation, error) {
-	g := &generation{log: log, cfg: cfg, filter: eng.NewStage(cfg, nil)}
-	pool, err := buildPool(cfg, log, 0)
+func build(cfg config.Config, log *zap.Logger, eng *filter.Engine, eps *episodes.Log) (*generation, error) {
+	g := &generation{log: log, cfg: cfg, filter: eng.NewStage(cfg, nil), health: newPoolHealth(eps)}
+	pool, err := buildPool(cfg, log, 0, g.health.observer())
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,7 @@ func buildLocal(cfg config.Config, zones *forward.Table) (*local.Stage, error) {
 
 // buildPool makes the upstream pool of cfg's enabled upstreams, each with its
 // own transport client. slots 0 means the compiled default.
-func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, error) {
+func buildPool(cfg config.Config, log *zap.Logger, slots int, obs upstream.HealthObserver) (*upstream.Pool, error) {
 	var members []upstream.Member
 	closeAll := func() {
 		for _, m := range members {
@@ -114,10 +116,11 @@ func buildPool(cfg config.Config, log *zap.Logger, slots int) (*upstream.Pool, e
 		members = append(members, upstream.Member{Endpoint: ep, Client: c, Priority: u.Priority})
 	}
 	pool, err := upstream.New(upstream.Options{
-		Attempt: cfg.Upstream.Attempt(),
-		Total:   cfg.Upstream.Total(),
-		Logger:  log, // the pool names its own logger "pool"
-		Slots:   slots,
+		Attempt:  cfg.Upstream.Attempt(),
+		Total:    cfg.Upstream.Total(),
+		Logger:   log, // the pool names its own logger "pool"
+		Slots:    slots,
+		Observer: obs,
 	}, members)
 	if err != nil {
 		closeAll()

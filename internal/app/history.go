@@ -1,39 +1,57 @@
 package app
 
 import (
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/history"
 )
 
-// openHistory starts the query history of cfg (SPEC §9). It never fails:
-// a store that cannot be opened keeps the history in memory and says so
-// in /api/health, and DNS starts either way.
-func openHistory(cfg config.History, log *zap.Logger) *history.History {
-	return history.Open(history.Options{
+// historyOptions are the history's settings from cfg.
+func historyOptions(cfg config.History, log *zap.Logger) history.Options {
+	return history.Options{
 		Path:     cfg.Path,
 		MaxBytes: int64(cfg.MaxBytes),
 		MaxAge:   cfg.MaxAge(),
 		Flush:    cfg.FlushInterval(),
 		Logger:   log,
-	})
+	}
+}
+
+// openHistory starts the query history of cfg (SPEC §9). It never fails:
+// a store that cannot be opened keeps the history in memory and says so
+// in /api/health, and DNS starts either way.
+func openHistory(cfg config.History, log *zap.Logger) *history.History {
+	return history.Open(historyOptions(cfg, log))
 }
 
 // historyStore names where the history lives, for /api/health.
 func (a *App) historyStore() string {
-	if a.historyCfg.Path == "" || a.history.InMemory() {
+	if a.history.InMemory() {
 		return "memory"
 	}
 	return "file"
 }
 
-// noteHistoryChange logs that a reload's [history] change waits for a
-// restart: the store is one file held open across reloads, and reopening it
-// mid-flight would risk the interval being written.
-func (a *App) noteHistoryChange(cfg config.History) {
-	if cfg != a.historyCfg {
-		a.log.Warn("[history] changed; the running history keeps its settings until nxdns restarts",
-			zap.String("path", a.historyCfg.Path), zap.String("new_path", cfg.Path))
+// reconfigureHistory applies a reload's [history] to the running history
+// (history.Reconfigure): budgets and the flush interval in place, a new
+// path by flushing to the old store and opening the new one. The history
+// object itself stays, so the generations, the dashboard and the episode
+// log keep writing to and reading from it. Called with a.mu held.
+func (a *App) reconfigureHistory(cfg config.History) {
+	// Unchanged, unless a file that did not open is to be tried again.
+	if cfg == a.historyCfg && (cfg.Path == "" || !a.history.InMemory()) {
+		return
 	}
+	a.history.Reconfigure(historyOptions(cfg, a.log))
+	a.historyCfg = cfg
+}
+
+// closeHistory ends the open backoff episodes at shutdown, so they are
+// stored, then writes what is buffered and closes the store.
+func (a *App) closeHistory() {
+	a.episodes.Close(time.Now())
+	a.history.Close()
 }

@@ -31,7 +31,7 @@ func Probe(ctx context.Context, cfg config.Config) []ProbeResult {
 		one := cfg
 		one.Upstreams = []config.UpstreamURL{u}
 		r := ProbeResult{URL: upstream.RedactString(u.URL)}
-		pool, err := buildPool(one, zap.NewNop(), 1)
+		pool, err := buildPool(one, zap.NewNop(), 1, nil)
 		if err != nil {
 			r.Err = err
 			results = append(results, r)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/query"
 )
@@ -139,6 +140,31 @@ type UpstreamJSON struct {
 	MeanMS       float64 `json:"mean_attempt_ms"`
 	Answers24h   int64   `json:"answers_24h"`
 	MeanAnswerMS float64 `json:"mean_answer_ms_24h"`
+	// Episodes are its backoff episodes still in the App's log (the last
+	// 200 of every upstream together, across reloads and, with a history
+	// file, restarts), newest first.
+	Episodes []EpisodeJSON `json:"episodes"`
+}
+
+// EpisodeJSON is one backoff episode of an upstream (SPEC §4.5).
+type EpisodeJSON struct {
+	Start     time.Time  `json:"start"`
+	End       *time.Time `json:"end"` // null while ongoing
+	Ongoing   bool       `json:"ongoing"`
+	DurationS float64    `json:"duration_s"` // up to now while ongoing
+	Cause     string     `json:"cause"`      // the fault class that began it: "network error", "attempt timeout", …
+	Detail    string     `json:"detail,omitempty"`
+	Failures  int        `json:"failures"` // failed attempts and probes recorded in a row
+}
+
+func episodeJSON(e episodes.Episode, now time.Time) EpisodeJSON {
+	j := EpisodeJSON{Start: e.Start.UTC(), Ongoing: e.Open(), DurationS: e.Duration(now).Seconds(),
+		Cause: e.Cause, Detail: e.Detail, Failures: e.Failures}
+	if !e.Open() {
+		end := e.End.UTC()
+		j.End = &end
+	}
+	return j
 }
 
 func overviewJSON(o history.Overview) OverviewJSON {
@@ -346,11 +372,22 @@ func (d *Dashboard) upstreams() (UpstreamsJSON, error) {
 	}
 	snap := d.deps.Pool()
 	j.BudgetExhausted = snap.BudgetExhausted
+	eps := map[string][]EpisodeJSON{}
+	if d.deps.Episodes != nil {
+		all := d.deps.Episodes()
+		for i := len(all) - 1; i >= 0; i-- { // newest first
+			eps[all[i].Upstream] = append(eps[all[i].Upstream], episodeJSON(all[i], now))
+		}
+	}
 	for _, u := range snap.Upstreams {
 		uj := UpstreamJSON{
 			Index: u.Index, URL: u.URL, InBackoff: u.InBackoff, InFlight: u.InFlight, Slots: u.Slots,
 			Successes: u.Successes, Failures: u.Failures, QueuedTotal: u.QueuedTotal,
 			Answers24h: use[u.URL].Answers, MeanAnswerMS: use[u.URL].MeanMS,
+			Episodes: eps[u.URL],
+		}
+		if uj.Episodes == nil {
+			uj.Episodes = []EpisodeJSON{}
 		}
 		if h := u.AttemptLatency; h.Count > 0 {
 			uj.MeanMS = h.Sum / float64(h.Count) * 1000

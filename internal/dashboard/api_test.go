@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -23,6 +24,15 @@ import (
 )
 
 var now = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
+
+// testEpisodes are serve's backoff episodes, oldest first: two of the
+// pool's upstream (one ended, whose detail is markup, one ongoing) and one
+// of an upstream no longer in the pool.
+var testEpisodes = []episodes.Episode{
+	{Upstream: "tls://192.0.2.99:853", Start: now.Add(-5 * time.Hour), End: now.Add(-4 * time.Hour), Cause: "network error", Failures: 3},
+	{Upstream: "tls://192.0.2.53:853", Start: now.Add(-3 * time.Hour), End: now.Add(-3*time.Hour + 95*time.Second), Cause: "attempt timeout", Detail: "<script>alert(1)</script>", Failures: 6},
+	{Upstream: "tls://192.0.2.53:853", Start: now.Add(-10 * time.Minute), Cause: "network error", Failures: 3},
+}
 
 // serve runs the dashboard on a real web.Server on loopback over a history
 // in memory holding n queries, one a minute back from now.
@@ -50,6 +60,7 @@ func serve(t *testing.T, n int) (base string, h *history.History) {
 			return upstream.Snapshot{Upstreams: []upstream.UpstreamSnapshot{{Index: 0, URL: "tls://192.0.2.53:853", Slots: 32, Successes: 7}}}
 		},
 		StaticClients: func() map[string]string { return map[string]string{"192.168.1.10": "laptop"} },
+		Episodes:      func() []episodes.Episode { return testEpisodes },
 	})
 	s := web.New("127.0.0.1:0", prometheus.NewRegistry(), func() web.Health { return web.Health{} }, nil)
 	d.Register(s)

@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -28,13 +29,14 @@ import (
 // Deps are what the dashboard reads. Functions rather than values because
 // a reload replaces the pool and the static client names.
 type Deps struct {
-	History       *history.History         // not nil
-	Pool          func() upstream.Snapshot // nil leaves the upstreams empty
-	StaticClients func() map[string]string // address → [[clients]] name; may be nil
-	Now           func() time.Time         // nil means time.Now
-	Filter        func() filter.Snapshot   // the lists' state; nil: no lists page data
-	Allowed       func() []string          // names allowed from the dashboard; may be nil
-	Cache         func() cache.Snapshot    // the cache's counters; nil: no cache page data
+	History       *history.History          // not nil
+	Pool          func() upstream.Snapshot  // nil leaves the upstreams empty
+	StaticClients func() map[string]string  // address → [[clients]] name; may be nil
+	Now           func() time.Time          // nil means time.Now
+	Filter        func() filter.Snapshot    // the lists' state; nil: no lists page data
+	Allowed       func() []string           // names allowed from the dashboard; may be nil
+	Cache         func() cache.Snapshot     // the cache's counters; nil: no cache page data
+	Episodes      func() []episodes.Episode // the upstreams' backoff episodes, oldest first; may be nil
 }
 
 // Dashboard serves the pages and the API.

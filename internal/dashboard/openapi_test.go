@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/filter"
 )
 
@@ -30,7 +31,7 @@ var (
 		"GET /api/overview":  {"Totals, blocked share, cache hit rate, series over time, top clients, domains and blocked names, per-upstream answers and latency for [from, to), from the pre-aggregated buckets (minute buckets up to two days, hour buckets beyond; the range is rounded out to whole buckets).", OverviewJSON{}},
 		"GET /api/queries":   {"Stored queries, newest first, filtered; every field of the query event and why it was answered that way. Paginated with next/before. A search that runs out of its 3 s budget returns what it found with partial=true and a next cursor that continues it.", QueriesJSON{}},
 		"GET /api/clients":   {"Clients seen in [from, to) with their query counts, and the clients named in [[clients]].", ClientsJSON{}},
-		"GET /api/upstreams": {"The serving pool's upstreams: health, backoff, slots in use, attempt counters since the last reload, and their answers over the last 24 hours from the history.", UpstreamsJSON{}},
+		"GET /api/upstreams": {"The serving pool's upstreams: health, backoff, slots in use, attempt counters since the last reload, their answers over the last 24 hours from the history, and their backoff episodes, newest first (the last 200 of all upstreams together, kept across reloads and, with history.path, restarts).", UpstreamsJSON{}},
 	}
 	paramDocs = map[string]string{
 		"from":   "Start of the range, RFC 3339 or unix seconds. Default: a day before to. The range is at most 366 days.",
@@ -70,6 +71,34 @@ var filterDocs = map[string]struct {
 		[][2]string{{"name", "The domain name allowed before. Required."}}, filter.AllowAnswer{}},
 }
 
+// CacheFlushAnswer and CacheEntryAnswer are the cache's answers
+// (internal/cache/api.go writes them as maps); the names here are only
+// the schemas'.
+type (
+	CacheFlushAnswer struct {
+		Flushed int `json:"flushed"`
+	}
+	CacheEntryAnswer struct {
+		Entries []cache.Explanation `json:"entries"`
+	}
+)
+
+// cacheDocs document the cache's routes (internal/cache, mounted by
+// internal/app/cache.go). Its 400s are plain text, not JSON. The app's
+// TestOpenAPI_documentsEveryServedAPIRoute checks that these, the
+// dashboard's and the filter's are every /api route the binary serves.
+var cacheDocs = map[string]struct {
+	summary  string
+	params   [][2]string
+	body     any
+	mutating bool
+}{
+	"POST /api/cache/flush": {"Removes the cached answers for a name and every name below it, or every entry without name.",
+		[][2]string{{"name", "The domain name to flush (and the names below it); absent: every entry."}}, CacheFlushAnswer{}, true},
+	"GET /api/cache/entry": {"The cached entries for a name (each type and DO/CD variant), explained: age, TTL after the clamps, origin, fresh or stale.",
+		[][2]string{{"name", "The domain name. Required."}, {"type", "A DNS type (A, AAAA, MX, …); absent: every type."}}, CacheEntryAnswer{}, false},
+}
+
 // TestOpenAPI_matchesTheServedRoutesAndFields: docs/reference/openapi.json
 // is exactly what the served routes (the dashboard's and the filter's),
 // their parameters and the Go types of their answers say. `go test
@@ -94,6 +123,9 @@ func TestOpenAPI_matchesTheServedRoutesAndFields(t *testing.T) {
 	slices.Sort(served)
 	if docs := slices.Sorted(maps.Keys(filterDocs)); !slices.Equal(served, docs) {
 		t.Fatalf("served filter routes %v, documented %v", served, docs)
+	}
+	for r, doc := range cacheDocs {
+		mutating[r] = doc.mutating
 	}
 	want := buildOpenAPI(t, routes, served, mutating)
 	if *updateOpenAPI {
@@ -142,17 +174,33 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 		}
 		add(r, op)
 	}
+	type extDoc struct {
+		summary, bad string
+		params       [][2]string
+		body         any
+	}
+	ext := map[string]extDoc{}
 	for _, r := range filterRoutes {
-		doc := filterDocs[r]
+		d := filterDocs[r]
+		ext[r] = extDoc{d.summary, "A parameter is missing or malformed; the body says which.", d.params, d.body}
+	}
+	for r, d := range cacheDocs {
+		ext[r] = extDoc{d.summary, "The name or type is not valid; the plain-text body says which.", d.params, d.body}
+	}
+	for _, r := range slices.Sorted(maps.Keys(ext)) {
+		doc := ext[r]
 		var params []any
 		for _, p := range doc.params {
 			params = append(params, map[string]any{"name": p[0], "in": "query", "required": strings.HasSuffix(p[1], "Required."), "description": p[1], "schema": map[string]any{"type": "string"}})
 		}
 		responses := map[string]any{
 			"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(doc.body))}}},
-			"400": map[string]any{"description": "A parameter is missing or malformed; the body says which.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}},
+			"400": map[string]any{"description": doc.bad, "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}},
 			"401": map[string]any{"description": "web.password_file is set and the request has no session: log in at /login."},
 			"403": map[string]any{"description": "No password is set and web.listen is not a loopback address."},
+		}
+		if _, isCache := cacheDocs[r]; isCache {
+			responses["400"] = map[string]any{"description": doc.bad, "content": map[string]any{"text/plain": map[string]any{"schema": map[string]any{"type": "string"}}}}
 		}
 		if mutating[r] {
 			responses["403"] = map[string]any{"description": "No password is set and web.listen is not a loopback address; or a login exists and the X-CSRF-Token header is missing or wrong; or the request is cross-origin."}
@@ -166,9 +214,9 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 	doc := map[string]any{
 		"openapi": "3.0.3",
 		"info": map[string]any{
-			"title":       "nxdns API: history, dashboard data and filter",
+			"title":       "nxdns API: history, dashboard data, filter and cache",
 			"version":     "1",
-			"description": "Served on web.listen. With web.password_file set every route needs the session cookie of a login at /login (mutating routes also the X-CSRF-Token header); without one they are served only on a loopback web.listen. Generated from internal/dashboard and internal/filter by the dashboard's OpenAPI test. /metrics, /api/health and the cache's /api/cache/flush and /api/cache/entry are described in docs/reference/http.md.",
+			"description": "Served on web.listen. With web.password_file set every route needs the session cookie of a login at /login (mutating routes also the X-CSRF-Token header); without one they are served only on a loopback web.listen. Generated from internal/dashboard, internal/filter and internal/cache by the dashboard's OpenAPI test; internal/app's test checks that it lists every /api route the binary serves. /metrics and /api/health are described in docs/reference/http.md.",
 		},
 		"paths": paths,
 	}

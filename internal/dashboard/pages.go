@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/nxdns/nxdns/internal/buildinfo"
@@ -23,8 +24,10 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 var funcs = template.FuncMap{
-	"pct": func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
-	"ms":  func(f float64) string { return fmt.Sprintf("%.1f ms", f) },
+	"pct":  func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
+	"ms":   func(f float64) string { return fmt.Sprintf("%.1f ms", f) },
+	"secs": seconds,
+	"when": func(t time.Time) string { return t.Local().Format("Jan 2 15:04:05") },
 	"dur": func(d time.Duration) string {
 		if d >= time.Hour {
 			return fmt.Sprintf("%d h", int(d.Hours()))
@@ -246,5 +249,33 @@ func (d *Dashboard) pageUpstreams(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data["Upstreams"], data["BudgetExhausted"] = u.Upstreams, u.BudgetExhausted
+	now := d.now()
+	var strips []episodeStrip
+	var recent []episodeRow
+	for _, up := range u.Upstreams {
+		strips = append(strips, episodeStrip{URL: up.URL, InBackoff: up.InBackoff, SVG: timelineSVG(up.Episodes, now.Add(-24*time.Hour), now)})
+		for _, e := range up.Episodes {
+			recent = append(recent, episodeRow{Upstream: up.URL, EpisodeJSON: e})
+		}
+	}
+	slices.SortStableFunc(recent, func(a, b episodeRow) int { return b.Start.Compare(a.Start) })
+	data["Strips"], data["Episodes"] = strips, recent[:min(len(recent), maxEpisodeRows)]
 	d.render(w, r, "upstreams", "Upstreams", http.StatusOK, data)
+}
+
+// maxEpisodeRows bounds the upstreams page's table of episodes (the API
+// has every one the log keeps).
+const maxEpisodeRows = 50
+
+// episodeStrip is one upstream's timeline on the upstreams page.
+type episodeStrip struct {
+	URL       string
+	InBackoff bool
+	SVG       template.HTML
+}
+
+// episodeRow is one line of the upstreams page's table of episodes.
+type episodeRow struct {
+	Upstream string
+	EpisodeJSON
 }

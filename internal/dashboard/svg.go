@@ -78,3 +78,58 @@ func latencySVG(bins []history.LatencyBin) template.HTML {
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
+
+// timelineH is the height of an upstream's backoff strip; minStretch the
+// narrowest an episode is drawn (of chartW), so a brief outage shows.
+const (
+	timelineH  = 18
+	minStretch = 3.0
+)
+
+// timelineSVG draws an upstream's backoff episodes over [from, to) as
+// stretches on a strip (the upstreams page: one strip per upstream over
+// the last 24 hours). An episode shorter than minStretch is drawn that
+// wide. Only times go into it.
+func timelineSVG(eps []EpisodeJSON, from, to time.Time) template.HTML {
+	var b strings.Builder
+	span := to.Sub(from).Seconds()
+	fmt.Fprintf(&b, `<svg class="timeline" viewBox="0 0 %d %d" role="img" aria-label="backoff episodes over the last 24 hours">`, chartW, timelineH+chartPad-6)
+	fmt.Fprintf(&b, `<rect class="track" x="0" y="0" width="%d" height="%d"/>`, chartW, timelineH)
+	for _, e := range eps {
+		end := to
+		if e.End != nil {
+			end = *e.End
+		}
+		if !end.After(from) || !e.Start.Before(to) || span <= 0 {
+			continue
+		}
+		x0 := max(e.Start.Sub(from).Seconds(), 0) / span * chartW
+		x1 := min(end.Sub(from).Seconds(), span) / span * chartW
+		w := max(x1-x0, minStretch)
+		x0 = min(x0, chartW-w) // one that just began still shows, at the right edge
+		class, until := "backoff", "ongoing"
+		if e.Ongoing {
+			class = "backoff ongoing"
+		} else {
+			until = end.Local().Format("15:04:05")
+		}
+		fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="0" width="%.1f" height="%d"><title>%s – %s (%s)</title></rect>`,
+			class, x0, w, timelineH, e.Start.Local().Format("Jan 2 15:04:05"), until, seconds(e.DurationS))
+	}
+	fmt.Fprintf(&b, `<text class="axis" x="0" y="%d">%s</text>`, timelineH+12, from.Local().Format("Mon 15:04"))
+	fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d" text-anchor="end">now</text></svg>`, chartW, timelineH+12)
+	return template.HTML(b.String())
+}
+
+// seconds is a duration in seconds as a person reads it: "42 s", "3 min
+// 5 s", "2 h 10 min".
+func seconds(s float64) string {
+	d := time.Duration(s * float64(time.Second)).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min %d s", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+}

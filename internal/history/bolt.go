@@ -104,6 +104,15 @@ func (k *boltKV) used() (used, size int64) {
 
 func (k *boltKV) close() error { return k.db.Close() }
 
+// setMaxBytes changes bbolt's bound on the file's growth. bbolt reads
+// MaxSize and AllocSize only while growing the file inside a write
+// transaction; the history writes only under its flushMu, which the
+// caller holds.
+func (k *boltKV) setMaxBytes(n int64) {
+	k.db.MaxSize = int(n)
+	k.db.AllocSize = int(allocStep(n))
+}
+
 type boltTx struct{ tx *bolt.Tx }
 
 func (t boltTx) bucket(name []byte) kvBucket {

@@ -52,18 +52,26 @@ type Options struct {
 // History is the store and its flusher. It is owned by the composition root
 // and outlives configuration reloads; each generation hands it the events.
 type History struct {
-	opts Options
+	opts Options // Path and the budgets change under flushMu (Reconfigure); the rest never
 	log  *zap.Logger
-	kv   kv
-	mem  bool // the store is in memory (no path, or the file failed to open)
 
-	mu       sync.Mutex // guards the fields below; Record holds it for an append
-	pending  []buffered
-	inflight []buffered // the batch being written; still searchable
-	seq      uint32
+	// storeMu guards kv and mem: reads (searches, the overview, the
+	// counters) hold it shared, and only Reconfigure's swap of the store
+	// takes it exclusively. Writes also hold flushMu, which the swap holds.
+	storeMu sync.RWMutex
+	kv      kv
+	mem     bool // the store is in memory (no path, or the file failed to open)
 
-	flushMu   sync.Mutex // one flush at a time (the ticker, Flush, Close); guards lastWrite
-	lastWrite int64      // bytes the last successful flush wrote, for prune's headroom
+	mu          sync.Mutex // guards the fields below; Record holds it for an append
+	pending     []buffered
+	inflight    []buffered // the batch being written; still searchable
+	pendingEps  []buffered // ended backoff episodes (episodes.go)
+	inflightEps []buffered
+	seq         uint32
+
+	flushMu   sync.Mutex         // one flush at a time (the ticker, Flush, Close, Reconfigure); guards lastWrite and opts
+	lastWrite int64              // bytes the last successful flush wrote, for prune's headroom
+	interval  chan time.Duration // a new flush interval for the loop (Reconfigure)
 
 	recorded     atomic.Int64
 	dropped      atomic.Int64 // buffer full
@@ -111,17 +119,27 @@ func Open(opts Options) *History {
 	if opts.Flush <= 0 {
 		opts.Flush = time.Minute
 	}
-	h := &History{opts: opts, log: opts.Logger.Named("history"), stop: make(chan struct{})}
-	if opts.Path == "" {
-		h.kv, h.mem = newMem(), true
-	} else if k, err := safeOpenBolt(opts.Path, opts.MaxBytes); err != nil {
-		h.kv, h.mem = newMem(), true
-		h.degrade(fmt.Sprintf("%v; keeping the history in memory until restart", err))
-	} else {
-		h.kv = k
+	h := &History{opts: opts, log: opts.Logger.Named("history"), stop: make(chan struct{}), interval: make(chan time.Duration, 1)}
+	var err error
+	h.kv, h.mem, err = openStore(opts.Path, opts.MaxBytes)
+	if err != nil {
+		h.degrade(fmt.Sprintf("%v; keeping the history in memory until restart or a reload that opens it", err))
 	}
-	h.done.Go(h.loop)
+	h.done.Go(func() { h.loop(opts.Flush) })
 	return h
+}
+
+// openStore is the store for path: a bbolt file, or memory for "" or for a
+// file that cannot be opened (then err says why).
+func openStore(path string, maxBytes int64) (kv, bool, error) {
+	if path == "" {
+		return newMem(), true, nil
+	}
+	k, err := safeOpenBolt(path, maxBytes)
+	if err != nil {
+		return newMem(), true, err
+	}
+	return k, false, nil
 }
 
 // safeOpenBolt turns a panic inside bbolt (a page of garbage can trip its
@@ -152,13 +170,16 @@ func (h *History) Record(e *query.Event) {
 	h.recorded.Add(1)
 }
 
-func (h *History) loop() {
-	t := time.NewTicker(h.opts.Flush)
+// loop flushes every interval until Close; Reconfigure sends it a new one.
+func (h *History) loop(every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-h.stop:
 			return
+		case d := <-h.interval:
+			t.Reset(d)
 		case <-t.C:
 			h.Flush()
 		}
@@ -184,6 +205,8 @@ func (h *History) Close() error {
 		h.Flush()
 		h.flushMu.Lock()
 		defer h.flushMu.Unlock()
+		h.storeMu.Lock()
+		defer h.storeMu.Unlock()
 		err = h.kv.close()
 	})
 	return err
@@ -195,27 +218,33 @@ func (h *History) Close() error {
 func (h *History) Flush() {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
+	h.flushLocked()
+}
+
+// flushLocked is Flush with flushMu held.
+func (h *History) flushLocked() {
 	h.mu.Lock()
-	batch := h.pending
+	batch, eps := h.pending, h.pendingEps
 	h.pending = make([]buffered, 0, min(len(batch), h.opts.MaxPending))
-	h.inflight = batch
+	h.pendingEps = nil
+	h.inflight, h.inflightEps = batch, eps
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		h.inflight = nil
+		h.inflight, h.inflightEps = nil, nil
 		h.mu.Unlock()
 	}()
 
 	now := h.opts.Now()
-	err := h.write(batch, now)
+	err := h.write(batch, eps, now)
 	if errors.Is(err, berrors.ErrMaxSizeReached) {
 		// The batch did not fit under max_bytes: make room, then try once more.
 		h.prune(0.5)
-		err = h.write(batch, now)
+		err = h.write(batch, eps, now)
 	}
 	if err != nil {
 		h.writeErrors.Add(1)
-		h.lost.Add(int64(len(batch)))
+		h.lost.Add(int64(len(batch) + len(eps)))
 		h.degrade(fmt.Sprintf("history: writing %d events failed: %v", len(batch), err))
 		return
 	}
@@ -226,13 +255,16 @@ func (h *History) Flush() {
 
 // write stores batch and its buckets and deletes what is past max_age, in
 // one transaction.
-func (h *History) write(batch []buffered, now time.Time) error {
+func (h *History) write(batch, eps []buffered, now time.Time) error {
 	n, err := h.kv.update(func(tx kvTx) error {
 		rows := tx.bucket(bucketRows)
 		for i := range batch {
 			if err := rows.put(batch[i].key, batch[i].val); err != nil {
 				return err
 			}
+		}
+		if err := writeEpisodes(tx, eps); err != nil {
+			return err
 		}
 		if err := foldBuckets(tx, batch, now); err != nil {
 			return err
@@ -360,6 +392,9 @@ func (h *History) expire(tx kvTx, now time.Time) error {
 	if _, _, err := tx.bucket(bucketDay).deleteBefore(bucketKey(cut.Truncate(24*time.Hour)), expireChunk); err != nil {
 		return err
 	}
+	if _, _, err := tx.bucket(bucketEpisodes).deleteBefore(timeKey(cut), expireChunk); err != nil {
+		return err
+	}
 	_, _, err = tx.bucket(bucketMinute).deleteBefore(bucketKey(later(cut, now.Add(-minuteRetention))), expireChunk)
 	return err
 }
@@ -446,7 +481,18 @@ func (h *History) recover() {
 
 // InMemory reports whether the history lives in memory: no path, or a file
 // that could not be opened.
-func (h *History) InMemory() bool { return h.mem }
+func (h *History) InMemory() bool {
+	h.storeMu.RLock()
+	defer h.storeMu.RUnlock()
+	return h.mem
+}
+
+// view runs fn in a read transaction of the current store.
+func (h *History) view(fn func(kvTx) error) error {
+	h.storeMu.RLock()
+	defer h.storeMu.RUnlock()
+	return h.kv.view(fn)
+}
 
 // Problem is why the history is degraded, or "" when it is not.
 func (h *History) Problem() string {
@@ -476,7 +522,9 @@ func (h *History) Snapshot() Stats {
 	h.mu.Lock()
 	pending := len(h.pending) + len(h.inflight)
 	h.mu.Unlock()
+	h.storeMu.RLock()
 	used, size := h.kv.used()
+	h.storeMu.RUnlock()
 	return Stats{
 		Recorded: h.recorded.Load(), Dropped: h.dropped.Load(), Lost: h.lost.Load(),
 		BytesWritten: h.bytesWritten.Load(), WriteErrors: h.writeErrors.Load(),

@@ -1,6 +1,6 @@
 package history
 
-// The store is an ordered key-value store with three buckets; kv is the seam
+// The store is an ordered key-value store with a few buckets; kv is the seam
 // between the history's logic (rows, buckets, budgets, searches) and the two
 // places it can live: a bbolt file (history.path) or memory (no path). One
 // implementation of every search and budget, whichever backs it.
@@ -14,6 +14,9 @@ type kv interface {
 	// used is how many bytes the data takes (for the byte budget); size the
 	// file's size on disk (0 in memory).
 	used() (used, size int64)
+	// setMaxBytes changes the byte bound of a store that enforces one
+	// itself (the file's); called with no transaction running.
+	setMaxBytes(n int64)
 	close() error
 }
 
@@ -48,5 +51,7 @@ var (
 	bucketMinute = []byte("minute") // bucketKey(minute) → encoded aggregate
 	bucketHour   = []byte("hour")   // bucketKey(hour) → encoded aggregate
 	bucketDay    = []byte("day")    // bucketKey(UTC day) → encoded aggregate
-	allBuckets   = [][]byte{bucketRows, bucketMinute, bucketHour, bucketDay}
+	// bucketEpisodes: rowKey(end, hash of the URL) → encodeEpisode (episodes.go)
+	bucketEpisodes = []byte("episodes")
+	allBuckets     = [][]byte{bucketRows, bucketMinute, bucketHour, bucketDay, bucketEpisodes}
 )

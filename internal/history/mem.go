@@ -51,6 +51,9 @@ func (m *memKV) used() (used, size int64) {
 
 func (m *memKV) close() error { return nil }
 
+// setMaxBytes: memory has no bound of its own; prune keeps it in budget.
+func (m *memKV) setMaxBytes(int64) {}
+
 type memTx struct {
 	m        *memKV
 	readOnly bool

@@ -88,7 +88,7 @@ func (h *History) Overview(from, to time.Time, top int) (Overview, error) {
 		to = t.Add(res)
 	}
 	var buckets, days []bucketAt
-	err := h.kv.view(func(tx kvTx) error {
+	err := h.view(func(tx kvTx) error {
 		if res == time.Minute {
 			buckets = readBuckets(tx, bucketMinute, minuteCap, from, to, nil)
 			return nil

@@ -123,7 +123,7 @@ func (h *History) Search(ctx context.Context, f Filter) (Page, error) {
 func (h *History) scan(ctx context.Context, m matcher, lower, upper []byte, limit int) ([]pendingRow, []byte, error) {
 	var out []pendingRow
 	var stoppedAt []byte
-	err := h.kv.view(func(tx kvTx) error {
+	err := h.view(func(tx kvTx) error {
 		c := tx.bucket(bucketRows).cursor()
 		k, v := c.Seek(upper)
 		if k == nil || bytes.Compare(k, upper) >= 0 {

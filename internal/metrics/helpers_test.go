@@ -42,7 +42,7 @@ func sampleSources() Sources {
 			{
 				Index: 1, URL: "https://192.0.2.2:8443", Slots: 32, InFlight: 0,
 				QueuedTotal: 1, QueuedSeconds: 0.5, Successes: 9, Failures: 11,
-				InBackoff: true, AttemptLatency: histogramOf(2500 * time.Millisecond),
+				InBackoff: true, BackoffEpisodes: 3, AttemptLatency: histogramOf(2500 * time.Millisecond),
 			},
 		},
 		BudgetExhausted: 2,

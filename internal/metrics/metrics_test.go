@@ -52,6 +52,7 @@ func TestCollectors_mapEverySnapshotField(t *testing.T) {
 		{"nxdns_upstream_requests_total", dto.MetricType_COUNTER, with(up1, "outcome", "failure"), 11},
 		{"nxdns_upstream_backoff", dto.MetricType_GAUGE, up0, 0},
 		{"nxdns_upstream_backoff", dto.MetricType_GAUGE, up1, 1},
+		{"nxdns_upstream_backoff_episodes_total", dto.MetricType_COUNTER, up1, 3},
 		{"nxdns_upstream_budget_exhausted_total", dto.MetricType_COUNTER, none, 2},
 		{"nxdns_queries_total", dto.MetricType_COUNTER, map[string]string{"source": "pool", "rcode": "SERVFAIL"}, 6},
 		{"nxdns_queries_total", dto.MetricType_COUNTER, map[string]string{"source": "refused", "rcode": "REFUSED"}, 13},

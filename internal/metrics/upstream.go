@@ -45,6 +45,9 @@ var (
 	upstreamBackoff = prometheus.NewDesc("nxdns_upstream_backoff",
 		"1 while this upstream is in backoff (used only as a last resort and probed in the background until it answers), else 0.",
 		upstreamLabels, nil)
+	upstreamBackoffEpisodes = prometheus.NewDesc("nxdns_upstream_backoff_episodes_total",
+		"Times this upstream entered backoff. A rise between two scrapes that nxdns_upstream_backoff did not catch is an outage shorter than the scrape interval; a steady rise is a flapping upstream.",
+		upstreamLabels, nil)
 	upstreamBudgetExhausted = prometheus.NewDesc("nxdns_upstream_budget_exhausted_total",
 		"Queries that ran out of their own total budget (upstream.total_timeout_ms) waiting for a slot or in a shortened last attempt; answered SERVFAIL with EDE 22. Pool-wide: evidence about load and budget, never about one upstream.",
 		nil, nil)
@@ -57,7 +60,7 @@ func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		upstreamInFlight, upstreamSlots, upstreamQueued, upstreamQueuedSeconds,
 		upstreamReuseRecoveries, upstreamConnections, upstreamRequests, upstreamProbes, upstreamAttemptDuration,
-		upstreamBackoff, upstreamBudgetExhausted,
+		upstreamBackoff, upstreamBackoffEpisodes, upstreamBudgetExhausted,
 	} {
 		ch <- d
 	}
@@ -84,6 +87,7 @@ func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeFailures), index, url, "failure")
 		sendHistogram(ch, upstreamAttemptDuration, u.AttemptLatency, index, url)
 		send(ch, upstreamBackoff, prometheus.GaugeValue, boolValue(u.InBackoff), index, url)
+		send(ch, upstreamBackoffEpisodes, prometheus.CounterValue, float64(u.BackoffEpisodes), index, url)
 	}
 	send(ch, upstreamBudgetExhausted, prometheus.CounterValue, float64(s.BudgetExhausted))
 }

@@ -73,6 +73,9 @@ func (p *Pool) recordSuccess(e *entry) {
 	n := h.fails.Swap(0)
 	recovered := h.backoff.Swap(false)
 	since := h.since
+	if recovered {
+		p.observe(BackoffEvent{Upstream: e.url, At: time.Now(), Failures: int(n)})
+	}
 	h.mu.Unlock()
 	if !recovered {
 		return
@@ -97,6 +100,9 @@ func (p *Pool) recordFailure(e *entry, cause error, force bool) {
 	}
 	h.since = time.Now()
 	h.backoff.Store(true)
+	e.backoffs.Add(1)
+	p.observe(BackoffEvent{Upstream: e.url, At: h.since, Backoff: true,
+		Cause: Classify(cause), Detail: Explain(cause), Failures: int(n)})
 	h.mu.Unlock()
 	p.log.Warn("upstream entering backoff",
 		zap.Int("index", e.index), zap.String("upstream", e.url),
@@ -106,6 +112,51 @@ func (p *Pool) recordFailure(e *entry, cause error, force bool) {
 	default: // the prober has a kick pending already
 	}
 	p.board.notify() // waiters stop counting on it
+}
+
+// announceServing tells the observer that e serves, after its first probe
+// succeeded: an observer that outlives this pool (the App's episode log)
+// may hold an episode of the same upstream from the previous generation,
+// which this generation's entry, starting healthy, would never end. Under
+// the health lock, and only while e is not in backoff, so it can never
+// follow (and end) an episode that began after the probe.
+func (p *Pool) announceServing(e *entry) {
+	h := &e.health
+	h.mu.Lock()
+	if !h.backoff.Load() {
+		p.observe(BackoffEvent{Upstream: e.url, At: time.Now(), Failures: int(h.fails.Load())})
+	}
+	h.mu.Unlock()
+}
+
+// BackoffEvent is one health transition of a pool entry (SPEC §4.5's
+// episodes), for a HealthObserver.
+type BackoffEvent struct {
+	Upstream string    // the entry's redacted URL
+	At       time.Time // when it happened
+	// Backoff is true when the entry entered backoff, false when it serves:
+	// it recovered, or its first probe found it serving.
+	Backoff bool
+	Cause   Kind   // the fault class of the failure that began the episode (Backoff only)
+	Detail  string // that failure in words (Explain: no URL in it); Backoff only
+	// Failures is how many failures were recorded in a row: those that
+	// began the episode, or at the end every failed attempt and probe of it.
+	Failures int
+}
+
+// HealthObserver hears a pool's health transitions: the App keeps a log
+// of backoff episodes across reloads with it (internal/episodes). The pool
+// calls it with the entry's health lock held, so one entry's events arrive
+// in the order they happened; it runs on a query's goroutine too, so it
+// must return at once and never call back into the pool.
+type HealthObserver interface {
+	BackoffChanged(BackoffEvent)
+}
+
+func (p *Pool) observe(ev BackoffEvent) {
+	if p.observer != nil {
+		p.observer.BackoffChanged(ev)
+	}
 }
 
 // redactCause is the cause's text through the endpoint's Scrub. A transport

@@ -54,6 +54,9 @@ type Options struct {
 	Total   time.Duration // the per-query budget: every wait and attempt together
 	Logger  *zap.Logger   // nil logs nothing
 	Slots   int           // per entry; 0 means DefaultSlots (only `nxdns check --probe` sets 1)
+	// Observer hears each entry's entering and leaving backoff (health.go);
+	// nil hears nothing.
+	Observer HealthObserver
 }
 
 // Pool is the priority-failover upstream pool (SPEC §4). Resolve is safe for
@@ -63,8 +66,9 @@ type Pool struct {
 	attemptTimeout time.Duration
 	total          time.Duration
 	log            *zap.Logger
-	board          board         // wakes blocked admissions (admission.go)
-	exhausted      atomic.Uint64 // queries that ended in BudgetExhausted
+	board          board          // wakes blocked admissions (admission.go)
+	exhausted      atomic.Uint64  // queries that ended in BudgetExhausted
+	observer       HealthObserver // nil: nobody listens
 
 	probeCtx   context.Context // ends the probers; cancelled by Close
 	stopProbes context.CancelFunc
@@ -95,6 +99,7 @@ type entry struct {
 	failures    atomic.Uint64 // attempts recorded as health failures
 	probeOK     atomic.Uint64 // background probes that succeeded
 	probeFailed atomic.Uint64 // background probes that failed (cancelled ones count in neither)
+	backoffs    atomic.Uint64 // backoff episodes begun
 	latency     stats.Histogram
 }
 
@@ -123,7 +128,7 @@ func New(opts Options, members []Member) (*Pool, error) {
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(members[a].Priority, members[b].Priority) })
 
-	p := &Pool{attemptTimeout: opts.Attempt, total: opts.Total, log: log.Named("pool")}
+	p := &Pool{attemptTimeout: opts.Attempt, total: opts.Total, log: log.Named("pool"), observer: opts.Observer}
 	for pos, i := range order {
 		m := members[i]
 		if m.Client == nil {

@@ -25,6 +25,7 @@ func (p *Pool) probeLoop(ctx context.Context, e *entry) {
 	switch err := p.countedProbe(ctx, e); {
 	case err == nil:
 		p.recordSuccess(e)
+		p.announceServing(e)
 	case err.Kind.Group() == Cancellation:
 		return
 	default:

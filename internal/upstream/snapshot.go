@@ -28,6 +28,7 @@ type UpstreamSnapshot struct {
 	ProbeSuccesses  uint64  // background probes that succeeded
 	ProbeFailures   uint64  // background probes that failed
 	InBackoff       bool
+	BackoffEpisodes uint64 // times it entered backoff
 	ReuseRecoveries uint64 // stale-connection retries the client absorbed (SPEC §5)
 	Dials           Dials  // connections the client dialed, by outcome (SPEC §5)
 	AttemptLatency  stats.HistogramSnapshot
@@ -48,18 +49,19 @@ func (p *Pool) Snapshot() Snapshot {
 	}
 	for i, e := range p.entries {
 		u := UpstreamSnapshot{
-			Index:          e.index,
-			URL:            e.url,
-			Slots:          e.slots,
-			InFlight:       e.inFlight.Load(),
-			QueuedTotal:    e.queued.Load(),
-			QueuedSeconds:  time.Duration(e.queuedNanos.Load()).Seconds(),
-			Successes:      e.successes.Load(),
-			Failures:       e.failures.Load(),
-			ProbeSuccesses: e.probeOK.Load(),
-			ProbeFailures:  e.probeFailed.Load(),
-			InBackoff:      e.health.backoff.Load(),
-			AttemptLatency: e.latency.Snapshot(),
+			Index:           e.index,
+			URL:             e.url,
+			Slots:           e.slots,
+			InFlight:        e.inFlight.Load(),
+			QueuedTotal:     e.queued.Load(),
+			QueuedSeconds:   time.Duration(e.queuedNanos.Load()).Seconds(),
+			Successes:       e.successes.Load(),
+			Failures:        e.failures.Load(),
+			ProbeSuccesses:  e.probeOK.Load(),
+			ProbeFailures:   e.probeFailed.Load(),
+			InBackoff:       e.health.backoff.Load(),
+			BackoffEpisodes: e.backoffs.Load(),
+			AttemptLatency:  e.latency.Snapshot(),
 		}
 		if r, ok := e.client.(reuseRecoverer); ok {
 			u.ReuseRecoveries = r.ReuseRecoveries()

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 )
 
 // Access says who may use a route. /metrics and /api/health are Public; the
@@ -43,6 +44,17 @@ func (s *Server) Handle(pattern string, h http.Handler, access Access) {
 		panic("web: Handle with an unknown Access")
 	}
 	s.mux.Handle(pattern, h)
+	s.mu.Lock()
+	s.routes = append(s.routes, pattern)
+	s.mu.Unlock()
+}
+
+// Routes are the patterns added with Handle, in the order they were added:
+// what a test compares with the API's documentation (docs/reference/openapi.json).
+func (s *Server) Routes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.routes)
 }
 
 // isLoopbackListen reports whether addr (host:port) binds only loopback.

@@ -79,6 +79,7 @@ type Server struct {
 	ln      net.Listener
 	started bool
 	closed  bool           // Shutdown began: Start fails
+	routes  []string       // the patterns given to Handle (Routes)
 	serving sync.WaitGroup // the Serve goroutine
 }
 
