@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // key is what makes two queries the same question to the cache (SPEC §8.5):
@@ -62,8 +64,9 @@ type entry struct {
 // view is the answer rendered for one whole second of the entry's age: every
 // query in that second shares it, so a hit costs no copy.
 type view struct {
-	age int64 // seconds since stored
-	msg *dns.Msg
+	age     int64 // seconds since stored
+	msg     *dns.Msg
+	summary string // query.Summary(msg), for the query event
 }
 
 func (e *entry) fresh(now int64) bool { return now < e.expires }
@@ -81,14 +84,19 @@ func (e *entry) nearExpiry(now int64) bool {
 
 // fresh renders the answer with every TTL decremented by the entry's age
 // (SPEC §8.5: decremented on the way out).
-func (e *entry) render(now int64) *dns.Msg {
+func (e *entry) render(now int64) *dns.Msg { return e.renderView(now).msg }
+
+// renderView is render's answer with its summary, shared by every query in
+// the same second of the entry's age.
+func (e *entry) renderView(now int64) *view {
 	age := max(now-e.stored, 0) / int64(time.Second)
 	if v := e.view.Load(); v != nil && v.age == age {
-		return v.msg
+		return v
 	}
 	m := e.withTTLs(func(ttl uint32) uint32 { return uint32(max(int64(ttl)-age, 0)) }, nil)
-	e.view.Store(&view{age: age, msg: m})
-	return m
+	v := &view{age: age, msg: m, summary: query.Summary(m)}
+	e.view.Store(v)
+	return v
 }
 
 // staleTTL is the TTL of a stale answer, RFC 8767 §4's suggestion: short

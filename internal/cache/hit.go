@@ -88,13 +88,14 @@ func (h Hit) Has(shape uint8) bool {
 	return false
 }
 
-// Answer counts the hit and returns the answer as sent at this moment (TTLs
-// counted down), for the query event's Reply; the event's cache fields are
-// set as the stage sets them.
-func (h Hit) Answer(ev *query.Event) *dns.Msg {
+// Answer counts the hit and sets the event as the stage does for a hit:
+// the cache fields, and the answer at this moment (TTLs counted down) as
+// its Reply with that answer's summary.
+func (h Hit) Answer(ev *query.Event) {
 	h.c.hits.Add(1)
 	ev.Cache, ev.Source = query.CacheHit, query.SourceCache
-	return h.e.render(h.now)
+	v := h.e.renderView(h.now)
+	ev.Reply, ev.Answer = v.msg, v.summary
 }
 
 // Age is the entry's age in whole seconds, the unit its TTLs count down in.

@@ -42,7 +42,10 @@ func fromEvent(e *query.Event) Row {
 		Name: e.Name, Qtype: e.Qtype, Qclass: e.Qclass,
 		Source: e.Source, Upstream: e.Upstream, Tried: e.Tried, Cache: e.Cache,
 		Filter: e.Filter, Rcode: e.Rcode, Duration: e.Duration,
-		Answer: query.Summary(e.Reply),
+		Answer: e.Answer,
+	}
+	if r.Answer == "" {
+		r.Answer = query.Summary(e.Reply) // an event recorded by other means than the server's
 	}
 	if e.EDE != nil {
 		ede := *e.EDE

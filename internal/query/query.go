@@ -158,6 +158,7 @@ type Event struct {
 	Rcode    int           // of the answer sent; RcodeNone when nothing was sent
 	EDE      *EDE          // the Extended DNS Error sent, ours or relayed; nil for none
 	Reply    *dns.Msg      // the answer as sent (read-only); nil when nothing was sent
+	Answer   string        // Summary(Reply), set when the event is recorded, so no sink summarises it again
 	Duration time.Duration // from arrival to the answer packed
 }
 

@@ -64,24 +64,33 @@ func canonicalLimit(q wireform.Query) bool {
 	return edns && lim == maxUDPAnswer || !edns && lim == minUDPAnswer
 }
 
-// answerFast answers the datagram from the cache and reports true, or
-// reports false having done nothing the general path would notice. name is
-// the caller's buffer for the question's name; send writes the answer to the
-// client.
-func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, send func([]byte) error) bool {
+// answerFast writes the answer to the datagram from the cache into dst and
+// returns it with the query's generation and event, to be recorded by
+// finishFast once written; or it reports false having done nothing the
+// general path would notice. name is the caller's buffer for the
+// question's name.
+func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte) ([]byte, *generation, *query.Event, bool) {
 	g := s.acquire()
-	defer g.release()
+	out, ev, ok := g.answerFast(wire, name, client, dst)
+	if !ok {
+		g.release()
+		return nil, nil, nil, false
+	}
+	return out, g, ev, true
+}
+
+func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte) ([]byte, *query.Event, bool) {
 	f := g.fast
 	if f == nil {
-		return false
+		return nil, nil, false
 	}
 	q, ok := wireform.ParseQuery(wire, name)
 	if !ok || !canonicalLimit(q) || isTransfer(q.Qtype) || !allowed(g.st.Allow, client) {
-		return false
+		return nil, nil, false
 	}
 	hit, ok := f.cache.Fresh(q.Name, q.Qtype, q.Qclass, q.Shape)
 	if !ok || !hit.Has(q.Shape) {
-		return false
+		return nil, nil, false
 	}
 	ev := &query.Event{
 		Time: time.Now(), Client: client, Proto: query.UDP,
@@ -93,25 +102,29 @@ func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client ne
 	}
 	for _, p := range f.passers {
 		if !p.Passes(ev, hit.Stored()) {
-			return false
+			return nil, nil, false
 		}
 	}
-	buf := packBuffers.Get().(*[]byte)
-	defer packBuffers.Put(buf)
-	out, ok := hit.Write(*buf, q.Shape, q.ID)
+	out, ok := hit.Write(dst, q.Shape, q.ID)
 	if !ok {
-		return false
+		return nil, nil, false
 	}
-	reply := hit.Answer(ev)
-	ev.Rcode, ev.Reply = int(out[3]&0xF), reply
+	ev.Rcode = int(out[3] & 0xF)
+	hit.Answer(ev)
 	ev.Duration = time.Since(ev.Time)
-	if send(out) != nil {
+	return out, ev, true
+}
+
+// finishFast records a fast answer's query once its write is done and
+// releases its generation; delivered is false when the write failed.
+func (s *Server) finishFast(g *generation, ev *query.Event, delivered bool) {
+	if !delivered {
 		s.stats.undelivered.Add(1)
-		ev.Rcode, ev.Reply = query.RcodeNone, nil
+		ev.Rcode, ev.Reply, ev.Answer = query.RcodeNone, nil, ""
 	}
 	s.stats.fastAnswers.Add(1)
 	s.record(g.st, ev)
-	return true
+	g.release()
 }
 
 // keepTemplate hands the general path's answer to a UDP query that the

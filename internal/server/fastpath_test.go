@@ -177,7 +177,9 @@ func TestFastPath_asksEveryStageBeforeTheCache(t *testing.T) {
 // A stage before the cache that cannot say it passes turns the fast path
 // off: every hit goes the general way, still answered from the cache.
 func TestFastPath_offBehindAStageThatIsNoPasser(t *testing.T) {
-	opaque := stageFunc(func(ctx context.Context, r *query.Request, next query.Handler) (*dns.Msg, error) { return next.Answer(ctx, r) })
+	opaque := stageFunc(func(ctx context.Context, r *query.Request, next query.Handler) (*dns.Msg, error) {
+		return next.Answer(ctx, r)
+	})
 	r := newFastRig(t, opaque)
 	for range 4 {
 		if _, fast := r.ask(t, shapes()["no EDNS"]()); fast {

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/query"
-	"github.com/nxdns/nxdns/internal/wireform"
 )
 
 // longAgo is a deadline in the past: setting it makes a blocked read or
@@ -28,6 +27,7 @@ type listener struct {
 	udp     *net.UDPConn
 	tcp     *net.TCPListener
 	pktinfo bool // the UDP socket is a wildcard bind: answer from the query's destination (udpsrc.go)
+	v6      bool // the UDP socket is IPv6 (udp6)
 	// A DoT or DoH listener (tlsfront.go) has no UDP socket; closeConns,
 	// if set, cuts the connections it does not track in conns (DoH's).
 	closeConns func()
@@ -89,6 +89,7 @@ func bind(addr string) (*listener, error) {
 		l.pktinfo = true
 		l.broadcasts = localBroadcasts()
 	}
+	l.v6 = udpNet == "udp6"
 	l.overflow = enableOverflow(udp) == nil // counted where the kernel can say; served regardless
 	// Best effort: the kernel caps it at net.core.rmem_max (Raspberry Pi OS:
 	// 208 KiB) without an error.
@@ -184,12 +185,10 @@ func udpReaders() int { return runtime.GOMAXPROCS(0) }
 // once and admitting every other query under the family's cap, to be
 // answered in a goroutine of its own.
 func (s *Server) readUDP(l *listener) {
-	buf := make([]byte, maxUDPQuerySize)
-	oob := make([]byte, oobSize+overflowOOBSize)
-	name := new([wireform.MaxName]byte) // the fast path's question name
+	b := newUDPBatch(l.udp, l.v6)
 	var pause errorPause
 	for {
-		n, oobn, _, from, err := l.udp.ReadMsgUDPAddrPort(buf, oob)
+		n, err := b.read()
 		if err != nil {
 			if l.stopping() || errors.Is(err, net.ErrClosed) {
 				return
@@ -200,17 +199,21 @@ func (s *Server) readUDP(l *listener) {
 			continue
 		}
 		pause.reset(s.log, l)
-		if l.overflow {
-			s.stats.udpKernel.Add(l.drops.update(oob[:oobn]))
+		for i := range n {
+			wire, oob, from := b.datagram(i)
+			if l.overflow {
+				s.stats.udpKernel.Add(l.drops.update(oob))
+			}
+			s.admitUDP(l, b, i, wire, oob, from)
 		}
-		s.admitUDP(l, buf[:n], oob[:oobn], from, name)
+		s.flush(b)
 	}
 }
 
 // admitUDP drops what cannot be a query before it costs a goroutine, then
-// takes a unit of the client's share and of the family's cap, or drops the
-// datagram (SPEC §9).
-func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort, name *[wireform.MaxName]byte) {
+// answers a cache hit in the batch or takes a unit of the client's share and
+// of the family's cap, or drops the datagram (SPEC §9).
+func (s *Server) admitUDP(l *listener, b *udpBatch, i int, wire, oob []byte, from netip.AddrPort) {
 	var src netip.Addr
 	if l.pktinfo {
 		src = packetDst(oob)
@@ -224,12 +227,11 @@ func (s *Server) admitUDP(l *listener, wire, oob []byte, from netip.AddrPort, na
 		s.stats.malformed.Add(1)
 		return
 	}
-	// A cache hit is answered here and now, on the reader (fastpath.go):
-	// it holds nothing after this call, so it takes no share and no slot.
-	if s.answerFast(wire, name, client, func(ans []byte) error {
-		_, _, err := l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)
-		return err
-	}) {
+	// A cache hit is answered by the reader itself (fastpath.go), written
+	// with the batch: it holds nothing past that, so it takes no share and
+	// no slot.
+	if ans, g, ev, ok := s.answerFast(wire, b.name, client, b.buffer()); ok {
+		b.queue(i, ans, src, g, ev)
 		return
 	}
 	key := clientKey(client)

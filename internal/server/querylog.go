@@ -49,7 +49,11 @@ func (l eventLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			return err
 		}
 	}
-	if a := query.Summary(e.Reply); a != "" {
+	a := e.Answer
+	if a == "" {
+		a = query.Summary(e.Reply) // an event the server's record did not summarise
+	}
+	if a != "" {
 		enc.AddString("answer", a)
 	}
 	// Microsecond resolution: a cached or LAN answer takes well under 1 ms.
