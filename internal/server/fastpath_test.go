@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"net/netip"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/ipv4"
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
@@ -222,5 +225,79 @@ func TestFastPath_leavesOtherSizeLimitsToTheGeneralPath(t *testing.T) {
 	r.ask(t, canonical())
 	if _, fast := r.ask(t, odd()); fast {
 		t.Fatal("a 900-byte client was answered from the 1232-byte template")
+	}
+}
+
+// A burst larger than a batch, sent before any answer is read: every query
+// is answered, by the fast path, with its own ID.
+func TestFastPath_burstAcrossBatchesAnswersEachQueryWithItsID(t *testing.T) {
+	r := newFastRig(t)
+	for range 2 {
+		r.ask(t, shapes()["no EDNS"]())
+	}
+	before := r.s.stats.fastAnswers.Load()
+	c := dialUDP(t, udpAddr(r.s))
+	const burst = 5*udpBatchSize + 3
+	for id := range burst {
+		m := shapes()["no EDNS"]()
+		m.Id = uint16(1000 + id)
+		if _, err := c.Write(mustPack(t, m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[uint16]bool{}
+	for range burst {
+		seen[readUDPMsg(t, c).Id] = true
+	}
+	for id := range burst {
+		if !seen[uint16(1000+id)] {
+			t.Fatalf("no answer with ID %d", 1000+id)
+		}
+	}
+	testutil.WaitFor(t, "every event", 2*time.Second, func() bool { return r.s.stats.fastAnswers.Load()-before == burst })
+}
+
+// batchConn fails the write of one message of a batch, as sendmmsg does when
+// one destination cannot be written to.
+type batchConn struct {
+	failAt int // index, over every write, of the message that fails
+	writes int
+}
+
+func (b *batchConn) ReadBatch([]ipv4.Message, int) (int, error) { return 0, errors.New("not read") }
+
+func (b *batchConn) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
+	for i := range ms {
+		if b.writes == b.failAt {
+			b.writes++
+			return i, errors.New("sendmmsg: refused")
+		}
+		b.writes++
+	}
+	return len(ms), nil
+}
+
+// flush writes every queued answer and records each query once: the one
+// whose write failed as undelivered, those around it as answered.
+func TestUDPBatch_failedWriteIsUndeliveredAndTheRestGoOut(t *testing.T) {
+	sink := &sinkRecorder{}
+	s := New(Options{}, &State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Sinks: []query.Sink{sink}})
+	b := &udpBatch{conn: &batchConn{failAt: 1}, in: make([]ipv4.Message, 3)}
+	for i := range 3 {
+		ev := &query.Event{Rcode: dns.RcodeSuccess, Reply: new(dns.Msg)}
+		b.queue(i, []byte{byte(i)}, netip.Addr{}, s.acquire(), ev)
+	}
+	s.flush(b)
+	got := sink.all()
+	if len(got) != 3 || s.stats.undelivered.Load() != 1 {
+		t.Fatalf("%d events, %d undelivered; want 3 and 1", len(got), s.stats.undelivered.Load())
+	}
+	for i, want := range []int{dns.RcodeSuccess, query.RcodeNone, dns.RcodeSuccess} {
+		if got[i].Rcode != want {
+			t.Errorf("event %d: rcode %d, want %d", i, got[i].Rcode, want)
+		}
+	}
+	if len(b.out) != 0 || len(b.sent) != 0 {
+		t.Fatal("the batch was not emptied")
 	}
 }
