@@ -53,8 +53,9 @@ func seconds(d time.Duration) uint32 { return uint32(min(max(d/time.Second, 0), 
 
 // Cache is the answer cache. Safe for concurrent use.
 type Cache struct {
-	log *zap.Logger
-	now func() time.Time
+	log      *zap.Logger
+	now      func() time.Time
+	ownClock bool // Options.Now was given (tests): it, not the caller's reading, dates a hit
 
 	mu  sync.Mutex // serialises Reconfigure, saves and Close
 	cur atomic.Pointer[current]
@@ -83,6 +84,8 @@ func New(opts Options) *Cache {
 	c.log = c.log.Named("cache")
 	if c.now == nil {
 		c.now = time.Now
+	} else {
+		c.ownClock = true
 	}
 	cur := &current{set: settingsOf(opts)}
 	if opts.Size > 0 {

@@ -30,8 +30,11 @@ type Hit struct {
 // nothing but the answer: the entry is fresh and not yet due for a prefetch
 // (that, and every other case, is the general path's). name is the
 // question's name in lower-case presentation form; Fresh keeps no reference
-// to it, so it may be the caller's reused buffer.
-func (s *Stage) Fresh(name []byte, qtype, qclass uint16, shape uint8) (Hit, bool) {
+// to it, so it may be the caller's reused buffer. now is the query's
+// arrival, which the caller has read already (the system clock costs a
+// tenth of a hit on some machines); a cache with a clock of its own uses
+// that instead.
+func (s *Stage) Fresh(name []byte, qtype, qclass uint16, shape uint8, now time.Time) (Hit, bool) {
 	c := s.c
 	st, set := c.state()
 	if st == nil {
@@ -45,7 +48,10 @@ func (s *Stage) Fresh(name []byte, qtype, qclass uint16, shape uint8) (Hit, bool
 		k.flags |= flagCD
 	}
 	e := st.get(k) // the store keeps no reference to the key it is asked
-	ns := c.now().UnixNano()
+	if c.ownClock {
+		now = c.now()
+	}
+	ns := now.UnixNano()
 	if e == nil || !e.fresh(ns) || set.prefetch && e.nearExpiry(ns) {
 		return Hit{}, false
 	}
@@ -106,7 +112,7 @@ func (h Hit) Age() int64 { return max(h.now-h.e.stored, 0) / int64(time.Second) 
 // for that shape. It does nothing if the entry is gone or due for a
 // prefetch, or the answer cannot be templated.
 func (s *Stage) Remember(name []byte, qtype, qclass uint16, shape uint8, wire []byte) {
-	h, ok := s.Fresh(name, qtype, qclass, shape)
+	h, ok := s.Fresh(name, qtype, qclass, shape, time.Now())
 	if !ok || h.Has(shape) {
 		return
 	}

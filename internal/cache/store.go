@@ -2,6 +2,7 @@ package cache
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/maypok86/otter/v2"
 )
@@ -28,6 +29,7 @@ func newStore(limit int) *store {
 	s := &store{limit: limit}
 	s.c = otter.Must(&otter.Options[key, *entry]{
 		MaximumSize: limit,
+		Clock:       noClock{},
 		// Runs under a bucket lock: it may touch nothing of the cache.
 		OnAtomicDeletion: func(e otter.DeletionEvent[key, *entry]) {
 			if e.Cause == otter.CauseOverflow {
@@ -86,6 +88,15 @@ func (s *store) each(f func(key, *entry)) {
 // store may hold more than limit, by at most its write buffer (128 entries
 // per CPU); the bound holds again once that goroutine has run.
 func (s *store) len() int { return s.c.EstimatedSize() }
+
+// noClock is otter's clock: the store gives otter no expiry (the cache
+// keeps its own times), so otter needs no time, where its default clock
+// would read the system clock on every get. No ticks: there is nothing for
+// otter to expire.
+type noClock struct{}
+
+func (noClock) NowNano() int64                      { return 0 }
+func (noClock) Tick(time.Duration) <-chan time.Time { return nil }
 
 // close stops otter's background maintenance.
 func (s *store) close() { s.c.StopAllGoroutines() }

@@ -28,6 +28,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/query"
+
 	"github.com/nxdns/nxdns/internal/config"
 )
 
@@ -48,6 +50,7 @@ type Engine struct {
 	log        *zap.Logger
 	lookupHost func(ctx context.Context, host string) ([]netip.Addr, error)
 	now        func() time.Time
+	ownClock   bool // Options.Now was given (tests): queries are judged by it, not by their arrival
 	client     *httpClient
 
 	set    atomic.Pointer[Set]
@@ -82,6 +85,16 @@ type listState struct {
 	meta     meta
 }
 
+// timeOf is the moment a query is judged at (schedules, pauses): its
+// arrival, which the server has read already, unless the engine has a clock
+// of its own.
+func (e *Engine) timeOf(ev *query.Event) time.Time {
+	if e.ownClock || ev.Time.IsZero() {
+		return e.now()
+	}
+	return ev.Time
+}
+
 // New makes an engine with no lists; Update gives it its configuration.
 func New(o Options) *Engine {
 	e := &Engine{
@@ -98,6 +111,8 @@ func New(o Options) *Engine {
 	}
 	if e.now == nil {
 		e.now = time.Now
+	} else {
+		e.ownClock = true
 	}
 	e.client = newHTTPClient(e.lookupHost)
 	e.set.Store(NewBuilder(0).Build())

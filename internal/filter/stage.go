@@ -148,7 +148,7 @@ type check struct {
 // was allowed from the dashboard (the operator asked for this name to work,
 // whatever its lists and its CNAME chain say).
 func (s *Stage) checks(ev *query.Event, qname string) (check, bool) {
-	now := s.e.now()
+	now := s.e.timeOf(ev)
 	if _, paused := s.e.pauses.paused(ev.Client, ev.ClientName, now); paused {
 		return check{}, false
 	}

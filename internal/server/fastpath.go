@@ -88,12 +88,13 @@ func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, clien
 	if !ok || !canonicalLimit(q) || isTransfer(q.Qtype) || !allowed(g.st.Allow, client) {
 		return nil, nil, false
 	}
-	hit, ok := f.cache.Fresh(q.Name, q.Qtype, q.Qclass, q.Shape)
+	arrival := time.Now()
+	hit, ok := f.cache.Fresh(q.Name, q.Qtype, q.Qclass, q.Shape, arrival)
 	if !ok || !hit.Has(q.Shape) {
 		return nil, nil, false
 	}
 	ev := &query.Event{
-		Time: time.Now(), Client: client, Proto: query.UDP,
+		Time: arrival, Client: client, Proto: query.UDP,
 		Name: hit.Name(), Qtype: q.Qtype, Qclass: q.Qclass,
 		Resolved: true, Rcode: query.RcodeNone,
 	}
