@@ -104,11 +104,12 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	if len(r.Msg.Question) != 1 || r.Msg.Question[0].Qclass != dns.ClassINET {
 		return next.Answer(ctx, r)
 	}
-	c, ok := s.checks(r.Event, r.Msg.Question[0].Name)
+	name := normal(r.Msg.Question[0].Name)
+	c, ok := s.checks(r.Event, name)
 	if !ok {
 		return next.Answer(ctx, r)
 	}
-	if v := c.set.decide(normal(r.Msg.Question[0].Name), c.mask); v.blocked {
+	if v := c.set.decide(name, c.mask); v.blocked {
 		return s.block(r, v, c.group), nil
 	}
 	resp, err := next.Answer(ctx, r)
@@ -128,11 +129,12 @@ func (s *Stage) Passes(ev *query.Event, cached *dns.Msg) bool {
 	if ev.Qclass != dns.ClassINET {
 		return true
 	}
-	c, ok := s.checks(ev, ev.Name)
+	name := normal(ev.Name)
+	c, ok := s.checks(ev, name)
 	if !ok {
 		return true
 	}
-	return !c.set.decide(normal(ev.Name), c.mask).blocked && !c.cloaked(cached).blocked
+	return !c.set.decide(name, c.mask).blocked && !c.cloaked(cached).blocked
 }
 
 // check is what a query's names are checked against: the rule set and the
@@ -143,16 +145,16 @@ type check struct {
 	group string
 }
 
-// checks returns the client's check for a query of qname, or false when
-// nothing is to be checked: filtering is paused for the client, or qname
-// was allowed from the dashboard (the operator asked for this name to work,
-// whatever its lists and its CNAME chain say).
-func (s *Stage) checks(ev *query.Event, qname string) (check, bool) {
+// checks returns the client's check for a query of name (as normal gives
+// it), or false when nothing is to be checked: filtering is paused for the
+// client, or the name was allowed from the dashboard (the operator asked
+// for this name to work, whatever its lists and its CNAME chain say).
+func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 	now := s.e.timeOf(ev)
 	if _, paused := s.e.pauses.paused(ev.Client, ev.ClientName, now); paused {
 		return check{}, false
 	}
-	if _, ok := s.e.allow.match(normal(qname)); ok {
+	if _, ok := s.e.allow.match(name); ok {
 		return check{}, false
 	}
 	mask, group := s.policy.Lists(ev.Client, ev.ClientName, now)

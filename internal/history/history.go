@@ -157,7 +157,10 @@ func safeOpenBolt(path string, maxBytes int64) (k *boltKV, err error) {
 // short lock and returns; a full buffer drops the event and counts it.
 func (h *History) Record(e *query.Event) {
 	r := fromEvent(e)
-	val := encodeRow(&r)
+	// One allocation for the key and the row: the key's sequence number is
+	// known only under the lock.
+	b := appendRow(make([]byte, keyLen, keyLen+rowSizeHint(&r)), &r)
+	key, val := b[:keyLen:keyLen], b[keyLen:]
 	h.mu.Lock()
 	if len(h.pending) >= h.opts.MaxPending {
 		h.mu.Unlock()
@@ -165,7 +168,8 @@ func (h *History) Record(e *query.Event) {
 		return
 	}
 	h.seq++
-	h.pending = append(h.pending, buffered{key: rowKey(r.Time, h.seq), val: val})
+	putRowKey(key, r.Time, h.seq)
+	h.pending = append(h.pending, buffered{key: key, val: val})
 	h.mu.Unlock()
 	h.recorded.Add(1)
 }

@@ -93,11 +93,16 @@ var errCorruptRow = errors.New("history: corrupt row")
 
 func rowKey(t time.Time, seq uint32) []byte {
 	k := make([]byte, keyLen)
+	putRowKey(k, t, seq)
+	return k
+}
+
+// putRowKey writes rowKey(t, seq) into k[:keyLen].
+func putRowKey(k []byte, t time.Time, seq uint32) {
 	// Before 1970 (a Pi booted without its clock set reads 1970 at worst)
 	// clamps to 0 so that byte order stays time order.
 	binary.BigEndian.PutUint64(k, uint64(max(t.UnixNano(), 0)))
 	binary.BigEndian.PutUint32(k[8:], seq)
-	return k
 }
 
 func keyTime(k []byte) time.Time {
@@ -110,12 +115,18 @@ func keyTime(k []byte) time.Time {
 // timeKey is the smallest key at or after t.
 func timeKey(t time.Time) []byte { return rowKey(t, 0) }
 
-func encodeRow(r *Row) []byte {
-	b := make([]byte, 0, 96+len(r.Name)+len(r.Answer))
+func encodeRow(r *Row) []byte { return appendRow(make([]byte, 0, rowSizeHint(r)), r) }
+
+// rowSizeHint is about the encoded size of r: room for its usual fields.
+func rowSizeHint(r *Row) int { return 96 + len(r.Name) + len(r.ClientName) + len(r.Answer) }
+
+// appendRow appends encodeRow(r) to b.
+func appendRow(b []byte, r *Row) []byte {
 	b = append(b, rowVersion)
 	b = appendStr(b, r.Name)
-	ab, _ := r.Client.MarshalBinary()
-	b = appendStr(b, string(ab))
+	var addr [18]byte // an IPv6 address and a zone would not fit: clients have none
+	ab, _ := r.Client.AppendBinary(addr[:0])
+	b = appendBytes(b, ab)
 	b = appendStr(b, r.ClientName)
 	b = append(b, byte(r.Proto))
 	b = binary.AppendUvarint(b, uint64(r.Qtype))
@@ -145,6 +156,14 @@ func encodeRow(r *Row) []byte {
 	b = binary.AppendUvarint(b, uint64(max(r.Duration, 0)/time.Microsecond))
 	b = appendStr(b, r.Answer)
 	return b
+}
+
+func appendBytes(b, s []byte) []byte {
+	if len(s) > maxFieldLen {
+		s = s[:maxFieldLen]
+	}
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 func appendStr(b []byte, s string) []byte {

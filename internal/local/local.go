@@ -217,21 +217,16 @@ func (s *Stage) decide(q dns.Question, name string) decision {
 			return decision{kind: fromRecords, owner: o}
 		}
 	}
-	if s.guards {
-		switch zone, k := match(guardZones, name); k {
-		case kindGuardNX:
-			return decision{kind: nxdomain, zone: zone}
-		case kindGuardNoData:
-			if !s.encrypted() {
-				return decision{kind: nodata, zone: zone}
-			}
-		default: // not a guard zone
-		}
+	zone, k := match(specialZones, name)
+	switch {
+	case k == kindGuardNX && s.guards:
+		return decision{kind: nxdomain, zone: zone}
+	case k == kindGuardNoData && s.guards && !s.encrypted():
+		return decision{kind: nodata, zone: zone}
 	}
 	if s.forward || s.covered(name) {
 		return decision{}
 	}
-	zone, k := match(privateZones, name)
 	switch {
 	case k == kindLoopback:
 		return decision{kind: loopbackAnswer}

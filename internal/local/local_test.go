@@ -301,3 +301,15 @@ func TestAnswer_otherClassPassesOnForRecords(t *testing.T) {
 		t.Fatal("fixture changed")
 	}
 }
+
+// specialZones merges the guard and private zones on the promise that no
+// zone of one is at or below a zone of the other.
+func TestSpecialZones_guardsAndPrivateZonesAreApart(t *testing.T) {
+	for g := range guardZones {
+		for p := range privateZones {
+			if g == p || strings.HasSuffix(g, "."+p) || strings.HasSuffix(p, "."+g) {
+				t.Errorf("guard zone %q and private zone %q overlap", g, p)
+			}
+		}
+	}
+}

@@ -67,6 +67,21 @@ var guardZones = map[string]kind{
 	"resolver.arpa.":           kindGuardNoData,
 }
 
+// specialZones are the guard and the private zones in one map, so a
+// question's name is walked once for both: no zone of one is at or below a
+// zone of the other (TestSpecialZones_guardsAndPrivateZonesAreApart), so
+// the one zone found is the one either walk would find.
+var specialZones = func() map[string]kind {
+	m := make(map[string]kind, len(privateZones)+len(guardZones))
+	for z, k := range privateZones {
+		m[z] = k
+	}
+	for z, k := range guardZones {
+		m[z] = k
+	}
+	return m
+}()
+
 // match returns the zone of m that name (lower-case, fully qualified) is at
 // or below, walking name's label suffixes from the longest: one map lookup
 // per label, whatever the number of zones.
