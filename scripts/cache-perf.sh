@@ -5,13 +5,15 @@
 # set of names over and over with dnsperf. Then nxdns's memory per cached
 # entry: RSS at 0, 10 000 and 100 000 entries.
 #
-# Every process is started here and stopped by its PID. Bounded: one warm-up
-# and one measured dnsperf run per server (SECONDS each), one fixed-rate run
-# for latency percentiles (5 s), and two fills for the memory figures.
-# Usage: scripts/cache-perf.sh [SECONDS]   (default 10)
+# Every process is started here and stopped by its PID. Bounded: ROUNDS
+# rounds (default 3), each with one warm-up and one measured dnsperf run per
+# server (SECONDS each) and one fixed-rate run for latency percentiles (5 s),
+# then two fills for the memory figures.
+# Usage: [ROUNDS=N] scripts/cache-perf.sh [SECONDS]   (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
+rounds=${ROUNDS:-3}
 for t in dnsperf dnsdist unbound curl; do
   command -v "$t" >/dev/null || { echo "$t not installed"; exit 1; }
 done
@@ -101,8 +103,13 @@ percentiles() { # label port: latency at a fixed rate every server sustains
       printf "== %s: latency at 20000 QPS for 5 s (%d answers): p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
         l, NR, a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000, a[int(NR*0.999)]*1000}'
 }
-for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do measure "${s%:*}" "${s##*:}"; done
-for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do percentiles "${s%:*}" "${s##*:}"; done
+# Rounds interleave the servers, so a slower moment of a shared machine
+# falls on each of them rather than on one.
+for round in $(seq 1 "$rounds"); do
+  echo "== round $round of $rounds"
+  for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do measure "${s%:*}" "${s##*:}"; done
+  for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do percentiles "${s%:*}" "${s##*:}"; done
+done
 echo "== nxdns cache series after the runs"
 curl -fsS "http://127.0.0.1:$web/metrics" | grep -E '^nxdns_cache_(hits|misses|coalesced)_total|^nxdns_cache_entries'
 
