@@ -47,7 +47,7 @@ type kvCursor interface {
 
 // The buckets.
 var (
-	bucketRows   = []byte("rows")   // rowKey → encodeRow
+	bucketRows   = []byte("rows")   // rowKey → appendRow
 	bucketMinute = []byte("minute") // bucketKey(minute) → encoded aggregate
 	bucketHour   = []byte("hour")   // bucketKey(hour) → encoded aggregate
 	bucketDay    = []byte("day")    // bucketKey(UTC day) → encoded aggregate

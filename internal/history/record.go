@@ -115,12 +115,11 @@ func keyTime(k []byte) time.Time {
 // timeKey is the smallest key at or after t.
 func timeKey(t time.Time) []byte { return rowKey(t, 0) }
 
-func encodeRow(r *Row) []byte { return appendRow(make([]byte, 0, rowSizeHint(r)), r) }
-
 // rowSizeHint is about the encoded size of r: room for its usual fields.
 func rowSizeHint(r *Row) int { return 96 + len(r.Name) + len(r.ClientName) + len(r.Answer) }
 
-// appendRow appends encodeRow(r) to b.
+// appendRow appends r's encoding, a value of the rows bucket (decodeRow
+// reads it), to b.
 func appendRow(b []byte, r *Row) []byte {
 	b = append(b, rowVersion)
 	b = appendStr(b, r.Name)
