@@ -24,7 +24,8 @@ var longAgo = time.Unix(1, 0)
 // goroutines reading them, and the connections and queries they started.
 type listener struct {
 	addr    string
-	udp     *net.UDPConn
+	udp     *net.UDPConn   // the first of udps: worker answers are written to it
+	udps    []*net.UDPConn // one SO_REUSEPORT group (udpgroup.go); nil for DoT and DoH
 	tcp     *net.TCPListener
 	pktinfo bool // the UDP socket is a wildcard bind: answer from the query's destination (udpsrc.go)
 	v6      bool // the UDP socket is IPv6 (udp6)
@@ -33,7 +34,6 @@ type listener struct {
 	closeConns func()
 	// overflow: the kernel reports its receive-queue drops (SO_RXQ_OVFL).
 	overflow bool
-	drops    kernelDrops // the socket's drop count, shared by its readers
 	// broadcasts are the host's IPv4 broadcast addresses when pktinfo is
 	// set (a wildcard socket receives broadcasts; a specific bind does not).
 	broadcasts []netip.Addr
@@ -64,44 +64,51 @@ func bind(addr string) (*listener, error) {
 	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().Is6() && !ap.Addr().Is4In6() {
 		udpNet, tcpNet = "udp6", "tcp6"
 	}
-	pc, err := lc.ListenPacket(ctx, udpNet, addr)
+	udps, err := listenUDP(ctx, udpNet, addr, udpReaders())
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	udp := pc.(*net.UDPConn)
 	tl, err := lc.Listen(ctx, tcpNet, addr)
 	if err != nil {
-		udp.Close()
+		for _, c := range udps {
+			c.Close()
+		}
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	l := &listener{
 		addr:  addr,
-		udp:   udp,
+		udp:   udps[0],
+		udps:  udps,
 		tcp:   tl.(*net.TCPListener),
 		stopc: make(chan struct{}),
 		conns: make(map[*tcpConn]struct{}),
 	}
-	if ua, ok := udp.LocalAddr().(*net.UDPAddr); ok && ua.IP.IsUnspecified() {
-		if err := enablePktinfo(udp); err != nil {
-			l.closeSockets()
-			return nil, fmt.Errorf("listen %s: destination address option: %w", addr, err)
-		}
+	l.v6 = udpNet == "udp6"
+	if ua, ok := l.udp.LocalAddr().(*net.UDPAddr); ok && ua.IP.IsUnspecified() {
 		l.pktinfo = true
 		l.broadcasts = localBroadcasts()
 	}
-	l.v6 = udpNet == "udp6"
-	l.overflow = enableOverflow(udp) == nil // counted where the kernel can say; served regardless
-	// Best effort: the kernel caps it at net.core.rmem_max (Raspberry Pi OS:
-	// 208 KiB) without an error.
-	udp.SetReadBuffer(udpReadBuffer)
+	l.overflow = true
+	for _, c := range udps {
+		if l.pktinfo {
+			if err := enablePktinfo(c); err != nil {
+				l.closeSockets()
+				return nil, fmt.Errorf("listen %s: destination address option: %w", addr, err)
+			}
+		}
+		l.overflow = enableOverflow(c) == nil && l.overflow // counted where the kernel can say; served regardless
+		// Best effort: the kernel caps it at net.core.rmem_max (Raspberry
+		// Pi OS: 208 KiB) without an error.
+		c.SetReadBuffer(udpReadBuffer)
+	}
 	return l, nil
 }
 
 // start runs the listener's UDP reader and TCP acceptor. Called with s.mu held.
 func (s *Server) start(l *listener) {
 	s.live[l] = struct{}{}
-	for range udpReaders() {
-		l.wg.Go(func() { s.readUDP(l) })
+	for _, c := range l.udps {
+		l.wg.Go(func() { s.readUDP(l, c) })
 	}
 	l.wg.Go(func() { s.acceptTCP(l, s.admitTCP) })
 }
@@ -112,8 +119,8 @@ func (s *Server) start(l *listener) {
 func (l *listener) stop() {
 	l.stopOnce.Do(func() {
 		close(l.stopc)
-		if l.udp != nil {
-			l.udp.SetReadDeadline(longAgo)
+		for _, c := range l.udps {
+			c.SetReadDeadline(longAgo)
 		}
 		l.tcp.Close()
 		l.mu.Lock()
@@ -150,8 +157,8 @@ func (l *listener) stopping() bool {
 // closeSockets closes both sockets; safe to call more than once.
 func (l *listener) closeSockets() {
 	l.closeOnce.Do(func() {
-		if l.udp != nil {
-			l.udp.Close()
+		for _, c := range l.udps {
+			c.Close()
 		}
 		l.tcp.Close()
 	})
@@ -175,17 +182,16 @@ func (l *listener) untrack(c *tcpConn) {
 	l.mu.Unlock()
 }
 
-// udpReaders is how many goroutines read each UDP socket: one per CPU. A
-// reader answers cache hits itself (fastpath.go), so at cache-hit rates the
-// readers are where the work is; the kernel hands each datagram to one of
-// them, and while one sends an answer another reads the next query.
+// udpReaders is how many sockets, each with its reader, serve a UDP
+// address: one per CPU (udpgroup.go). A reader answers cache hits itself
+// (fastpath.go), so at cache-hit rates the readers are where the work is.
 func udpReaders() int { return runtime.GOMAXPROCS(0) }
 
-// readUDP reads datagrams until the listener stops, answering cache hits at
-// once and admitting every other query under the family's cap, to be
-// answered in a goroutine of its own.
-func (s *Server) readUDP(l *listener) {
-	b := newUDPBatch(l.udp, l.v6)
+// readUDP reads datagrams from c, one of the listener's sockets, until the
+// listener stops, answering cache hits at once and admitting every other
+// query under the family's cap, to be answered in a goroutine of its own.
+func (s *Server) readUDP(l *listener, c *net.UDPConn) {
+	b := newUDPBatch(c, l.v6)
 	var pause errorPause
 	for {
 		n, err := b.read()
@@ -202,7 +208,7 @@ func (s *Server) readUDP(l *listener) {
 		for i := range n {
 			wire, oob, from := b.datagram(i)
 			if l.overflow {
-				s.stats.udpKernel.Add(l.drops.update(oob))
+				s.stats.udpKernel.Add(b.drops.update(oob))
 			}
 			s.admitUDP(l, b, i, wire, oob, from)
 		}

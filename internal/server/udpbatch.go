@@ -29,11 +29,12 @@ type udpBatch struct {
 		ReadBatch(ms []ipv4.Message, flags int) (int, error)
 		WriteBatch(ms []ipv4.Message, flags int) (int, error)
 	}
-	in   []ipv4.Message
-	out  []ipv4.Message
-	bufs [][]byte     // out[i]'s answer buffer
-	sent []fastAnswer // out[i]'s query, to be recorded
-	name *[wireform.MaxName]byte
+	in    []ipv4.Message
+	out   []ipv4.Message
+	bufs  [][]byte     // out[i]'s answer buffer
+	sent  []fastAnswer // out[i]'s query, to be recorded
+	name  *[wireform.MaxName]byte
+	drops kernelDrops // the socket's receive-queue drop count
 }
 
 // fastAnswer is a fast-path answer waiting for its write.

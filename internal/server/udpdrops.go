@@ -39,10 +39,10 @@ func enableOverflow(c *net.UDPConn) error {
 	return serr
 }
 
-// kernelDrops follows one socket's cumulative drop count. Safe for the
-// socket's several readers: each datagram's count is compared with the
-// newest seen by any reader, so a drop is counted once, whichever reader's
-// datagram reports it first.
+// kernelDrops follows one socket's cumulative drop count. Each socket has
+// one reader (udpgroup.go), but the count stays safe for several: each
+// datagram's count is compared with the newest seen by any reader, so a
+// drop is counted once, whichever reader's datagram reports it first.
 type kernelDrops struct {
 	last atomic.Uint32
 }

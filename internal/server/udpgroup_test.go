@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+// An address another socket holds is refused, whether the holder set
+// SO_REUSEPORT or not: the group never quietly shares a port.
+func TestListenUDP_refusesAnAddressAnotherSocketHolds(t *testing.T) {
+	ctx := context.Background()
+	var plain net.ListenConfig
+	held, err := plain.ListenPacket(ctx, "udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if conns, err := listenUDP(ctx, "udp4", held.LocalAddr().String(), 2); err == nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		t.Fatal("bound a group on an address held without SO_REUSEPORT")
+	}
+	shared := net.ListenConfig{Control: reusePort}
+	sharing, err := shared.ListenPacket(ctx, "udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sharing.Close()
+	if conns, err := listenUDP(ctx, "udp4", sharing.LocalAddr().String(), 2); err == nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		t.Fatal("joined another socket's SO_REUSEPORT group")
+	}
+}
+
+// The group's sockets share one port and the kernel spreads clients over
+// them: 64 client ports never all land on one of two sockets but with
+// probability 2^-63.
+func TestListenUDP_groupSpreadsClientsOverItsSockets(t *testing.T) {
+	conns, err := listenUDP(context.Background(), "udp4", "127.0.0.1:0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	if len(conns) != 2 || conns[0].LocalAddr().String() != conns[1].LocalAddr().String() {
+		t.Fatalf("sockets %v", conns)
+	}
+	to := conns[0].LocalAddr().(*net.UDPAddr)
+	const clients = 64
+	for range clients {
+		c, err := net.DialUDP("udp4", nil, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("q"))
+		c.Close()
+	}
+	got := make([]int, len(conns))
+	buf := make([]byte, 16)
+	end := time.Now().Add(5 * time.Second)
+	for total := 0; total < clients; {
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d datagrams arrived", total, clients)
+		}
+		for i, c := range conns {
+			c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			if _, _, err := c.ReadFromUDP(buf); err == nil {
+				got[i]++
+				total++
+			} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got[0] == 0 || got[1] == 0 {
+		t.Fatalf("datagrams per socket %v: the kernel did not spread them", got)
+	}
+}
