@@ -108,42 +108,25 @@ func (h Hit) Answer(ev *query.Event) {
 func (h Hit) Age() int64 { return max(h.now-h.e.stored, 0) / int64(time.Second) }
 
 // Remember keeps wire, the general path's packed answer to a query of shape
-// that the cache answered (its event says a hit), as the entry's template
-// for that shape. It does nothing if the entry is gone or due for a
-// prefetch, or the answer cannot be templated.
-func (s *Stage) Remember(name []byte, qtype, qclass uint16, shape uint8, wire []byte) {
+// that the cache answered with answered (the message its Answer returned),
+// as the entry's template for that shape. It does nothing unless answered
+// is the entry's answer for this very second of its age — the entry may
+// have been replaced or flushed since, or the second turned — or when the
+// answer cannot be templated.
+func (s *Stage) Remember(name []byte, qtype, qclass uint16, shape uint8, answered *dns.Msg, wire []byte) {
 	h, ok := s.Fresh(name, qtype, qclass, shape, time.Now())
 	if !ok || h.Has(shape) {
+		return
+	}
+	v := h.e.view.Load()
+	if v == nil || v.msg != answered {
 		return
 	}
 	tpl, ok := wireform.NewTemplate(wire)
 	if !ok {
 		return
 	}
-	// The age the answer was rendered at, from its first TTL against the
-	// stored record's: a second may have turned since it was packed.
-	age := h.Age()
-	if sent, ok := tpl.FirstTTL(); ok {
-		stored, ok := firstTTL(h.e.msg)
-		if !ok || int64(stored)-int64(sent) > age || int64(stored)-int64(sent) < age-1 {
-			return // not the answer this entry renders
-		}
-		age = int64(stored) - int64(sent)
-	}
-	h.e.keep(shape, tpl, age)
-}
-
-// firstTTL is the TTL of the first record an answer packs (Answer, then
-// Ns, then Extra, the OPT record aside).
-func firstTTL(m *dns.Msg) (uint32, bool) {
-	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
-		for _, rr := range sec {
-			if rr.Header().Rrtype != dns.TypeOPT {
-				return rr.Header().Ttl, true
-			}
-		}
-	}
-	return 0, false
+	h.e.keep(shape, tpl, v.age)
 }
 
 // maxShapes bounds the templates an entry keeps: a household's clients

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/wireform"
@@ -123,16 +125,18 @@ func (s *Server) finishFast(g *generation, ev *query.Event, delivered bool) {
 		s.stats.undelivered.Add(1)
 		ev.Rcode, ev.Reply, ev.Answer = query.RcodeNone, nil, ""
 	}
-	s.stats.fastAnswers.Add(1)
+	s.stats.fastAnswers.Add(1) // sent or tried: the fast path's own count, for tests
 	s.record(g.st, ev)
 	g.release()
 }
 
-// keepTemplate hands the general path's answer to a UDP query that the
-// cache answered to the entry, as the template for queries of its shape,
-// when the fast path could have answered that query.
-func (g *generation) keepTemplate(wire, out []byte) {
-	if g.fast == nil || out == nil {
+// keepTemplate hands the general path's answer out to a UDP query that the
+// cache answered with got to the entry, as the template for queries of its
+// shape, when the fast path could have answered that query. A truncated
+// answer is not kept: its event's Reply is the message fit cut, which the
+// fast path would not have (the bytes would be the same, the log line not).
+func (g *generation) keepTemplate(wire []byte, got *dns.Msg, out []byte) {
+	if g.fast == nil || len(out) < headerSize || out[2]&0x02 != 0 { // TC
 		return
 	}
 	var name [wireform.MaxName]byte
@@ -140,5 +144,5 @@ func (g *generation) keepTemplate(wire, out []byte) {
 	if !ok || !canonicalLimit(q) {
 		return
 	}
-	g.fast.cache.Remember(q.Name, q.Qtype, q.Qclass, q.Shape, out)
+	g.fast.cache.Remember(q.Name, q.Qtype, q.Qclass, q.Shape, got, out)
 }

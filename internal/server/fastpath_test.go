@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"reflect"
 	"strings"
@@ -258,7 +259,8 @@ func TestFastPath_burstAcrossBatchesAnswersEachQueryWithItsID(t *testing.T) {
 }
 
 // batchConn fails the write of one message of a batch, as sendmmsg does when
-// one destination cannot be written to.
+// one destination cannot be written to: a call whose first message fails
+// returns -1, one that fails later returns how many went out before.
 type batchConn struct {
 	failAt int // index, over every write, of the message that fails
 	writes int
@@ -269,8 +271,11 @@ func (b *batchConn) ReadBatch([]ipv4.Message, int) (int, error) { return 0, erro
 func (b *batchConn) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
 	for i := range ms {
 		if b.writes == b.failAt {
+			if i > 0 {
+				return i, nil // the kernel reports the failure on the next call
+			}
 			b.writes++
-			return i, errors.New("sendmmsg: refused")
+			return -1, errors.New("sendmmsg: refused")
 		}
 		b.writes++
 	}
@@ -299,5 +304,52 @@ func TestUDPBatch_failedWriteIsUndeliveredAndTheRestGoOut(t *testing.T) {
 	}
 	if len(b.out) != 0 || len(b.sent) != 0 {
 		t.Fatal("the batch was not emptied")
+	}
+}
+
+// A cached answer too large for a client without EDNS goes out truncated,
+// always by the general path: its event's Reply is the message fit cut, which
+// the fast path does not have.
+func TestFastPath_leavesTruncatedAnswersToTheGeneralPath(t *testing.T) {
+	big := resolverFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		var rrs []dns.RR
+		for i := range 60 {
+			rrs = append(rrs, aRecord(q.Question[0].Name, fmt.Sprintf("192.0.2.%d", i+1)))
+		}
+		return reply(q, rrs...), testUpstream, nil
+	})
+	c := cache.New(cache.Options{Size: 10, MaxTTL: time.Hour})
+	st := c.Stage()
+	t.Cleanup(func() { st.Close(); c.Close() })
+	s := startServer(t, &State{Router: pool(big), Allow: loopback, Stages: []query.Stage{st}})
+	conn := dialUDP(t, udpAddr(s))
+	for range 4 {
+		if _, err := conn.Write(mustPack(t, newQuery("many.example.", dns.TypeA))); err != nil {
+			t.Fatal(err)
+		}
+		if ans := readUDPMsg(t, conn); !ans.Truncated {
+			t.Fatal("a 60-record answer to a 512-byte client was not truncated")
+		}
+	}
+	if n := s.stats.fastAnswers.Load(); n != 0 {
+		t.Fatalf("%d truncated answers went by the fast path", n)
+	}
+}
+
+// A datagram longer than any query (a batch slot) is dropped as malformed,
+// never read in part, and the reader goes on.
+func TestUDP_datagramLongerThanAnyQueryIsDroppedAndCounted(t *testing.T) {
+	s := startServer(t, state(answerA("192.0.2.1")))
+	c := dialUDP(t, udpAddr(s))
+	long := append(mustPack(t, newQuery("a.example.", dns.TypeA)), make([]byte, udpReadSize)...)
+	if _, err := c.Write(long); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the long datagram to be counted", 2*time.Second, func() bool { return s.Snapshot().Malformed == 1 })
+	if _, err := c.Write(mustPack(t, newQuery("a.example.", dns.TypeA))); err != nil {
+		t.Fatal(err)
+	}
+	if ans := readUDPMsg(t, c); ans.Rcode != dns.RcodeSuccess {
+		t.Fatalf("the next query: %s", dns.RcodeToString[ans.Rcode])
 	}
 }

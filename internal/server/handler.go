@@ -31,6 +31,7 @@ type pending struct {
 	req *dns.Msg   // nil when only the header parsed
 	opt *dns.OPT   // the client's OPT record; nil without EDNS
 	ans *answerMsg // the answer base last built (reply.go)
+	got *dns.Msg   // the chain's answer, as the last stage to touch it returned it
 
 	// Held here rather than allocated one by one: a query costs one
 	// allocation for all of them (docs/performance.md "Answer cache"). The
@@ -72,7 +73,7 @@ func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, prot
 		q.ev.Rcode, q.ev.Reply = query.RcodeNone, nil // nothing reached the client
 	}
 	if q.ev.Cache == query.CacheHit && q.ev.Source == query.SourceCache && proto == query.UDP {
-		g.keepTemplate(wire, out)
+		g.keepTemplate(wire, q.got, out)
 	}
 	s.record(q.st, q.ev)
 }
@@ -144,6 +145,7 @@ func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {
 		Event:    q.ev,
 	}
 	resp, err := q.gen.chain.Answer(ctx, r)
+	q.got = resp
 	if err != nil || resp == nil {
 		return q.failure(ctx, err)
 	}

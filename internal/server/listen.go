@@ -206,9 +206,13 @@ func (s *Server) readUDP(l *listener, c *net.UDPConn) {
 		}
 		pause.reset(s.log, l)
 		for i := range n {
-			wire, oob, from := b.datagram(i)
+			wire, oob, from, truncated := b.datagram(i)
 			if l.overflow {
 				s.stats.udpKernel.Add(b.drops.update(oob))
+			}
+			if truncated {
+				s.stats.malformed.Add(1) // longer than any query: not read in part
+				continue
 			}
 			s.admitUDP(l, b, i, wire, oob, from)
 		}

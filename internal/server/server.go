@@ -115,9 +115,6 @@ const (
 	// padding; the bound caps the memory one connection can pin
 	// (maxConnQueries of them).
 	maxTCPQuerySize = 4096
-	// maxUDPQuerySize is the read buffer of a UDP socket: the largest
-	// datagram, so no query is silently cut short.
-	maxUDPQuerySize = 65535
 )
 
 // Server is the DNS front end. Create it with New, bind with Listen, replace

@@ -104,7 +104,7 @@ type Snapshot struct {
 	UDPClientShare uint64 // UDP queries dropped over one client's share of the cap
 	UDPKernel      uint64 // datagrams the kernel dropped (receive queue full) before nxdns read them
 	UDPBadSource   uint64 // datagrams from source port 0 or to a broadcast address, dropped before any work
-	Malformed      uint64 // messages dropped unanswered (unparsable header, QR set, oversized TCP query)
+	Malformed      uint64 // messages dropped unanswered (unparsable header, QR set, a query over 4096 bytes)
 	TCPRefused     uint64 // TCP connections refused over the cap
 	TCPClientShare uint64 // TCP connections refused over one client's share of the cap
 	TCPNotAllowed  uint64 // TCP connections from outside dns.allow, closed at accept

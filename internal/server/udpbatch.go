@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/netip"
 
+	"golang.org/x/sys/unix"
+
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
 
@@ -48,6 +50,13 @@ type fastAnswer struct {
 // batch waits only microseconds for the last.
 const udpBatchSize = 16
 
+// udpReadSize is a batch slot's buffer: a query is one question and an OPT
+// record, well under 1 KiB even with cookies and padding, so a slot holds
+// the largest query TCP takes (maxTCPQuerySize). A longer datagram arrives
+// cut short (MSG_TRUNC) and is dropped as malformed, never parsed in part.
+// Sixteen 64 KiB slots per reader would pin 1 MiB for each CPU and address.
+const udpReadSize = maxTCPQuerySize
+
 func newUDPBatch(c *net.UDPConn, v6 bool) *udpBatch {
 	b := &udpBatch{name: new([wireform.MaxName]byte)}
 	if v6 {
@@ -60,7 +69,7 @@ func newUDPBatch(c *net.UDPConn, v6 bool) *udpBatch {
 	b.bufs = make([][]byte, udpBatchSize)
 	b.sent = make([]fastAnswer, 0, udpBatchSize)
 	for i := range b.in {
-		b.in[i].Buffers = [][]byte{make([]byte, maxUDPQuerySize)}
+		b.in[i].Buffers = [][]byte{make([]byte, udpReadSize)}
 		b.in[i].OOB = make([]byte, oobSize+overflowOOBSize)
 		b.bufs[i] = make([]byte, maxUDPAnswer)
 	}
@@ -76,14 +85,15 @@ func (b *udpBatch) read() (int, error) {
 }
 
 // datagram is the i-th datagram read: its bytes, control messages and
-// sender.
-func (b *udpBatch) datagram(i int) (wire, oob []byte, from netip.AddrPort) {
+// sender; truncated reports a datagram longer than its slot.
+func (b *udpBatch) datagram(i int) (wire, oob []byte, from netip.AddrPort, truncated bool) {
 	m := &b.in[i]
+	truncated = m.Flags&unix.MSG_TRUNC != 0
 	if a, ok := m.Addr.(*net.UDPAddr); ok {
 		ap := a.AddrPort()
 		from = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
-	return m.Buffers[0][:m.N], m.OOB[:m.NN], from
+	return m.Buffers[0][:m.N], m.OOB[:m.NN], from, truncated
 }
 
 // buffer is where the answer to the i-th datagram is to be written.
@@ -100,13 +110,18 @@ func (b *udpBatch) queue(i int, ans []byte, src netip.Addr, g *generation, ev *q
 // socket refused is counted undelivered and the rest still go out.
 func (s *Server) flush(b *udpBatch) {
 	for done := 0; done < len(b.out); {
-		n, err := b.conn.WriteBatch(b.out[done:], 0)
+		// sendmmsg reports -1 when its first message fails (x/net passes
+		// that on), and a count short of the batch when a later one does.
+		n, _ := b.conn.WriteBatch(b.out[done:], 0) // the count says what went out
+		n = min(max(n, 0), len(b.out)-done)
 		for _, a := range b.sent[done : done+n] {
 			s.finishFast(a.g, a.ev, true)
 		}
 		done += n
-		if err != nil && done < len(b.out) {
-			s.finishFast(b.sent[done].g, b.sent[done].ev, false) // the message the error is about
+		if n == 0 && done < len(b.out) {
+			// The message at done failed (or, with no error, nothing moved:
+			// never loop on it).
+			s.finishFast(b.sent[done].g, b.sent[done].ev, false)
 			done++
 		}
 	}

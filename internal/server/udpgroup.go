@@ -19,10 +19,12 @@ import (
 // Guarantee: an address another socket holds fails as it does without the
 // group. The address is first bound alone, without SO_REUSEPORT, which the
 // kernel refuses whatever options the holder set; only then is it bound
-// again as the group, so nxdns never quietly shares a port with another
-// process (one of the same user could otherwise join it). Where the kernel
-// refuses the group, one socket is bound as before. The first socket is
-// the listener's address for every other use (worker answers, Addrs).
+// again as the group, so nxdns does not quietly share a port another
+// process holds. Only a process of nxdns's own user binding the port with
+// SO_REUSEPORT in the moment between the two binds could join the group
+// (under the NixOS module nxdns's user is its own, DynamicUser). Where the
+// kernel refuses the group, one socket is bound as before. The first socket
+// is the listener's address for every other use (worker answers, Addrs).
 func listenUDP(ctx context.Context, network, addr string, n int) ([]*net.UDPConn, error) {
 	var plain net.ListenConfig
 	pc, err := plain.ListenPacket(ctx, network, addr)

@@ -53,15 +53,6 @@ func NewTemplate(wire []byte) (*Template, bool) {
 	return t, true
 }
 
-// FirstTTL is the TTL of the answer's first record (OPT aside), from which
-// a cache tells the age the answer was packed at; false for none.
-func (t *Template) FirstTTL() (uint32, bool) {
-	if len(t.ttls) == 0 {
-		return 0, false
-	}
-	return binary.BigEndian.Uint32(t.wire[t.ttls[0]:]), true
-}
-
 // Write appends the answer for a query with id, gone seconds after the
 // template's packing, to dst[:0] and returns it: the template's bytes with
 // the ID replaced and each TTL lowered by gone, never below zero — what
