@@ -20,13 +20,7 @@ func (s *Server) admitDoT(l *listener, c *net.TCPConn) {
 	}
 	tc := tls.Server(c, s.tls.dotConf)
 	conn := newTCPConn(s, l, tc, client, query.DoT)
-	if !l.track(conn) {
-		release()
-		c.Close()
-		return
-	}
-	l.wg.Go(func() {
-		defer release()
+	l.serveConn(conn, c, release, func() {
 		if s.handshake(l, tc, fc) != nil {
 			conn.close()
 			return

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -292,42 +293,66 @@ func (s *Server) acceptTCP(l *listener, admit func(*listener, *net.TCPConn)) {
 	}
 }
 
-// admitTCP closes a connection from outside dns.allow at once, before it
-// takes any capacity (SPEC §9: with the module's default 0.0.0.0:53 the WAN
-// may reach the port), then takes a unit of the client's share and of the
-// family's cap, or refuses the connection.
+// admitTCP admits a plain TCP connection (admitConn: a peer outside
+// dns.allow is closed before it takes any capacity, since with the module's
+// default 0.0.0.0:53 the WAN may reach the port) and serves it.
 func (s *Server) admitTCP(l *listener, c *net.TCPConn) {
-	client := addrOf(c.RemoteAddr())
-	if !s.allowedNow(client) {
-		s.stats.tcpNotAllowed.Add(1)
-		reset(c)
-		return
-	}
-	key := clientKey(client)
-	if !s.tcpShare.tryAcquire(key) {
-		s.stats.tcpClientShare.Add(1)
-		reset(c)
-		return
-	}
-	slot := &s.tcpCap[family(client)]
-	if !slot.tryAcquire() {
-		s.tcpShare.release(key)
-		s.stats.tcpRefused.Add(1)
-		reset(c)
+	client, release, ok := s.admitConn(c, refusals{notAllowed: &s.stats.tcpNotAllowed, share: &s.stats.tcpClientShare, capacity: &s.stats.tcpRefused})
+	if !ok {
 		return
 	}
 	tc := newTCPConn(s, l, c, client, query.TCP)
-	if !l.track(tc) {
-		slot.release()
-		s.tcpShare.release(key)
+	l.serveConn(tc, c, release, tc.serve)
+}
+
+// serveConn tracks conn and runs serve on the listener's group, returning the
+// connection's admission (release) when serve ends; a listener already
+// stopping closes c instead.
+func (l *listener) serveConn(conn *tcpConn, c net.Conn, release, serve func()) {
+	if !l.track(conn) {
+		release()
 		c.Close()
 		return
 	}
 	l.wg.Go(func() {
-		defer s.tcpShare.release(key)
-		defer slot.release()
-		tc.serve()
+		defer release()
+		serve()
 	})
+}
+
+// refusals are the counters a refused connection adds to, by reason: plain
+// TCP's, or a DoT or DoH listener's own.
+type refusals struct{ notAllowed, share, capacity *atomic.Uint64 }
+
+// admitConn is the admission of every stream connection (plain TCP, DoT,
+// DoH), before any other work: a peer outside dns.allow is reset and takes
+// no capacity; then a unit of the client's share of the TCP cap, then a unit
+// of the family's cap. A refused connection is reset (no TIME_WAIT on our
+// side) and counted in r; release returns both units.
+func (s *Server) admitConn(c *net.TCPConn, r refusals) (client netip.Addr, release func(), ok bool) {
+	client = addrOf(c.RemoteAddr())
+	if !s.allowedNow(client) {
+		r.notAllowed.Add(1)
+		reset(c)
+		return client, nil, false
+	}
+	key := clientKey(client)
+	if !s.tcpShare.tryAcquire(key) {
+		r.share.Add(1)
+		reset(c)
+		return client, nil, false
+	}
+	slot := &s.tcpCap[family(client)]
+	if !slot.tryAcquire() {
+		s.tcpShare.release(key)
+		r.capacity.Add(1)
+		reset(c)
+		return client, nil, false
+	}
+	return client, func() {
+		slot.release()
+		s.tcpShare.release(key)
+	}, true
 }
 
 // reset closes a refused connection with linger 0, a reset: the client

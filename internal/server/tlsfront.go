@@ -182,35 +182,10 @@ func (s *Server) tlsConfig(alpn ...string) *tls.Config {
 }
 
 // admitStream applies SPEC §9 to a new DoT or DoH connection before any
-// TLS work, in the plain TCP accept's order (admitTCP): a peer outside
-// dns.allow is closed and takes no capacity; then a unit of the client's
-// share of the TCP cap (one address cannot hold every place, whichever
-// transport it uses), then a unit of the family's cap. A refused connection
-// is reset (no TIME_WAIT on our side). release returns both units.
+// TLS work, as to a plain TCP one (admitConn): one address cannot hold every
+// place of the TCP cap, whichever transport it uses.
 func (s *Server) admitStream(c *net.TCPConn, fc *frontCounters) (client netip.Addr, release func(), ok bool) {
-	client = addrOf(c.RemoteAddr())
-	if !s.allowedNow(client) {
-		fc.refusedNotAllowed.Add(1)
-		reset(c)
-		return client, nil, false
-	}
-	key := clientKey(client)
-	if !s.tcpShare.tryAcquire(key) {
-		fc.refusedShare.Add(1)
-		reset(c)
-		return client, nil, false
-	}
-	slot := &s.tcpCap[family(client)]
-	if !slot.tryAcquire() {
-		s.tcpShare.release(key)
-		fc.refusedCapacity.Add(1)
-		reset(c)
-		return client, nil, false
-	}
-	return client, func() {
-		slot.release()
-		s.tcpShare.release(key)
-	}, true
+	return s.admitConn(c, refusals{notAllowed: &fc.refusedNotAllowed, share: &fc.refusedShare, capacity: &fc.refusedCapacity})
 }
 
 // handshake runs the TLS handshake within the bound. A failure is counted
