@@ -122,10 +122,15 @@ lists = ["ads", "games"]
 		t.Errorf("a default client got the kids' list:\n%s", out)
 	}
 
-	// Paused for one client, then resumed.
+	// Paused for one client, then resumed. Asked three times while paused, the
+	// name is cached and its hits go by the UDP fast path (the second answer
+	// leaves the template, the third uses it): once resumed, the filter must
+	// still win over the cached answer.
 	p.post(t, "/api/filter/pause?minutes=5&client=127.0.0.1")
-	if out = p.kdig(t, "127.0.0.1", "ads.example", "A", "+edns"); strings.Contains(out, "EDE: 15") {
-		t.Errorf("paused client still filtered:\n%s", out)
+	for range 3 {
+		if out = p.kdig(t, "127.0.0.1", "ads.example", "A", "+edns"); strings.Contains(out, "EDE: 15") {
+			t.Errorf("paused client still filtered:\n%s", out)
+		}
 	}
 	if out = p.kdig(t, "127.0.0.2", "ads.example", "A", "+edns"); !strings.Contains(out, "EDE: 15") {
 		t.Errorf("another client's pause unblocked this one:\n%s", out)
