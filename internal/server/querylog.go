@@ -49,12 +49,8 @@ func (l eventLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			return err
 		}
 	}
-	a := e.Answer
-	if a == "" {
-		a = query.Summary(e.Reply) // an event the server's record did not summarise
-	}
-	if a != "" {
-		enc.AddString("answer", a)
+	if e.Answer != "" { // record summarised the Reply
+		enc.AddString("answer", e.Answer)
 	}
 	// Microsecond resolution: a cached or LAN answer takes well under 1 ms.
 	enc.AddFloat64("duration_ms", float64(e.Duration.Microseconds())/1000)

@@ -30,9 +30,14 @@ func enableOverflow(c *net.UDPConn) error {
 	if err != nil {
 		return err
 	}
+	return setSocketOption(rc, syscall.SO_RXQ_OVFL)
+}
+
+// setSocketOption turns the SOL_SOCKET option opt on for rc's socket.
+func setSocketOption(rc syscall.RawConn, opt int) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RXQ_OVFL, 1)
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, opt, 1)
 	}); err != nil {
 		return err
 	}

@@ -56,12 +56,4 @@ func listenUDP(ctx context.Context, network, addr string, n int) ([]*net.UDPConn
 }
 
 // reusePort sets SO_REUSEPORT on a socket before it is bound.
-func reusePort(_, _ string, rc syscall.RawConn) error {
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-	}); err != nil {
-		return err
-	}
-	return serr
-}
+func reusePort(_, _ string, rc syscall.RawConn) error { return setSocketOption(rc, unix.SO_REUSEPORT) }
