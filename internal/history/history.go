@@ -68,6 +68,7 @@ type History struct {
 	pendingEps  []buffered // ended backoff episodes (episodes.go)
 	inflightEps []buffered
 	seq         uint32
+	full        atomic.Bool // len(pending) reached MaxPending; read without mu by Record
 
 	flushMu   sync.Mutex         // one flush at a time (the ticker, Flush, Close, Reconfigure); guards lastWrite and opts
 	lastWrite int64              // bytes the last successful flush wrote, for prune's headroom
@@ -156,6 +157,13 @@ func safeOpenBolt(path string, maxBytes int64) (k *boltKV, err error) {
 // Record buffers one event (query.Sink). It copies what it keeps, takes a
 // short lock and returns; a full buffer drops the event and counts it.
 func (h *History) Record(e *query.Event) {
+	if h.full.Load() {
+		// Checked before the row is made: at a sustained rate above what a
+		// flush interval holds, encoding rows only to drop them was most of
+		// the garbage a cache hit left behind.
+		h.dropped.Add(1)
+		return
+	}
 	r := fromEvent(e)
 	// One allocation for the key and the row: the key's sequence number is
 	// known only under the lock.
@@ -163,6 +171,7 @@ func (h *History) Record(e *query.Event) {
 	key, val := b[:keyLen:keyLen], b[keyLen:]
 	h.mu.Lock()
 	if len(h.pending) >= h.opts.MaxPending {
+		h.full.Store(true)
 		h.mu.Unlock()
 		h.dropped.Add(1)
 		return
@@ -170,6 +179,7 @@ func (h *History) Record(e *query.Event) {
 	h.seq++
 	putRowKey(key, r.Time, h.seq)
 	h.pending = append(h.pending, buffered{key: key, val: val})
+	h.full.Store(len(h.pending) >= h.opts.MaxPending)
 	h.mu.Unlock()
 	h.recorded.Add(1)
 }
@@ -230,6 +240,7 @@ func (h *History) flushLocked() {
 	h.mu.Lock()
 	batch, eps := h.pending, h.pendingEps
 	h.pending = make([]buffered, 0, min(len(batch), h.opts.MaxPending))
+	h.full.Store(false)
 	h.pendingEps = nil
 	h.inflight, h.inflightEps = batch, eps
 	h.mu.Unlock()
