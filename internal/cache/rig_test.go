@@ -170,8 +170,9 @@ func (r *rig) stop(t *testing.T) {
 type sink chan *query.Event
 
 func (s sink) Record(e *query.Event) {
+	c := *e // the event is the sink's only for the call
 	select {
-	case s <- e:
+	case s <- &c:
 	default:
 	}
 }

@@ -85,8 +85,11 @@ func (l link) Answer(ctx context.Context, r *Request) (*dns.Msg, error) {
 // wants every query (the query log and the counters are the server's own).
 // Record is called once per query, after the answer was written or dropped,
 // on the query's goroutine: it must return at once (buffer, never block on
-// I/O). The Event is final when handed over and never modified afterwards,
-// so a sink may keep the pointer.
+// I/O). The Event is final when handed over, but it is the sink's only for
+// the call: the UDP fast path reuses its events for the next datagrams
+// (allocating one per cache hit was most of what made the garbage
+// collector run, and its cycles were the hit path's slowest answers), so a
+// sink copies what it keeps.
 type Sink interface {
 	Record(e *Event)
 }

@@ -18,15 +18,17 @@ func (f stageFunc) Answer(ctx context.Context, r *query.Request, next query.Hand
 	return f(ctx, r, next)
 }
 
-// sinkRecorder keeps every event it is handed.
+// sinkRecorder keeps a copy of every event it is handed (the Sink
+// contract: the event is the sink's only for the call).
 type sinkRecorder struct {
 	mu     sync.Mutex
 	events []*query.Event
 }
 
 func (s *sinkRecorder) Record(e *query.Event) {
+	c := *e
 	s.mu.Lock()
-	s.events = append(s.events, e)
+	s.events = append(s.events, &c)
 	s.mu.Unlock()
 }
 

@@ -67,13 +67,14 @@ func canonicalLimit(q wireform.Query) bool {
 }
 
 // answerFast writes the answer to the datagram from the cache into dst and
-// returns it with the query's generation and event, to be recorded by
-// finishFast once written; or it reports false having done nothing the
-// general path would notice. name is the caller's buffer for the
-// question's name.
-func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte) ([]byte, *generation, *query.Event, bool) {
+// its query's event into ev, and returns the answer with the query's
+// generation, to be recorded by finishFast once written; or it reports
+// false having done nothing the general path would notice. name is the
+// caller's buffer for the question's name; dst and ev are the caller's
+// too, reused once the query is recorded.
+func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte, ev *query.Event) ([]byte, *generation, *query.Event, bool) {
 	g := s.acquire()
-	out, ev, ok := g.answerFast(wire, name, client, dst)
+	out, ok := g.answerFast(wire, name, client, dst, ev)
 	if !ok {
 		g.release()
 		return nil, nil, nil, false
@@ -81,21 +82,21 @@ func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client ne
 	return out, g, ev, true
 }
 
-func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte) ([]byte, *query.Event, bool) {
+func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte, ev *query.Event) ([]byte, bool) {
 	f := g.fast
 	if f == nil {
-		return nil, nil, false
+		return nil, false
 	}
 	q, ok := wireform.ParseQuery(wire, name)
 	if !ok || !canonicalLimit(q) || isTransfer(q.Qtype) || !allowed(g.st.Allow, client) {
-		return nil, nil, false
+		return nil, false
 	}
 	arrival := time.Now()
 	hit, ok := f.cache.Fresh(q.Name, q.Qtype, q.Qclass, q.Shape, arrival)
 	if !ok || !hit.Has(q.Shape) {
-		return nil, nil, false
+		return nil, false
 	}
-	ev := &query.Event{
+	*ev = query.Event{
 		Time: arrival, Client: client, Proto: query.UDP,
 		Name: hit.Name(), Qtype: q.Qtype, Qclass: q.Qclass,
 		Resolved: true, Rcode: query.RcodeNone,
@@ -105,17 +106,17 @@ func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, clien
 	}
 	for _, p := range f.passers {
 		if !p.Passes(ev, hit.Stored()) {
-			return nil, nil, false
+			return nil, false
 		}
 	}
 	out, ok := hit.Write(dst, q.Shape, q.ID)
 	if !ok {
-		return nil, nil, false
+		return nil, false
 	}
 	ev.Rcode = int(out[3] & 0xF)
 	hit.Answer(ev)
 	ev.Duration = time.Since(ev.Time)
-	return out, ev, true
+	return out, true
 }
 
 // finishFast records a fast answer's query once its write is done and

@@ -241,7 +241,7 @@ func (s *Server) admitUDP(l *listener, b *udpBatch, i int, wire, oob []byte, fro
 	// A cache hit is answered by the reader itself (fastpath.go), written
 	// with the batch: it holds nothing past that, so it takes no share and
 	// no slot.
-	if ans, g, ev, ok := s.answerFast(wire, b.name, client, b.buffer()); ok {
+	if ans, g, ev, ok := s.answerFast(wire, b.name, client, b.buffer(), b.event()); ok {
 		b.queue(i, ans, src, g, ev)
 		return
 	}

@@ -465,7 +465,7 @@ func TestRelay_setsRAWhateverTheUpstreamSaid(t *testing.T) {
 func TestServe_undeliveredAnswerIsNotCountedAsAnswered(t *testing.T) {
 	s := New(Options{}, state(answerA("192.0.2.1")))
 	var seen *query.Event
-	s.Swap(&State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Sinks: []query.Sink{sinkFunc(func(e *query.Event) { seen = e })}})
+	s.Swap(&State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Sinks: []query.Sink{sinkFunc(func(e *query.Event) { c := *e; seen = &c })}})
 	wire := mustPack(t, newQuery("a.example.", dns.TypeA))
 	s.serve(context.Background(), wire, netip.MustParseAddr("127.0.0.1"), query.UDP, func([]byte) error {
 		return errors.New("sendmsg: connection refused")

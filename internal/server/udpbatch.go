@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/wireform"
@@ -34,7 +33,9 @@ type udpBatch struct {
 	in    []ipv4.Message
 	out   []ipv4.Message
 	bufs  [][]byte     // out[i]'s answer buffer
+	iovs  [][1][]byte  // out[i]'s Buffers, kept so that queueing allocates nothing
 	sent  []fastAnswer // out[i]'s query, to be recorded
+	evs   []query.Event
 	name  *[wireform.MaxName]byte
 	drops kernelDrops // the socket's receive-queue drop count
 }
@@ -58,16 +59,13 @@ const udpBatchSize = 16
 const udpReadSize = maxTCPQuerySize
 
 func newUDPBatch(c *net.UDPConn, v6 bool) *udpBatch {
-	b := &udpBatch{name: new([wireform.MaxName]byte)}
-	if v6 {
-		b.conn = ipv6.NewPacketConn(c)
-	} else {
-		b.conn = ipv4.NewPacketConn(c)
-	}
+	b := &udpBatch{conn: newMmsgConn(c, v6), name: new([wireform.MaxName]byte)}
 	b.in = make([]ipv4.Message, udpBatchSize)
 	b.out = make([]ipv4.Message, 0, udpBatchSize)
 	b.bufs = make([][]byte, udpBatchSize)
+	b.iovs = make([][1][]byte, udpBatchSize)
 	b.sent = make([]fastAnswer, 0, udpBatchSize)
+	b.evs = make([]query.Event, udpBatchSize)
 	for i := range b.in {
 		b.in[i].Buffers = [][]byte{make([]byte, udpReadSize)}
 		b.in[i].OOB = make([]byte, oobSize+overflowOOBSize)
@@ -96,13 +94,20 @@ func (b *udpBatch) datagram(i int) (wire, oob []byte, from netip.AddrPort, trunc
 	return m.Buffers[0][:m.N], m.OOB[:m.NN], from, truncated
 }
 
-// buffer is where the answer to the i-th datagram is to be written.
+// buffer is where the next answer is to be written, and event its query's
+// event: both belong to the batch and are reused once flush has recorded
+// the query (the query.Sink contract), so a fast answer allocates nothing.
 func (b *udpBatch) buffer() []byte { return b.bufs[len(b.out)][:0] }
+
+// event is the next answer's event (see buffer).
+func (b *udpBatch) event() *query.Event { return &b.evs[len(b.out)] }
 
 // queue adds the answer ans (in buffer()) to the i-th datagram, sent from
 // src, to the batch's writes; g and ev are recorded once it is written.
 func (b *udpBatch) queue(i int, ans []byte, src netip.Addr, g *generation, ev *query.Event) {
-	b.out = append(b.out, ipv4.Message{Buffers: [][]byte{ans}, OOB: sourceOOB(src), Addr: b.in[i].Addr})
+	iov := &b.iovs[len(b.out)]
+	iov[0] = ans
+	b.out = append(b.out, ipv4.Message{Buffers: iov[:], OOB: sourceOOB(src), Addr: b.in[i].Addr})
 	b.sent = append(b.sent, fastAnswer{g: g, ev: ev})
 }
 
@@ -127,5 +132,6 @@ func (s *Server) flush(b *udpBatch) {
 	}
 	clear(b.out)
 	clear(b.sent)
+	clear(b.iovs) // no answer buffer referenced past its flush
 	b.out, b.sent = b.out[:0], b.sent[:0]
 }
