@@ -287,7 +287,7 @@ func (b *batchConn) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
 func TestUDPBatch_failedWriteIsUndeliveredAndTheRestGoOut(t *testing.T) {
 	sink := &sinkRecorder{}
 	s := New(Options{}, &State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Sinks: []query.Sink{sink}})
-	b := &udpBatch{conn: &batchConn{failAt: 1}, in: make([]ipv4.Message, 3), iovs: make([][1][]byte, 3)}
+	b := &udpBatch{conn: &batchConn{failAt: 1}, in: make([]ipv4.Message, 3), iovs: make([][1][]byte, 3), oobs: make([][]byte, 3)}
 	for i := range 3 {
 		ev := &query.Event{Rcode: dns.RcodeSuccess, Reply: new(dns.Msg)}
 		b.queue(i, []byte{byte(i)}, netip.Addr{}, s.acquire(), ev)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/netip"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestCapacity_neverExceedsMax(t *testing.T) {
@@ -123,7 +126,17 @@ func TestPktinfo_answersFromQueriedAddress(t *testing.T) {
 			if dst != want {
 				t.Fatalf("destination %v, want %v", dst, want)
 			}
-			if _, _, err := srv.WriteMsgUDPAddrPort([]byte("pong"), sourceOOB(dst), from); err != nil {
+			// The reader does this per datagram on a wildcard socket: it
+			// must allocate nothing.
+			var drops kernelDrops
+			out := make([]byte, 0, oobSize)
+			if n := testing.AllocsPerRun(100, func() {
+				out = appendSourceOOB(out[:0], packetDst(oob[:oobn]))
+				drops.update(oob[:oobn])
+			}); n != 0 {
+				t.Errorf("%.1f allocations per datagram reading its destination and making its source", n)
+			}
+			if _, _, err := srv.WriteMsgUDPAddrPort([]byte("pong"), out, from); err != nil {
 				t.Fatal(err)
 			}
 			client.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -135,6 +148,33 @@ func TestPktinfo_answersFromQueriedAddress(t *testing.T) {
 	}
 	if sourceOOB(netip.Addr{}) != nil || packetDst(nil).IsValid() {
 		t.Error("no address must mean no control message, and none parsed")
+	}
+}
+
+// Control messages the kernel would never write — cut short, a length
+// past the buffer or below a header's — read as none, never a panic or a
+// read outside the buffer.
+func TestPacketDst_malformedControlMessages(t *testing.T) {
+	good := sourceOOB(netip.MustParseAddr("192.0.2.7"))
+	cases := map[string][]byte{
+		"header cut short": good[:unix.SizeofCmsghdr-1],
+		"data cut short":   good[:unix.CmsgLen(0)+4],
+		"length zero":      append(make([]byte, 0, len(good)), make([]byte, len(good))...),
+		"garbage":          bytes.Repeat([]byte{0xff}, 64),
+	}
+	for name, oob := range cases {
+		if a := packetDst(oob); a.IsValid() {
+			t.Errorf("%s: read destination %v", name, a)
+		}
+		var k kernelDrops
+		if n := k.update(oob); n != 0 {
+			t.Errorf("%s: read %d drops", name, n)
+		}
+	}
+	// The source control message is read back as the same address (the
+	// send and receive layouts of in_pktinfo differ: spec_dst vs addr).
+	if a := packetDst(sourceOOB(netip.MustParseAddr("2001:db8::7"))); a != netip.MustParseAddr("2001:db8::7") {
+		t.Errorf("IPv6 pktinfo read back as %v", a)
 	}
 }
 

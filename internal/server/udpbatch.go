@@ -34,6 +34,7 @@ type udpBatch struct {
 	out   []ipv4.Message
 	bufs  [][]byte     // out[i]'s answer buffer
 	iovs  [][1][]byte  // out[i]'s Buffers, kept so that queueing allocates nothing
+	oobs  [][]byte     // out[i]'s source-address control message, likewise
 	sent  []fastAnswer // out[i]'s query, to be recorded
 	evs   []query.Event
 	name  *[wireform.MaxName]byte
@@ -64,12 +65,14 @@ func newUDPBatch(c *net.UDPConn, v6 bool) *udpBatch {
 	b.out = make([]ipv4.Message, 0, udpBatchSize)
 	b.bufs = make([][]byte, udpBatchSize)
 	b.iovs = make([][1][]byte, udpBatchSize)
+	b.oobs = make([][]byte, udpBatchSize)
 	b.sent = make([]fastAnswer, 0, udpBatchSize)
 	b.evs = make([]query.Event, udpBatchSize)
 	for i := range b.in {
 		b.in[i].Buffers = [][]byte{make([]byte, udpReadSize)}
 		b.in[i].OOB = make([]byte, oobSize+overflowOOBSize)
 		b.bufs[i] = make([]byte, maxUDPAnswer)
+		b.oobs[i] = make([]byte, 0, oobSize)
 	}
 	return b
 }
@@ -105,9 +108,10 @@ func (b *udpBatch) event() *query.Event { return &b.evs[len(b.out)] }
 // queue adds the answer ans (in buffer()) to the i-th datagram, sent from
 // src, to the batch's writes; g and ev are recorded once it is written.
 func (b *udpBatch) queue(i int, ans []byte, src netip.Addr, g *generation, ev *query.Event) {
-	iov := &b.iovs[len(b.out)]
-	iov[0] = ans
-	b.out = append(b.out, ipv4.Message{Buffers: iov[:], OOB: sourceOOB(src), Addr: b.in[i].Addr})
+	j := len(b.out)
+	b.iovs[j][0] = ans
+	b.oobs[j] = appendSourceOOB(b.oobs[j][:0], src)
+	b.out = append(b.out, ipv4.Message{Buffers: b.iovs[j][:], OOB: b.oobs[j], Addr: b.in[i].Addr})
 	b.sent = append(b.sent, fastAnswer{g: g, ev: ev})
 }
 

@@ -56,16 +56,9 @@ type kernelDrops struct {
 // drops not yet counted (0 when the message carries none: the kernel adds
 // it only once the socket has dropped something).
 func (k *kernelDrops) update(oob []byte) uint64 {
-	if len(oob) == 0 {
-		return 0
-	}
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return 0
-	}
-	for _, m := range msgs {
-		if m.Header.Level == syscall.SOL_SOCKET && m.Header.Type == syscall.SO_RXQ_OVFL && len(m.Data) >= 4 {
-			return k.advance(binary.NativeEndian.Uint32(m.Data))
+	for level, typ, data, rest, ok := nextControl(oob); ok; level, typ, data, rest, ok = nextControl(rest) {
+		if level == syscall.SOL_SOCKET && typ == syscall.SO_RXQ_OVFL && len(data) >= 4 {
+			return k.advance(binary.NativeEndian.Uint32(data))
 		}
 	}
 	return 0

@@ -3,9 +3,12 @@ package server
 import (
 	"net"
 	"net/netip"
+	"slices"
+	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 )
 
 // On a wildcard bind ("0.0.0.0:53", "[::]:53" — the NixOS module's default)
@@ -32,38 +35,67 @@ func enablePktinfo(c *net.UDPConn) error {
 }
 
 // packetDst is the destination address a datagram was sent to, from its
-// control message; the zero Addr when there is none.
+// control message; the zero Addr when there is none. It reads the message
+// in place: a wildcard socket (the NixOS module's default) reads one per
+// datagram, and the fast path allocates nothing.
 func packetDst(oob []byte) netip.Addr {
-	if len(oob) == 0 {
-		return netip.Addr{}
-	}
-	var cm6 ipv6.ControlMessage
-	if cm6.Parse(oob) == nil && cm6.Dst != nil {
-		if a, ok := netip.AddrFromSlice(cm6.Dst); ok {
-			return a
+	var v4 netip.Addr
+	for level, typ, data, rest, ok := nextControl(oob); ok; level, typ, data, rest, ok = nextControl(rest) {
+		switch {
+		case level == unix.IPPROTO_IPV6 && typ == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			return netip.AddrFrom16([16]byte(data[:16])) // in6_pktinfo.ipi6_addr
+		case level == unix.IPPROTO_IP && typ == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			v4 = netip.AddrFrom4([4]byte(data[8:12])) // in_pktinfo.ipi_addr, the header's destination
 		}
 	}
-	var cm4 ipv4.ControlMessage
-	if cm4.Parse(oob) == nil && cm4.Dst != nil {
-		if a, ok := netip.AddrFromSlice(cm4.Dst); ok {
-			return a
-		}
-	}
-	return netip.Addr{}
+	return v4
 }
 
 // sourceOOB is the control message that sends an answer from src; nil for
-// the zero Addr (let the kernel choose). An IPv4 source, mapped or not, uses
-// the IPv4 option: that is the one Linux applies to a v4-mapped destination
-// on a dual-stack socket.
-func sourceOOB(src netip.Addr) []byte {
+// the zero Addr (let the kernel choose).
+func sourceOOB(src netip.Addr) []byte { return appendSourceOOB(nil, src) }
+
+// appendSourceOOB appends sourceOOB(src) to b. An IPv4 source, mapped or
+// not, uses the IPv4 option: that is the one Linux applies to a v4-mapped
+// destination on a dual-stack socket.
+func appendSourceOOB(b []byte, src netip.Addr) []byte {
 	if !src.IsValid() {
-		return nil
+		return b
 	}
 	if src.Is4() || src.Is4In6() {
-		cm := ipv4.ControlMessage{Src: src.Unmap().AsSlice()}
-		return cm.Marshal()
+		b, data := appendControl(b, unix.IPPROTO_IP, unix.IP_PKTINFO, unix.SizeofInet4Pktinfo)
+		*(*[4]byte)(data[4:8]) = src.Unmap().As4() // in_pktinfo.ipi_spec_dst: the source to send from
+		return b
 	}
-	cm := ipv6.ControlMessage{Src: src.AsSlice()}
-	return cm.Marshal()
+	b, data := appendControl(b, unix.IPPROTO_IPV6, unix.IPV6_PKTINFO, unix.SizeofInet6Pktinfo)
+	*(*[16]byte)(data[:16]) = src.As16() // in6_pktinfo.ipi6_addr
+	return b
+}
+
+// nextControl splits the first control message off oob: its level, type
+// and data, and the messages after it; ok is false when none is left or
+// the header is malformed.
+func nextControl(oob []byte) (level, typ int32, data, rest []byte, ok bool) {
+	if len(oob) < unix.SizeofCmsghdr {
+		return 0, 0, nil, nil, false
+	}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	n := int(h.Len)
+	if n < unix.CmsgLen(0) || n > len(oob) {
+		return 0, 0, nil, nil, false
+	}
+	next := min(unix.CmsgSpace(n-unix.CmsgLen(0)), len(oob))
+	return h.Level, h.Type, oob[unix.CmsgLen(0):n], oob[next:], true
+}
+
+// appendControl appends a control message of size bytes, zeroed, and
+// returns the message and its data to fill in.
+func appendControl(b []byte, level, typ int32, size int) ([]byte, []byte) {
+	start := len(b)
+	b = slices.Grow(b, unix.CmsgSpace(size))[:start+unix.CmsgSpace(size)]
+	clear(b[start:])
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[start]))
+	h.Level, h.Type = level, typ
+	h.SetLen(unix.CmsgLen(size))
+	return b, b[start+unix.CmsgLen(0) : start+unix.CmsgLen(size)]
 }
