@@ -8,13 +8,14 @@
 # Every process is started here and stopped by its PID. Bounded: ROUNDS
 # rounds (default 3), each with one warm-up and one measured dnsperf run per
 # server (SECONDS each) and one fixed-rate run for latency percentiles (5 s),
-# then two fills for the memory figures.
+# then two fills for the memory figures. Prints each round's figures and
+# their medians over the rounds.
 # Usage: [ROUNDS=N] scripts/cache-perf.sh [SECONDS]   (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 rounds=${ROUNDS:-3}
-for t in dnsperf dnsdist unbound curl; do
+for t in dnsperf dnsdist unbound curl taskset; do
   command -v "$t" >/dev/null || { echo "$t not installed"; exit 1; }
 done
 
@@ -57,7 +58,8 @@ pc = newPacketCache(200000)
 getPool(""):setCache(pc)
 LUA
 dnsdist --supervised --disable-syslog -C "$work/dnsdist.conf" >"$work/dnsdist.log" 2>&1 &
-pids+=($!)
+ddpid=$!
+pids+=($ddpid)
 
 cat >"$work/unbound.conf" <<CONF
 server:
@@ -81,7 +83,8 @@ forward-zone:
   forward-addr: 127.0.0.1@$dot#upstream.test
 CONF
 unbound -d -c "$work/unbound.conf" >"$work/unbound.log" 2>&1 &
-pids+=($!)
+ubpid=$!
+pids+=($ubpid)
 
 ready() { # port: answers a query
   for _ in $(seq 1 100); do
@@ -95,18 +98,48 @@ ready "$nx"; ready "$dd"; ready "$ub"
 # 100 names asked over and over: after the first pass, every query is a hit.
 for i in $(seq 1 100); do echo "host$i.cache.test A"; done >"$work/hot"
 
+# Each result also goes to $work/results as "label<TAB>metric<TAB>value",
+# for the medians printed at the end.
 measure() { # label port
   dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 2 -c 8 -T 2 -q 256 -t 5 -S 0 >/dev/null 2>&1 # warm-up
   echo "== $1: max throughput, ${secs} s"
   dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l "$secs" -c 8 -T 2 -q 256 -t 5 -S 0 2>&1 |
-    grep -E "Queries completed|Queries lost|Queries per second|Average Latency"
+    grep -E "Queries completed|Queries lost|Queries per second|Average Latency" |
+    tee >(awk -v l="$1" '/Queries per second/{printf "%s\tqps\t%d\n", l, $NF}' >>"$work/results")
 }
-percentiles() { # label port: latency at a fixed rate every server sustains
-  dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 5 -Q 20000 -c 8 -T 2 -t 5 -v 2>/dev/null |
-    awk '/^> /{print $NF}' | sort -g |
-    awk -v l="$1" '{a[NR]=$1} END {if (NR==0) {print l": no samples"; exit}
-      printf "== %s: latency at 20000 QPS for 5 s (%d answers): p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
-        l, NR, a[int(NR*0.5)]*1000, a[int(NR*0.99)]*1000, a[int(NR*0.999)]*1000}'
+# nxdns's Go runtime follows its CPU affinity within about a second: wait
+# until it uses $1 processors (go_sched_gomaxprocs_threads), at most 5 s.
+gomaxprocs() {
+  for _ in $(seq 1 50); do
+    [ "$(curl -fsS "http://127.0.0.1:$web/metrics" | awk '/^go_sched_gomaxprocs_threads/{print $2}')" = "$1" ] && return 0
+    sleep 0.1
+  done
+  echo "nxdns did not follow its CPU affinity to $1 processors" >&2
+}
+# percentiles LABEL PORT [PID]: latency at a fixed rate every server
+# sustains. With PID, the server is moved to CPU 1 for the run and dnsperf
+# and its reader to CPU 0: in the field the clients are other machines, and
+# sharing two cores with the load generator measures the CPU contention
+# between them as much as the server (docs/performance.md "Answer cache").
+percentiles() {
+  local pin=() tag=""
+  if [ -n "${3:-}" ] && [ "$(nproc)" -ge 2 ]; then
+    taskset -a -p -c 1 "$3" >/dev/null
+    [ "$3" = "$nxpid" ] && gomaxprocs 1
+    pin=(taskset -c 0) tag=" (server on CPU 1, dnsperf on CPU 0)"
+  fi
+  "${pin[@]}" dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 5 -Q 20000 -c 8 -T 2 -t 5 -v 2>/dev/null |
+    "${pin[@]}" awk '/^> /{print $NF}' >"$work/lat"
+  if [ -n "$tag" ]; then
+    taskset -a -p -c "0-$(($(nproc) - 1))" "$3" >/dev/null
+    [ "$3" = "$nxpid" ] && gomaxprocs "$(nproc)"
+  fi
+  local m=""
+  [ -n "$tag" ] && m="pinned "
+  sort -g "$work/lat" | awk -v l="$1" -v t="$tag" -v m="$m" -v out="$work/results" '{a[NR]=$1} END {if (NR==0) {print l": no samples"; exit}
+    printf "== %s: latency at 20000 QPS for 5 s%s (%d answers): p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
+      l, t, NR, a[int(NR*0.5)]*1000, a[int(NR*0.9)]*1000, a[int(NR*0.99)]*1000, a[int(NR*0.999)]*1000
+    printf "%s\t%sp50\t%.3f\n%s\t%sp90\t%.3f\n%s\t%sp99\t%.3f\n", l, m, a[int(NR*0.5)]*1000, l, m, a[int(NR*0.9)]*1000, l, m, a[int(NR*0.99)]*1000 >>out}'
 }
 # Rounds interleave the servers, so a slower moment of a shared machine
 # falls on each of them rather than on one.
@@ -114,7 +147,18 @@ for round in $(seq 1 "$rounds"); do
   echo "== round $round of $rounds"
   for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do measure "${s%:*}" "${s##*:}"; done
   for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do percentiles "${s%:*}" "${s##*:}"; done
+  percentiles nxdns "$nx" "$nxpid"
+  percentiles "dnsdist (packet cache)" "$dd" "$ddpid"
+  percentiles unbound "$ub" "$ubpid"
 done
+# The median of each figure over the rounds: one slow moment of the shared
+# machine moves a round's figure, not the median.
+echo "== medians over $rounds rounds (QPS; latency in ms at 20000 QPS)"
+sort -t$'\t' -k1,1 -k2,2 -k3,3g "$work/results" | awk -F'\t' '
+  { k = $1 "\t" $2; v[k, ++n[k]] = $3; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
+  END { for (i = 1; i <= m; i++) { k = order[i]; split(k, f, "\t"); c = n[k]
+    med = (c % 2) ? v[k, (c + 1) / 2] : (v[k, c / 2] + v[k, c / 2 + 1]) / 2
+    printf "   %-24s %-11s %s\n", f[1], f[2], med } }'
 echo "== nxdns cache series after the runs"
 curl -fsS "http://127.0.0.1:$web/metrics" | grep -E '^nxdns_cache_(hits|misses|coalesced)_total|^nxdns_cache_entries'
 
