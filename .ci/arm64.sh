@@ -4,7 +4,10 @@
 #   1. `nxdns version`;
 #   2. `nxdns check --config docs/examples/nxdns.toml` (exit 0: valid);
 #   3. `go test ./internal/config/` compiled for arm64 and run under qemu
-#      (config parsing and validation, the code every Pi runs at start-up).
+#      (config parsing and validation, the code every Pi runs at start-up);
+#   4. the UDP batch, pktinfo and fast-path tests of internal/server, the
+#      same way (the kernel structures they build are laid out per
+#      architecture).
 # Needs Debian's qemu-user-static (installed here when missing, as root).
 set -euo pipefail
 
@@ -52,6 +55,12 @@ step "nxdns check --config docs/examples/nxdns.toml" \
   "$qemu" "$tmp/nxdns" check --config docs/examples/nxdns.toml
 step "go test ./internal/config/ (arm64 under qemu)" \
   go test -count=1 -exec "$qemu" ./internal/config/
+# The UDP batches hand the kernel its own structures (mmsghdr, msghdr,
+# sockaddrs, control messages), whose layout is the architecture's: read and
+# answer real datagrams with the Pi's. (Not the kernel drop-count test:
+# qemu-user does not pass SO_RXQ_OVFL on.)
+step "go test -run 'Mmsg|Pktinfo|PacketDst|FastPath|UDPBatch' ./internal/server/ (arm64 under qemu)" \
+  go test -count=1 -exec "$qemu" -run 'Mmsg|Pktinfo|PacketDst|FastPath|UDPBatch' ./internal/server/
 
 echo "arm64: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
