@@ -340,5 +340,5 @@ func peerAddr(remote string) netip.Addr {
 	if err != nil {
 		return netip.Addr{}
 	}
-	return ap.Addr().Unmap()
+	return clientOf(ap.Addr())
 }

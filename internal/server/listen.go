@@ -229,7 +229,7 @@ func (s *Server) admitUDP(l *listener, b *udpBatch, i int, wire, oob []byte, fro
 	if l.pktinfo {
 		src = packetDst(oob)
 	}
-	client := from.Addr().Unmap()
+	client := clientOf(from.Addr()) // the answer still goes to from, zone and all
 	if !deliverable(from, src, l.broadcasts) {
 		s.stats.udpBadSource.Add(1)
 		return
@@ -374,10 +374,17 @@ func (s *Server) allowedNow(client netip.Addr) bool {
 
 func addrOf(a net.Addr) netip.Addr {
 	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.AddrPort().Addr().Unmap()
+		return clientOf(ta.AddrPort().Addr())
 	}
 	return netip.Addr{}
 }
+
+// clientOf is the client a query's source address names: IPv4 unmapped,
+// and without a link-local sender's zone, since the allow list, the
+// filter's clients and the history name addresses, not interfaces (a
+// zoned address is in no prefix: fe80::1%eth0 would be refused by
+// fe80::/10).
+func clientOf(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
 // errorPause spaces out retries after a socket error that is not the
 // listener's own stop, and logs once per episode rather than once per retry

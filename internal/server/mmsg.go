@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 	"unsafe"
 
@@ -160,6 +161,13 @@ func (c *mmsgConn) sender(i int) *net.UDPAddr {
 	case unix.AF_INET6:
 		copy(ip[:], sa.Addr[:])
 		a.IP, a.Port = ip[:], int(netPort(&sa.Port))
+		if sa.Scope_id != 0 {
+			// A link-local sender: the interface's index as its zone, which
+			// the standard library's writes take, so an answer sent the
+			// general way reaches it too (strconv has no allocation for
+			// indexes below 100).
+			a.Zone = strconv.Itoa(int(sa.Scope_id))
+		}
 	}
 	return a
 }

@@ -242,3 +242,32 @@ func TestMmsgConn_allocatesNothing(t *testing.T) {
 		t.Fatalf("%.1f allocations per datagram read and answered", allocs)
 	}
 }
+
+// A link-local sender's scope survives the read: as the zone of its
+// address, which the standard library's writes take (the general path),
+// and in the socket address the batch's answer is sent to (the fast path).
+// Loopback has no link-local address, so the kernel's socket address is
+// made here.
+func TestMmsgConn_keepsALinkLocalSendersScope(t *testing.T) {
+	c := newMmsgRig(t, "udp4", "127.0.0.1:0", udpReadSize).c // the socket is not used
+	sa := &c.rname[0]
+	sa.Family = unix.AF_INET6
+	sa.Addr = netip.MustParseAddr("fe80::1").As16()
+	sa.Scope_id = 3
+	putNetPort(&sa.Port, 5353)
+	from := c.sender(0)
+	if from.Zone != "3" || from.AddrPort() != netip.MustParseAddrPort("[fe80::1%3]:5353") {
+		t.Fatalf("sender %v (zone %q), want [fe80::1%%3]:5353", from, from.Zone)
+	}
+	var out unix.RawSockaddrInet6
+	if n, err := c.destination(&out, from); err != nil || n != unix.SizeofSockaddrInet6 || out != *sa {
+		t.Fatalf("answer's address %+v (%d, %v), want the sender's %+v", out, n, err, *sa)
+	}
+	// The client it names has no zone, so prefixes match it.
+	if got := clientOf(from.AddrPort().Addr()); got != netip.MustParseAddr("fe80::1") || !allowed([]netip.Prefix{netip.MustParsePrefix("fe80::/10")}, got) {
+		t.Fatalf("client %v, want fe80::1 inside fe80::/10", got)
+	}
+	if got := addrOf(&net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0"}); got != netip.MustParseAddr("fe80::1") {
+		t.Fatalf("TCP client %v, want fe80::1", got)
+	}
+}
