@@ -287,7 +287,7 @@ func (b *batchConn) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
 func TestUDPBatch_failedWriteIsUndeliveredAndTheRestGoOut(t *testing.T) {
 	sink := &sinkRecorder{}
 	s := New(Options{}, &State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Sinks: []query.Sink{sink}})
-	b := &udpBatch{conn: &batchConn{failAt: 1}, in: make([]ipv4.Message, 3), iovs: make([][1][]byte, 3), oobs: make([][]byte, 3)}
+	b := &udpBatch{conn: &batchConn{failAt: 1}, in: make([]ipv4.Message, 3), iovs: make([][1][]byte, 3), oobs: make([][]byte, 3), evs: make([]query.Event, 3)}
 	for i := range 3 {
 		ev := &query.Event{Rcode: dns.RcodeSuccess, Reply: new(dns.Msg)}
 		b.queue(i, []byte{byte(i)}, netip.Addr{}, s.acquire(), ev)
@@ -336,16 +336,21 @@ func TestFastPath_leavesTruncatedAnswersToTheGeneralPath(t *testing.T) {
 	}
 }
 
-// A datagram longer than any query (a batch slot) is dropped as malformed,
-// never read in part, and the reader goes on.
-func TestUDP_datagramLongerThanAnyQueryIsDroppedAndCounted(t *testing.T) {
+// A datagram longer than any query (a batch slot) is never read in part:
+// a valid query with trailing bytes past the slot gets FORMERR, with its
+// ID, as a malformed query whose header parses does (SPEC §9), and the
+// reader goes on.
+func TestUDP_datagramLongerThanAnyQueryGetsFormerr(t *testing.T) {
 	s := startServer(t, state(answerA("192.0.2.1")))
 	c := dialUDP(t, udpAddr(s))
-	long := append(mustPack(t, newQuery("a.example.", dns.TypeA)), make([]byte, udpReadSize)...)
+	q := newQuery("a.example.", dns.TypeA)
+	long := append(mustPack(t, q), make([]byte, udpReadSize)...)
 	if _, err := c.Write(long); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "the long datagram to be counted", 2*time.Second, func() bool { return s.Snapshot().Malformed == 1 })
+	if ans := readUDPMsg(t, c); ans.Rcode != dns.RcodeFormatError || ans.Id != q.Id || len(ans.Answer) != 0 {
+		t.Fatalf("the long datagram: %s, ID %d (want %d), %d answers; want FORMERR", dns.RcodeToString[ans.Rcode], ans.Id, q.Id, len(ans.Answer))
+	}
 	if _, err := c.Write(mustPack(t, newQuery("a.example.", dns.TypeA))); err != nil {
 		t.Fatal(err)
 	}

@@ -212,8 +212,11 @@ func (s *Server) readUDP(l *listener, c *net.UDPConn) {
 				s.stats.udpKernel.Add(b.drops.update(oob))
 			}
 			if truncated {
-				s.stats.malformed.Add(1) // longer than any query: not read in part
-				continue
+				// Longer than any query (its slot), so never read in part:
+				// only its header goes on, which cannot parse as a query,
+				// and gets FORMERR like any malformed query whose header
+				// parses (SPEC §9).
+				wire = wire[:min(len(wire), headerSize)]
 			}
 			s.admitUDP(l, b, i, wire, oob, from)
 		}

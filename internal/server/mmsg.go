@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/net/ipv4"
@@ -39,8 +40,9 @@ import (
 //     first failed).
 //
 // An answer to an address from the last read goes to the sender's own
-// socket address, link-local scope included. Neither call allocates. Not
-// safe for concurrent use: each reader has its own.
+// socket address, link-local scope included. Neither call allocates (but
+// for a link-local sender's interface name, looked up once a minute:
+// zones.go). Not safe for concurrent use: each reader has its own.
 type mmsgConn struct {
 	rc  syscall.RawConn
 	err error // the socket had no descriptor: every call fails with it
@@ -162,11 +164,10 @@ func (c *mmsgConn) sender(i int) *net.UDPAddr {
 		copy(ip[:], sa.Addr[:])
 		a.IP, a.Port = ip[:], int(netPort(&sa.Port))
 		if sa.Scope_id != 0 {
-			// A link-local sender: the interface's index as its zone, which
-			// the standard library's writes take, so an answer sent the
-			// general way reaches it too (strconv has no allocation for
-			// indexes below 100).
-			a.Zone = strconv.Itoa(int(sa.Scope_id))
+			// A link-local sender: its interface as the zone, which the
+			// standard library's writes take, so an answer sent the
+			// general way reaches it too (zones.go).
+			a.Zone = linkZones.zoneName(sa.Scope_id, time.Now())
 		}
 	}
 	return a
@@ -185,7 +186,11 @@ func (c *mmsgConn) WriteBatch(ms []ipv4.Message, flags int) (int, error) {
 	for j := range n {
 		m := &ms[j]
 		if len(m.Buffers) != 1 {
-			return 0, errMmsgMessage
+			if j == 0 {
+				return 0, errMmsgMessage
+			}
+			n = j
+			break
 		}
 		h := &c.whdrs[j]
 		*h = mmsghdr{}
@@ -198,7 +203,11 @@ func (c *mmsgConn) WriteBatch(ms []ipv4.Message, flags int) (int, error) {
 		h.hdr.SetIovlen(1)
 		namelen, err := c.destination(&c.wname[j], m.Addr)
 		if err != nil {
-			return 0, err
+			if j == 0 {
+				return 0, err
+			}
+			n = j // send those before it; the caller learns of this one next
+			break
 		}
 		h.hdr.Name, h.hdr.Namelen = (*byte)(unsafe.Pointer(&c.wname[j])), namelen
 		if len(m.OOB) > 0 {
@@ -252,6 +261,13 @@ func (c *mmsgConn) destination(sa *unix.RawSockaddrInet6, addr net.Addr) (uint32
 	sa.Family = unix.AF_INET6
 	putNetPort(&sa.Port, uint16(a.Port))
 	copy(sa.Addr[:], ip16) // an IPv4 address becomes v4-mapped
+	if a.Zone != "" {
+		if i, err := strconv.ParseUint(a.Zone, 10, 32); err == nil {
+			sa.Scope_id = uint32(i)
+		} else if ifi, err := net.InterfaceByName(a.Zone); err == nil {
+			sa.Scope_id = uint32(ifi.Index)
+		}
+	}
 	return unix.SizeofSockaddrInet6, nil
 }
 

@@ -249,15 +249,19 @@ func TestMmsgConn_allocatesNothing(t *testing.T) {
 // Loopback has no link-local address, so the kernel's socket address is
 // made here.
 func TestMmsgConn_keepsALinkLocalSendersScope(t *testing.T) {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skipf("no loopback interface: %v", err)
+	}
 	c := newMmsgRig(t, "udp4", "127.0.0.1:0", udpReadSize).c // the socket is not used
 	sa := &c.rname[0]
 	sa.Family = unix.AF_INET6
 	sa.Addr = netip.MustParseAddr("fe80::1").As16()
-	sa.Scope_id = 3
+	sa.Scope_id = uint32(lo.Index)
 	putNetPort(&sa.Port, 5353)
 	from := c.sender(0)
-	if from.Zone != "3" || from.AddrPort() != netip.MustParseAddrPort("[fe80::1%3]:5353") {
-		t.Fatalf("sender %v (zone %q), want [fe80::1%%3]:5353", from, from.Zone)
+	if from.Zone != "lo" || from.AddrPort() != netip.MustParseAddrPort("[fe80::1%lo]:5353") {
+		t.Fatalf("sender %v (zone %q), want [fe80::1%%lo]:5353", from, from.Zone)
 	}
 	var out unix.RawSockaddrInet6
 	if n, err := c.destination(&out, from); err != nil || n != unix.SizeofSockaddrInet6 || out != *sa {
@@ -269,5 +273,50 @@ func TestMmsgConn_keepsALinkLocalSendersScope(t *testing.T) {
 	}
 	if got := addrOf(&net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0"}); got != netip.MustParseAddr("fe80::1") {
 		t.Fatalf("TCP client %v, want fe80::1", got)
+	}
+}
+
+// A link-local sender's zone is its interface's name (the standard
+// library resolves a name it knows without refreshing its interface
+// table), the number when no interface has that index; looked up once.
+func TestZoneNames_nameOnceThenKept(t *testing.T) {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skipf("no loopback interface: %v", err)
+	}
+	var z zoneNames
+	now := time.Now()
+	if got := z.zoneName(uint32(lo.Index), now); got != "lo" {
+		t.Fatalf("zone of index %d: %q, want lo", lo.Index, got)
+	}
+	if n := testing.AllocsPerRun(20, func() { z.zoneName(uint32(lo.Index), now) }); n != 0 {
+		t.Errorf("a kept name cost %.1f allocations", n)
+	}
+	if got := z.zoneName(1<<31, now); got != "2147483648" {
+		t.Errorf("an unknown index: %q, want the number", got)
+	}
+}
+
+// A batch whose later message cannot be sent still sends those before it
+// and reports how many; flush then finds the bad one first.
+func TestMmsgConn_sendsWhatPrecedesARefusedMessage(t *testing.T) {
+	r := newMmsgRig(t, "udp4", "127.0.0.1:0", udpReadSize)
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	to := c.LocalAddr().(*net.UDPAddr)
+	out := []ipv4.Message{
+		{Buffers: [][]byte{[]byte("first")}, Addr: to},
+		{Buffers: [][]byte{[]byte("x")}, Addr: &net.UDPAddr{IP: net.IPv6loopback, Port: 53}},
+	}
+	if n, err := r.c.WriteBatch(out, 0); n != 1 || err != nil {
+		t.Fatalf("wrote %d, %v; want the first", n, err)
+	}
+	buf := make([]byte, 16)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, _, err := c.ReadFrom(buf); err != nil || string(buf[:n]) != "first" {
+		t.Fatalf("got %q, %v", buf[:n], err)
 	}
 }

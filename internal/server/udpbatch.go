@@ -134,8 +134,9 @@ func (s *Server) flush(b *udpBatch) {
 			done++
 		}
 	}
+	clear(b.evs[:len(b.sent)]) // no cached answer held past its flush
 	clear(b.out)
 	clear(b.sent)
-	clear(b.iovs) // no answer buffer referenced past its flush
+	clear(b.iovs) // nor an answer buffer
 	b.out, b.sent = b.out[:0], b.sent[:0]
 }
