@@ -107,3 +107,31 @@ func FuzzHandle(f *testing.F) {
 		}
 	})
 }
+
+// FuzzControlMessages: whatever control-message bytes a read returns, the
+// walk never panics or reads past its buffer, each message's data lies
+// inside it, and the destination and drop count read from it are those
+// of a message it found.
+func FuzzControlMessages(f *testing.F) {
+	f.Add(sourceOOB(netip.MustParseAddr("192.0.2.7")))
+	f.Add(sourceOOB(netip.MustParseAddr("2001:db8::7")))
+	f.Add(append(sourceOOB(netip.MustParseAddr("2001:db8::7")), sourceOOB(netip.MustParseAddr("192.0.2.7"))...))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, oob []byte) {
+		// The kernel's buffers are 8-aligned; so is a fresh slice.
+		buf := append(make([]byte, 0, len(oob)), oob...)
+		found := 0
+		for _, _, data, rest, ok := nextControl(buf); ok; _, _, data, rest, ok = nextControl(rest) {
+			if len(rest) >= len(buf) || len(data) > len(buf) {
+				t.Fatalf("the walk did not advance inside the buffer: data %d, rest %d of %d", len(data), len(rest), len(buf))
+			}
+			buf = rest
+			found++
+		}
+		if found == 0 && packetDst(oob).IsValid() {
+			t.Fatal("a destination read from no control message")
+		}
+		var k kernelDrops
+		k.update(oob)
+	})
+}

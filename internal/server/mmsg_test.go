@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,4 +320,29 @@ func TestMmsgConn_sendsWhatPrecedesARefusedMessage(t *testing.T) {
 	if n, _, err := c.ReadFrom(buf); err != nil || string(buf[:n]) != "first" {
 		t.Fatalf("got %q, %v", buf[:n], err)
 	}
+}
+
+// Readers of every socket look zones up at once: one name per index,
+// whichever reader asks first (run under -race).
+func TestZoneNames_concurrentReaders(t *testing.T) {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Skipf("no loopback interface: %v", err)
+	}
+	var z zoneNames
+	now := time.Now()
+	var wg sync.WaitGroup
+	for r := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				// Past zoneKeep for half the calls: looked up again.
+				at := now.Add(time.Duration(i%2) * 2 * zoneKeep)
+				if got := z.zoneName(uint32(lo.Index), at); got != "lo" {
+					t.Errorf("reader %d: %q, want lo", r, got)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
