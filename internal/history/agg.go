@@ -67,7 +67,10 @@ type UpAgg struct {
 func newAgg(cap int) *Agg { return &Agg{cap: cap, Latency: make([]int64, len(latencyBoundsMS)+1)} }
 
 // add counts one row.
-func (a *Agg) add(r *Row) {
+func (a *Agg) add(r *Row) { a.addInterned(r, nil) }
+
+// addInterned is add with the row's client and name drawn from in.
+func (a *Agg) addInterned(r *Row, in *interner) {
 	a.Total++
 	us := r.Duration.Microseconds()
 	a.DurUS += us
@@ -86,14 +89,14 @@ func (a *Agg) add(r *Row) {
 		u.DurUS += us
 		a.Upstreams[r.Upstream] = u
 	}
-	client := r.Client.String()
+	client := in.client(r.Client)
 	if a.capped(&a.Clients, "clients", client, 1) && r.ClientName != "" {
 		if a.ClientTag == nil {
 			a.ClientTag = map[string]string{}
 		}
 		a.ClientTag[client] = r.ClientName
 	}
-	name := normName(r.Name)
+	name := in.name(r.Name)
 	a.capped(&a.Names, "names", name, 1)
 	if r.Source == query.SourceBlocked || r.Filter.Blocked {
 		a.capped(&a.Blocked, "blocked", name, 1)

@@ -183,3 +183,23 @@ func BenchmarkHouseholdDay(b *testing.B) {
 		h.Close()
 	}
 }
+
+// BenchmarkFlushFull is one flush of a full buffer (MaxPending, 50 000
+// events by default) into memory: what a busy minute costs the flusher's
+// goroutine, which shares the processors with the DNS readers.
+func BenchmarkFlushFull(b *testing.B) {
+	h := Open(Options{MaxBytes: 1 << 20, MaxAge: time.Hour, Flush: time.Hour})
+	defer h.Close()
+	at := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for i := range h.opts.MaxPending {
+			h.Record(event(at, i%100))
+			at = at.Add(50 * time.Microsecond)
+		}
+		b.StartTimer()
+		h.Flush()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*h.opts.MaxPending), "ns/event")
+}

@@ -299,45 +299,68 @@ func (h *History) write(batch, eps []buffered, now time.Time) error {
 // and days that ended. Hour and day buckets are written once, when their
 // time is over, not at every flush: they are the large buckets, and
 // rewriting them each minute would be most of the SD card's wear.
+//
+// A flush shares the processors with the DNS readers, so it does as little
+// as it can: the rows are decoded once with their repeated strings
+// interned, and a row is counted into an hour or day only when that
+// bucket exists (almost never: the current hour and day are not rolled up
+// yet).
 func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
-	rows := make([]Row, 0, len(batch))
-	for _, b := range batch {
-		if r, err := decodeRow(b.key, b.val); err == nil { // encoded by Record: never fails
-			rows = append(rows, r)
-		}
-	}
-	for _, level := range []struct {
+	type level struct {
 		name     []byte
 		size     time.Duration
 		cap      int
-		onlyKept bool // fold only into buckets that exist
-	}{{bucketMinute, time.Minute, minuteCap, false}, {bucketHour, time.Hour, hourCap, true}, {bucketDay, day, dayCap, true}} {
-		aggs := map[int64]*Agg{}
-		for i := range rows {
-			t := rows[i].Time.Truncate(level.size).Unix()
-			a := aggs[t]
-			if a == nil {
-				a = newAgg(level.cap)
-				aggs[t] = a
-			}
-			a.add(&rows[i])
+		onlyKept bool           // fold only into buckets that exist
+		b        kvBucket       // the level's store bucket
+		aggs     map[int64]*Agg // period start (unix) → what this batch adds to it
+		kept     map[int64]bool // onlyKept: whether the period's bucket exists
+	}
+	levels := []*level{
+		{name: bucketMinute, size: time.Minute, cap: minuteCap},
+		{name: bucketHour, size: time.Hour, cap: hourCap, onlyKept: true},
+		{name: bucketDay, size: day, cap: dayCap, onlyKept: true},
+	}
+	for _, l := range levels {
+		l.b, l.aggs, l.kept = tx.bucket(l.name), map[int64]*Agg{}, map[int64]bool{}
+	}
+	in := newInterner()
+	for _, buf := range batch {
+		r, err := decodeRowInterned(buf.key, buf.val, in)
+		if err != nil { // encoded by Record: never fails
+			continue
 		}
-		b := tx.bucket(level.name)
-		for t, a := range aggs {
-			k := bucketKey(time.Unix(t, 0))
-			old := b.get(k)
-			if old == nil && level.onlyKept {
-				continue
+		for _, l := range levels {
+			t := r.Time.Truncate(l.size).Unix()
+			if l.onlyKept {
+				ok, seen := l.kept[t]
+				if !seen {
+					ok = l.b.get(bucketKey(time.Unix(t, 0))) != nil
+					l.kept[t] = ok
+				}
+				if !ok {
+					continue
+				}
 			}
-			if old != nil {
-				prev, err := decodeAgg(old, level.cap, false)
+			a := l.aggs[t]
+			if a == nil {
+				a = newAgg(l.cap)
+				l.aggs[t] = a
+			}
+			a.addInterned(&r, in)
+		}
+	}
+	for _, l := range levels {
+		for t, a := range l.aggs {
+			k := bucketKey(time.Unix(t, 0))
+			if old := l.b.get(k); old != nil {
+				prev, err := decodeAgg(old, l.cap, false)
 				if err != nil {
-					prev = newAgg(level.cap) // a damaged bucket starts over rather than blocking every flush
+					prev = newAgg(l.cap) // a damaged bucket starts over rather than blocking every flush
 				}
 				prev.merge(a)
 				a = prev
 			}
-			if err := b.put(k, a.encode()); err != nil {
+			if err := l.b.put(k, a.encode()); err != nil {
 				return err
 			}
 		}

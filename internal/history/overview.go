@@ -164,21 +164,21 @@ type bucketAt struct {
 // counts the queries of the last interval too.
 func (h *History) bufferedBuckets(from, to time.Time, res time.Duration, cap int) []bucketAt {
 	m := map[int64]*Agg{}
+	in := newInterner() // up to a flush interval's events, repeating a few names and clients
 	for _, set := range h.buffered() {
 		for _, b := range set {
 			if t := keyTime(b.key); t.Before(from) || !t.Before(to) {
 				continue
 			}
-			row, err := decodeRow(b.key, b.val)
+			row, err := decodeRowInterned(b.key, b.val, in)
 			if err != nil {
 				continue
 			}
-			r := &row
-			t := r.Time.Truncate(res).Unix()
+			t := row.Time.Truncate(res).Unix()
 			if m[t] == nil {
 				m[t] = newAgg(cap)
 			}
-			m[t].add(r)
+			m[t].addInterned(&row, in)
 		}
 	}
 	out := make([]bucketAt, 0, len(m))

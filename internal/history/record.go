@@ -183,44 +183,49 @@ func rowName(v []byte) ([]byte, bool) {
 	return s, d.err == nil
 }
 
-func decodeRow(k, v []byte) (Row, error) {
+func decodeRow(k, v []byte) (Row, error) { return decodeRowInterned(k, v, nil) }
+
+// decodeRowInterned is decodeRow with its strings drawn from in: the rows
+// of one flush repeat a few names, clients and upstreams thousands of
+// times, and copying each was most of a busy flush's garbage.
+func decodeRowInterned(k, v []byte, in *interner) (Row, error) {
 	if len(k) != keyLen || len(v) == 0 || v[0] != rowVersion {
 		return Row{}, errCorruptRow
 	}
-	d := decoder{b: v[1:]}
+	d := decoder{b: v[1:], in: in}
 	r := Row{Time: keyTime(k)}
-	r.Name = string(d.bytes())
+	r.Name = d.str()
 	if ab := d.bytes(); d.err == nil {
 		if err := r.Client.UnmarshalBinary(ab); err != nil {
 			return Row{}, errCorruptRow
 		}
 	}
-	r.ClientName = string(d.bytes())
+	r.ClientName = d.str()
 	r.Proto = query.Proto(d.byte())
 	r.Qtype = uint16(d.uvarint())
 	r.Qclass = uint16(d.uvarint())
-	r.Source = string(d.bytes())
-	r.Upstream = string(d.bytes())
+	r.Source = d.str()
+	r.Upstream = d.str()
 	if n := d.uvarint(); n > 0 {
 		if n > maxTriedRead {
 			return Row{}, errCorruptRow
 		}
 		r.Tried = make([]string, n)
 		for i := range r.Tried {
-			r.Tried[i] = string(d.bytes())
+			r.Tried[i] = d.str()
 		}
 	}
-	r.Cache = string(d.bytes())
+	r.Cache = d.str()
 	r.Filter.Blocked = d.byte() == 1
-	r.Filter.List = string(d.bytes())
-	r.Filter.Rule = string(d.bytes())
-	r.Filter.Group = string(d.bytes())
+	r.Filter.List = d.str()
+	r.Filter.Rule = d.str()
+	r.Filter.Group = d.str()
 	r.Rcode = int(d.varint())
 	if c := d.uvarint(); c > 0 {
 		r.EDE = &query.EDE{Code: uint16(c - 1), Text: string(d.bytes())}
 	}
 	r.Duration = time.Duration(d.uvarint()) * time.Microsecond
-	r.Answer = string(d.bytes())
+	r.Answer = d.str()
 	if d.err != nil {
 		return Row{}, d.err
 	}
@@ -232,6 +237,7 @@ func decodeRow(k, v []byte) (Row, error) {
 type decoder struct {
 	b   []byte
 	err error
+	in  *interner // nil: every string is a copy
 }
 
 func (d *decoder) uvarint() uint64 {
@@ -280,3 +286,7 @@ func (d *decoder) bytes() []byte {
 	d.b = d.b[n:]
 	return s
 }
+
+// str is the next field as a string, interned when the decoder has an
+// interner.
+func (d *decoder) str() string { return d.in.string(d.bytes()) }
