@@ -272,8 +272,10 @@ func (h *History) flushLocked() {
 // one transaction.
 func (h *History) write(batch, eps []buffered, now time.Time) error {
 	n, err := h.kv.update(func(tx kvTx) error {
+		pace := newPacer()
 		rows := tx.bucket(bucketRows)
 		for i := range batch {
+			pace.step()
 			if err := rows.put(batch[i].key, batch[i].val); err != nil {
 				return err
 			}
@@ -281,7 +283,7 @@ func (h *History) write(batch, eps []buffered, now time.Time) error {
 		if err := writeEpisodes(tx, eps); err != nil {
 			return err
 		}
-		if err := foldBuckets(tx, batch, now); err != nil {
+		if err := foldBuckets(tx, batch, now, pace); err != nil {
 			return err
 		}
 		return h.expire(tx, now)
@@ -305,7 +307,7 @@ func (h *History) write(batch, eps []buffered, now time.Time) error {
 // interned, and a row is counted into an hour or day only when that
 // bucket exists (almost never: the current hour and day are not rolled up
 // yet).
-func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
+func foldBuckets(tx kvTx, batch []buffered, now time.Time, pace *pacer) error {
 	type level struct {
 		name     []byte
 		size     time.Duration
@@ -325,6 +327,7 @@ func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
 	}
 	in := newInterner()
 	for _, buf := range batch {
+		pace.step()
 		r, err := decodeRowInterned(buf.key, buf.val, in)
 		if err != nil { // encoded by Record: never fails
 			continue
