@@ -6,10 +6,11 @@
 # entry: RSS at 0, 10 000 and 100 000 entries.
 #
 # Every process is started here and stopped by its PID. Bounded: ROUNDS
-# rounds (default 3), each with one warm-up and one measured dnsperf run per
-# server (SECONDS each) and one fixed-rate run for latency percentiles (5 s),
-# then two fills for the memory figures. Prints each round's figures and
-# their medians over the rounds.
+# rounds (default 3), each with, per server, two warm-ups and two measured
+# dnsperf runs (SECONDS each) and two fixed-rate runs for latency
+# percentiles (5 s): once sharing both CPUs with dnsperf, once with the
+# server on CPU 1 and dnsperf on CPU 0. Then two fills for the memory
+# figures. Prints each round's figures and their medians over the rounds.
 # Usage: [ROUNDS=N] scripts/cache-perf.sh [SECONDS]   (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,12 +101,18 @@ for i in $(seq 1 100); do echo "host$i.cache.test A"; done >"$work/hot"
 
 # Each result also goes to $work/results as "label<TAB>metric<TAB>value",
 # for the medians printed at the end.
-measure() { # label port
-  dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 2 -c 8 -T 2 -q 256 -t 5 -S 0 >/dev/null 2>&1 # warm-up
-  echo "== $1: max throughput, ${secs} s"
-  dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l "$secs" -c 8 -T 2 -q 256 -t 5 -S 0 2>&1 |
+measure() { # label port [pid]: with PID, the server on CPU 1 and dnsperf on CPU 0 (see percentiles)
+  local pin=() tag="" m=""
+  if [ -n "${3:-}" ] && [ "$(nproc)" -ge 2 ]; then
+    pin_server "$3"
+    pin=(taskset -c 0) tag=" (server on CPU 1, dnsperf on CPU 0)" m="pinned "
+  fi
+  "${pin[@]}" dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 2 -c 8 -T 2 -q 256 -t 5 -S 0 >/dev/null 2>&1 # warm-up
+  echo "== $1: max throughput, ${secs} s$tag"
+  "${pin[@]}" dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l "$secs" -c 8 -T 2 -q 256 -t 5 -S 0 2>&1 |
     grep -E "Queries completed|Queries lost|Queries per second|Average Latency" |
-    tee >(awk -v l="$1" '/Queries per second/{printf "%s\tqps\t%d\n", l, $NF}' >>"$work/results")
+    tee >(awk -v l="$1" -v m="$m" '/Queries per second/{printf "%s\t%sqps\t%d\n", l, m, $NF}' >>"$work/results")
+  [ -z "$tag" ] || unpin_server "$3"
 }
 # nxdns's Go runtime follows its CPU affinity within about a second: wait
 # until it uses $1 processors (go_sched_gomaxprocs_threads), at most 5 s.
@@ -116,6 +123,16 @@ gomaxprocs() {
   done
   echo "nxdns did not follow its CPU affinity to $1 processors" >&2
 }
+pin_server() { # pid: all its threads to CPU 1
+  taskset -a -p -c 1 "$1" >/dev/null
+  [ "$1" = "$nxpid" ] && gomaxprocs 1
+  return 0
+}
+unpin_server() { # pid: back to every CPU
+  taskset -a -p -c "0-$(($(nproc) - 1))" "$1" >/dev/null
+  [ "$1" = "$nxpid" ] && gomaxprocs "$(nproc)"
+  return 0
+}
 # percentiles LABEL PORT [PID]: latency at a fixed rate every server
 # sustains. With PID, the server is moved to CPU 1 for the run and dnsperf
 # and its reader to CPU 0: in the field the clients are other machines, and
@@ -124,16 +141,12 @@ gomaxprocs() {
 percentiles() {
   local pin=() tag=""
   if [ -n "${3:-}" ] && [ "$(nproc)" -ge 2 ]; then
-    taskset -a -p -c 1 "$3" >/dev/null
-    [ "$3" = "$nxpid" ] && gomaxprocs 1
+    pin_server "$3"
     pin=(taskset -c 0) tag=" (server on CPU 1, dnsperf on CPU 0)"
   fi
   "${pin[@]}" dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 5 -Q 20000 -c 8 -T 2 -t 5 -v 2>/dev/null |
     "${pin[@]}" awk '/^> /{print $NF}' >"$work/lat"
-  if [ -n "$tag" ]; then
-    taskset -a -p -c "0-$(($(nproc) - 1))" "$3" >/dev/null
-    [ "$3" = "$nxpid" ] && gomaxprocs "$(nproc)"
-  fi
+  [ -z "$tag" ] || unpin_server "$3"
   local m=""
   [ -n "$tag" ] && m="pinned "
   sort -g "$work/lat" | awk -v l="$1" -v t="$tag" -v m="$m" -v out="$work/results" '{a[NR]=$1} END {if (NR==0) {print l": no samples"; exit}
@@ -147,6 +160,9 @@ for round in $(seq 1 "$rounds"); do
   echo "== round $round of $rounds"
   for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do measure "${s%:*}" "${s##*:}"; done
   for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do percentiles "${s%:*}" "${s##*:}"; done
+  measure nxdns "$nx" "$nxpid"
+  measure "dnsdist (packet cache)" "$dd" "$ddpid"
+  measure unbound "$ub" "$ubpid"
   percentiles nxdns "$nx" "$nxpid"
   percentiles "dnsdist (packet cache)" "$dd" "$ddpid"
   percentiles unbound "$ub" "$ubpid"
