@@ -2,6 +2,8 @@ package cache
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -77,6 +79,13 @@ func TestCacheFile_badFilesIgnoredWithOneWarning(t *testing.T) {
 	flip[len(flip)/2] ^= 0xFF
 	otherVersion := append([]byte(nil), data...)
 	otherVersion[len(fileMagic)+1]++
+	// A count past a 32-bit int under a checksum that matches: sha256 is
+	// no seal, anyone can write one.
+	hugeCount := append([]byte(nil), data...)
+	binary.BigEndian.PutUint32(hugeCount[len(fileMagic)+2+8:], 1<<31)
+	body := hugeCount[:len(hugeCount)-sha256.Size]
+	sum := sha256.Sum256(body)
+	copy(hugeCount[len(body):], sum[:])
 	cases := map[string][]byte{
 		"truncated":     data[:len(data)-7],
 		"damaged":       flip,
@@ -96,6 +105,20 @@ func TestCacheFile_badFilesIgnoredWithOneWarning(t *testing.T) {
 			}
 		})
 	}
+	t.Run("huge count", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "cache")
+		if err := os.WriteFile(file, hugeCount, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, warns := reopen(t, file, time.Hour)
+		if len(warns) != 1 || c.Snapshot().Entries != 0 {
+			t.Fatalf("entries %d, warnings %d; want an empty cache and one warning", c.Snapshot().Entries, len(warns))
+		}
+		// Past the checksum: the records ran out before the count did.
+		if msg := fmt.Sprint(warns[0].ContextMap()["error"]); !strings.HasPrefix(msg, "record 2:") {
+			t.Errorf("warning %q, want the missing third record named", msg)
+		}
+	})
 	t.Run("other TTL clamps", func(t *testing.T) {
 		c, warns := reopen(t, good, 2*time.Hour)
 		if len(warns) != 1 || c.Snapshot().Entries != 0 {
