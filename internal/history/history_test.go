@@ -195,8 +195,8 @@ func TestHistory_byteBudgetBoundsTheFile(t *testing.T) {
 // allows (64 GiB) is kept whole on a 64-bit build and lowered to what bbolt
 // can map on a 32-bit one, at Open and at Reconfigure, and bbolt's own
 // bound is that budget: before, int(64 GiB) wrapped to 0 on 32-bit, which
-// bbolt reads as "no bound". (The 32-bit half runs in .ci/arm64.sh, as
-// GOARCH=386 and GOARCH=arm.)
+// bbolt reads as "no bound". (The 32-bit half runs in .ci/arm64.sh, for
+// GOARCH=arm under qemu.)
 func TestHistory_budgetFitsThisBuild(t *testing.T) {
 	const largest = 64 << 30
 	want := int64(min(largest, math.MaxInt))
