@@ -11,8 +11,9 @@
 #   5. the 32-bit targets (older Pis' armv6/v7 as GOARCH=arm GOARM=6, and
 #      386), where int is 32 bits: `go vet ./...` for both (it type-checks
 #      the tests too, so a constant past a 32-bit int fails here, not on a
-#      user's Pi), and nxdns plus the tests that hold 32-bit regressions
-#      run for arm under qemu-arm.
+#      user's Pi), and nxdns, the config tests, the UDP batch tests of 4.
+#      (32-bit kernel structures) and the tests that hold 32-bit
+#      regressions run for arm under qemu-arm.
 # Needs Debian's qemu-user-static (installed here when missing, as root).
 set -euo pipefail
 
@@ -78,6 +79,8 @@ step "nxdns check --config docs/examples/nxdns.toml (arm)" \
   "$qemu32" "$tmp/nxdns-arm" check --config docs/examples/nxdns.toml
 step "go test ./internal/config/ (arm under qemu)" \
   env GOARCH=arm GOARM=6 go test -count=1 -exec "$qemu32" ./internal/config/
+step "go test -run 'Mmsg|Pktinfo|PacketDst|FastPath|UDPBatch' ./internal/server/ (arm under qemu)" \
+  env GOARCH=arm GOARM=6 go test -count=1 -exec "$qemu32" -run 'Mmsg|Pktinfo|PacketDst|FastPath|UDPBatch' ./internal/server/
 step "go test -run 'budgetFits|hugeFailureCount' ./internal/history/ (arm under qemu)" \
   env GOARCH=arm GOARM=6 go test -count=1 -exec "$qemu32" -run 'budgetFits|hugeFailureCount' ./internal/history/
 step "go test -run 'CacheFile_badFiles' ./internal/cache/ (arm under qemu)" \
