@@ -13,7 +13,7 @@ import (
 func historyOptions(cfg config.History, log *zap.Logger) history.Options {
 	return history.Options{
 		Path:     cfg.Path,
-		MaxBytes: int64(cfg.MaxBytes),
+		MaxBytes: cfg.MaxBytes,
 		MaxAge:   cfg.MaxAge(),
 		Flush:    cfg.FlushInterval(),
 		Logger:   log,

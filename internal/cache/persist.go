@@ -232,7 +232,9 @@ func decode(data []byte, cur *current, now int64) (int, error) {
 		k key
 		e *entry
 	}
-	recs := make([]rec, 0, min(int(count), cur.st.limit))
+	// In uint64: int(count) is negative on 32-bit past 1<<31, and make
+	// would panic on a file whose checksum is right but whose count is not.
+	recs := make([]rec, 0, int(min(uint64(count), uint64(cur.st.limit))))
 	for i := range count {
 		k, e, err := decodeRecord(r)
 		if err != nil {

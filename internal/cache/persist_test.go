@@ -2,6 +2,8 @@ package cache
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -77,13 +79,24 @@ func TestCacheFile_badFilesIgnoredWithOneWarning(t *testing.T) {
 	flip[len(flip)/2] ^= 0xFF
 	otherVersion := append([]byte(nil), data...)
 	otherVersion[len(fileMagic)+1]++
+	// A count past a 32-bit int under a checksum that matches: sha256 is
+	// no seal, anyone can write one.
+	hugeCount := append([]byte(nil), data...)
+	binary.BigEndian.PutUint32(hugeCount[len(fileMagic)+2+8:], 1<<31)
+	body := hugeCount[:len(hugeCount)-sha256.Size]
+	sum := sha256.Sum256(body)
+	copy(hugeCount[len(body):], sum[:])
 	cases := map[string][]byte{
 		"truncated":     data[:len(data)-7],
 		"damaged":       flip,
 		"foreign":       []byte("{\"not\": \"a cache\"}\n"),
 		"empty":         {},
 		"other version": otherVersion,
+		"huge count":    hugeCount,
 	}
+	// why is how a warning begins where the case is about one check: the
+	// huge count passes the checksum, and the records run out before it.
+	why := map[string]string{"huge count": "record 2:"}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "cache")
@@ -92,7 +105,10 @@ func TestCacheFile_badFilesIgnoredWithOneWarning(t *testing.T) {
 			}
 			c, warns := reopen(t, file, time.Hour)
 			if len(warns) != 1 || c.Snapshot().Entries != 0 {
-				t.Errorf("entries %d, warnings %d; want an empty cache and one warning", c.Snapshot().Entries, len(warns))
+				t.Fatalf("entries %d, warnings %d; want an empty cache and one warning", c.Snapshot().Entries, len(warns))
+			}
+			if msg := fmt.Sprint(warns[0].ContextMap()["error"]); !strings.HasPrefix(msg, why[name]) {
+				t.Errorf("warning %q, want it to begin %q", msg, why[name])
 			}
 		})
 	}

@@ -118,7 +118,7 @@ func fits(t reflect.Type, k unstable.Kind) bool {
 	switch t.Kind() {
 	case reflect.String:
 		return k == unstable.String
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		return k == unstable.Integer
 	case reflect.Bool:
 		return k == unstable.Bool
@@ -137,7 +137,7 @@ func describeType(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		return "an integer"
 	case reflect.Bool:
 		return "true or false"

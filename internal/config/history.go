@@ -12,7 +12,7 @@ type History struct {
 	// on restart, bounded by MaxBytes all the same). The NixOS module puts
 	// it in the state directory.
 	Path         string `toml:"path"`
-	MaxBytes     int    `toml:"max_bytes"`     // the store never grows past this many bytes; oldest rows go first
+	MaxBytes     int64  `toml:"max_bytes"`     // the store never grows past this many bytes; oldest rows go first
 	MaxDays      int    `toml:"max_days"`      // rows and buckets older than this many days are deleted
 	FlushSeconds int    `toml:"flush_seconds"` // one write transaction per interval; a power cut loses at most one
 }
@@ -20,7 +20,7 @@ type History struct {
 // History bounds (docs/reference/configuration.md).
 const (
 	minHistoryBytes = 1 << 20  // 1 MiB: a few thousand queries, enough to see what just happened
-	maxHistoryBytes = 64 << 30 // 64 GiB: beyond any household's need
+	maxHistoryBytes = 64 << 30 // 64 GiB: beyond any household's need, and past a 32-bit int (MaxBytes is an int64)
 	maxHistoryDays  = 366
 	// maxFlushSeconds: an hour between writes already risks an hour of
 	// history on a power cut; longer is never what an operator means.

@@ -74,6 +74,7 @@ func TestLoad_wrongTypePathLineAndMessage(t *testing.T) {
 	}{
 		{"string for int", "[upstream]\nattempt_timeout_ms = \"2500\"\n", "upstream.attempt_timeout_ms", 2, "want an integer, not a string"},
 		{"float for int", "[upstream]\n\ntotal_timeout_ms = 2.5\n", "upstream.total_timeout_ms", 3, "want an integer, not a float"},
+		{"string for int64", "[history]\nmax_bytes = \"1G\"\n", "history.max_bytes", 2, "want an integer, not a string"},
 		{"string for list", "[dns]\nlisten = \"127.0.0.1:53\"\n", "dns.listen", 2, "want a list of strings, not a string"},
 		{"int in list", "[dns]\nallow = [\n  \"10.0.0.0/8\",\n  8,\n]\n", "dns.allow[1]", 4, "want a string, not an integer"},
 		{"string for bool", minimal + "enabled = \"yes\"\n", "upstreams[0].enabled", 5, "want true or false, not a string"},
@@ -92,6 +93,20 @@ func TestLoad_wrongTypePathLineAndMessage(t *testing.T) {
 				t.Errorf("message %q, want %q", p.Message, tc.msg)
 			}
 		})
+	}
+}
+
+// TestLoad_historyMaxBytesTo64GiB: history.max_bytes goes up to 64 GiB on
+// every architecture, 32-bit ones included (where it is past an int), and
+// stops there.
+func TestLoad_historyMaxBytesTo64GiB(t *testing.T) {
+	c := mustLoad(t, minimal+"[history]\nmax_bytes = 68719476736\n")
+	if c.History.MaxBytes != 64<<30 {
+		t.Errorf("max_bytes = %d, want %d", c.History.MaxBytes, int64(64<<30))
+	}
+	ps := loadProblems(t, minimal+"[history]\nmax_bytes = 68719476737\n")
+	if len(ps) != 1 || ps[0].Path != "history.max_bytes" || ps[0].Code != CodeOutOfRange {
+		t.Errorf("64 GiB + 1: got %v, want one history.max_bytes OutOfRange", ps)
 	}
 }
 

@@ -146,7 +146,7 @@ func checkLog(ps *Problems, l Log) {
 
 // checkRange adds OutOfRange unless lo <= v <= hi, and reports whether v is
 // in range, so that cross-checks skip values already reported.
-func checkRange(ps *Problems, path string, v, lo, hi int) bool {
+func checkRange[T int | int64](ps *Problems, path string, v, lo, hi T) bool {
 	if v < lo || v > hi {
 		ps.add(path, CodeOutOfRange, "%d is not between %d and %d", v, lo, hi)
 		return false

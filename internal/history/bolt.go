@@ -3,10 +3,12 @@ package history
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
 )
 
 // boltKV is the store in a bbolt file: a copy-on-write B+tree whose commit
@@ -27,6 +29,25 @@ const boltAllocSize = 1 << 20
 // allocStep is the growth step for a budget: boltAllocSize, or a sixteenth
 // of a small budget.
 func allocStep(maxBytes int64) int64 { return min(boltAllocSize, maxBytes/16) }
+
+// maxStoreBytes is the largest byte budget this build can keep: bbolt maps
+// the whole file and sizes it in int, so a 32-bit build (armv6/v7, 386)
+// holds at most 2 GiB - 1 (bbolt's maxMapSize there); configuration allows
+// up to 64 GiB, which only 64-bit builds reach.
+const maxStoreBytes = math.MaxInt
+
+// fitBudget lowers a budget this build cannot keep to maxStoreBytes, and
+// says so: without it, int(max_bytes) wrapped on 32-bit (64 GiB became 0,
+// which bbolt reads as "no bound") and prune aimed at a size the file could
+// never reach.
+func fitBudget(maxBytes int64, log *zap.Logger) int64 {
+	if maxBytes <= maxStoreBytes {
+		return maxBytes
+	}
+	log.Warn("history.max_bytes is more than this 32-bit build can map; using its largest",
+		zap.Int64("max_bytes", maxBytes), zap.Int64("using", maxStoreBytes))
+	return maxStoreBytes
+}
 
 // openBolt opens or creates path, bounded by maxBytes (bbolt refuses to grow
 // the file past it), and checks the file's integrity: a file that fails the

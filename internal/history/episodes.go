@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/binary"
 	"hash/fnv"
+	"math"
 	"slices"
 	"time"
 
@@ -100,6 +101,6 @@ func decodeEpisode(k, v []byte) (episodes.Episode, bool) {
 	e.Upstream = string(d.bytes())
 	e.Cause = string(d.bytes())
 	e.Detail = string(d.bytes())
-	e.Failures = int(min(d.uvarint(), 1<<31))
+	e.Failures = int(min(d.uvarint(), math.MaxInt32)) // an int on every architecture: 1<<31 was negative on 32-bit
 	return e, d.err == nil
 }

@@ -1,6 +1,8 @@
 package history
 
 import (
+	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
@@ -53,5 +55,18 @@ func TestEpisodes_recentReturnsTheLastN(t *testing.T) {
 		if e.Failures != 7+i {
 			t.Errorf("episode %d has failures %d, want %d (the last three, oldest first)", i, e.Failures, 7+i)
 		}
+	}
+}
+
+// TestDecodeEpisode_hugeFailureCountStaysPositive: a stored count past any
+// int (a damaged value) decodes to the largest count every architecture
+// holds, never to a negative one (1<<31 wrapped on 32-bit builds).
+func TestDecodeEpisode_hugeFailureCountStaysPositive(t *testing.T) {
+	e := episodes.Episode{Start: t0, End: t0.Add(time.Minute), Upstream: "tls://192.0.2.53:853", Cause: "timeout"}
+	v := encodeEpisode(e) // Failures 0: the last byte is its uvarint
+	v = binary.AppendUvarint(v[:len(v)-1], 1<<40)
+	got, ok := decodeEpisode(episodeKey(e), v)
+	if !ok || got.Failures != math.MaxInt32 {
+		t.Errorf("decoded ok=%v failures=%d, want ok and %d", ok, got.Failures, math.MaxInt32)
 	}
 }

@@ -121,8 +121,9 @@ func Open(opts Options) *History {
 		opts.Flush = time.Minute
 	}
 	h := &History{opts: opts, log: opts.Logger.Named("history"), stop: make(chan struct{}), interval: make(chan time.Duration, 1)}
+	h.opts.MaxBytes = fitBudget(opts.MaxBytes, h.log)
 	var err error
-	h.kv, h.mem, err = openStore(opts.Path, opts.MaxBytes)
+	h.kv, h.mem, err = openStore(h.opts.Path, h.opts.MaxBytes)
 	if err != nil {
 		h.degrade(fmt.Sprintf("%v; keeping the history in memory until restart or a reload that opens it", err))
 	}

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -188,6 +189,40 @@ func TestHistory_byteBudgetBoundsTheFile(t *testing.T) {
 	if s.BytesWritten < int64(n)*50 {
 		t.Errorf("bytes written %d for %d events: not counting the writes", s.BytesWritten, n)
 	}
+}
+
+// TestHistory_budgetFitsThisBuild: the largest max_bytes configuration
+// allows (64 GiB) is kept whole on a 64-bit build and lowered to what bbolt
+// can map on a 32-bit one, at Open and at Reconfigure, and bbolt's own
+// bound is that budget: before, int(64 GiB) wrapped to 0 on 32-bit, which
+// bbolt reads as "no bound". (The 32-bit half runs in .ci/arm64.sh, for
+// GOARCH=arm under qemu.)
+func TestHistory_budgetFitsThisBuild(t *testing.T) {
+	const largest = 64 << 30
+	want := int64(min(largest, math.MaxInt))
+	check := func(when string, h *History) {
+		t.Helper()
+		if h.opts.MaxBytes != want {
+			t.Errorf("%s: budget %d, want %d", when, h.opts.MaxBytes, want)
+		}
+		if got := h.kv.(*boltKV).db.MaxSize; int64(got) != want {
+			t.Errorf("%s: bbolt MaxSize %d, want %d", when, got, want)
+		}
+		h.Record(event(t0, 1))
+		h.Flush()
+		if p := h.Problem(); p != "" {
+			t.Errorf("%s: problem %q", when, p)
+		}
+	}
+	c := &clock{now: t0}
+	h := openTest(t, filePath(t), c, func(o *Options) { o.MaxBytes = largest })
+	check("Open", h)
+	o := optsOf(h)
+	o.MaxBytes = 16 << 20
+	h.Reconfigure(o)
+	o.MaxBytes = largest
+	h.Reconfigure(o)
+	check("Reconfigure", h)
 }
 
 func TestHistory_recordNeverBlocksAFullBufferDrops(t *testing.T) {

@@ -35,6 +35,7 @@ func (h *History) Reconfigure(opts Options) {
 	if opts.Flush <= 0 {
 		opts.Flush = time.Minute
 	}
+	opts.MaxBytes = fitBudget(opts.MaxBytes, h.log)
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
 	budgets := opts.MaxBytes != h.opts.MaxBytes || opts.MaxAge != h.opts.MaxAge

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // capacity is a non-blocking admission counter: a listener takes a unit or
@@ -82,11 +84,11 @@ func newClientShares(max int) *clientShares {
 // clientKey is the unit clientShares counts: the IPv4 address, or the IPv6
 // /64 the address is in.
 func clientKey(a netip.Addr) netip.Prefix {
-	a = a.Unmap()
+	a = query.ClientOf(a)
 	if a.Is4() {
 		return netip.PrefixFrom(a, 32)
 	}
-	return netip.PrefixFrom(a.WithZone(""), 64).Masked()
+	return netip.PrefixFrom(a, 64).Masked()
 }
 
 // tryAcquire takes a unit of k's share and reports whether it did.

@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -232,7 +231,7 @@ func (s *Server) serveDoH(w http.ResponseWriter, r *http.Request) {
 		s.dohError(w, http.StatusBadRequest, "not a DNS query")
 		return
 	}
-	client := peerAddr(r.RemoteAddr)
+	client := query.ClientOfRemote(r.RemoteAddr) // the TCP peer, never a header
 	answered := false
 	s.serve(r.Context(), wire, client, query.DoH, func(ans []byte) error {
 		answered = true
@@ -332,13 +331,4 @@ func cacheControl(ans []byte) string {
 		ttl = 0
 	}
 	return "max-age=" + strconv.FormatUint(uint64(ttl), 10)
-}
-
-// peerAddr is the client of a request: the TCP peer, never a header.
-func peerAddr(remote string) netip.Addr {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return clientOf(ap.Addr())
 }

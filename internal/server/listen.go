@@ -232,7 +232,7 @@ func (s *Server) admitUDP(l *listener, b *udpBatch, i int, wire, oob []byte, fro
 	if l.pktinfo {
 		src = packetDst(oob)
 	}
-	client := clientOf(from.Addr()) // the answer still goes to from, zone and all
+	client := query.ClientOf(from.Addr()) // the answer still goes to from, zone and all
 	if !deliverable(from, src, l.broadcasts) {
 		s.stats.udpBadSource.Add(1)
 		return
@@ -333,7 +333,7 @@ type refusals struct{ notAllowed, share, capacity *atomic.Uint64 }
 // of the family's cap. A refused connection is reset (no TIME_WAIT on our
 // side) and counted in r; release returns both units.
 func (s *Server) admitConn(c *net.TCPConn, r refusals) (client netip.Addr, release func(), ok bool) {
-	client = addrOf(c.RemoteAddr())
+	client = query.ClientOfNet(c.RemoteAddr())
 	if !s.allowedNow(client) {
 		r.notAllowed.Add(1)
 		reset(c)
@@ -374,20 +374,6 @@ func (s *Server) allowedNow(client netip.Addr) bool {
 	s.genMu.RUnlock()
 	return allowed(allow, client)
 }
-
-func addrOf(a net.Addr) netip.Addr {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return clientOf(ta.AddrPort().Addr())
-	}
-	return netip.Addr{}
-}
-
-// clientOf is the client a query's source address names: IPv4 unmapped,
-// and without a link-local sender's zone, since the allow list, the
-// filter's clients and the history name addresses, not interfaces (a
-// zoned address is in no prefix: fe80::1%eth0 would be refused by
-// fe80::/10).
-func clientOf(a netip.Addr) netip.Addr { return a.Unmap().WithZone("") }
 
 // errorPause spaces out retries after a socket error that is not the
 // listener's own stop, and logs once per episode rather than once per retry

@@ -12,6 +12,8 @@ import (
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // mmsgRig is a UDP socket read and written through an mmsgConn, with
@@ -269,10 +271,10 @@ func TestMmsgConn_keepsALinkLocalSendersScope(t *testing.T) {
 		t.Fatalf("answer's address %+v (%d, %v), want the sender's %+v", out, n, err, *sa)
 	}
 	// The client it names has no zone, so prefixes match it.
-	if got := clientOf(from.AddrPort().Addr()); got != netip.MustParseAddr("fe80::1") || !allowed([]netip.Prefix{netip.MustParsePrefix("fe80::/10")}, got) {
+	if got := query.ClientOf(from.AddrPort().Addr()); got != netip.MustParseAddr("fe80::1") || !allowed([]netip.Prefix{netip.MustParsePrefix("fe80::/10")}, got) {
 		t.Fatalf("client %v, want fe80::1 inside fe80::/10", got)
 	}
-	if got := addrOf(&net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0"}); got != netip.MustParseAddr("fe80::1") {
+	if got := query.ClientOfNet(&net.TCPAddr{IP: net.ParseIP("fe80::1"), Zone: "eth0"}); got != netip.MustParseAddr("fe80::1") {
 		t.Fatalf("TCP client %v, want fe80::1", got)
 	}
 }

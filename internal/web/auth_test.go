@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -144,6 +145,43 @@ func TestLogin_attemptsAreRateLimited(t *testing.T) {
 	resp, _ := do(t, c, "POST", base+"/login", url.Values{"password": {testPassword}}, nil)
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("attempt %d: %d, want 429 even with the right password", loginBurst+1, resp.StatusCode)
+	}
+}
+
+// The login limiter keys on the client as the DNS path names it
+// (query.ClientOf): the zones of one link-local host (fe80::1%eth0,
+// fe80::1%eth1, fe80::1) share its bucket, so trying another interface does
+// not buy more guesses. The peers are made up (loopback has no link-local
+// address) and set as the requests' RemoteAddr, which is all the handler
+// reads of them.
+func TestLogin_zonesOfOneHostShareItsLimit(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newTestServer(t, "127.0.0.1:0")
+	s.SetPassword(hash)
+	try := func(remote, password string) int {
+		form := url.Values{"password": {password}}.Encode()
+		r := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.RemoteAddr = remote
+		w := httptest.NewRecorder()
+		s.handleLogin(w, r)
+		return w.Code
+	}
+	for i := range loginBurst {
+		if code := try("[fe80::1%eth0]:40000", "guess"); code != http.StatusUnauthorized {
+			t.Fatalf("attempt %d from fe80::1%%eth0: %d, want 401", i, code)
+		}
+	}
+	for _, remote := range []string{"[fe80::1%eth1]:40001", "[fe80::1]:40002"} {
+		if code := try(remote, testPassword); code != http.StatusTooManyRequests {
+			t.Errorf("attempt from %s after %d from fe80::1%%eth0: %d, want 429", remote, loginBurst, code)
+		}
+	}
+	if code := try("[fe80::2%eth0]:40003", "guess"); code != http.StatusUnauthorized {
+		t.Errorf("another host: %d, want 401: the limit is per client", code)
 	}
 }
 

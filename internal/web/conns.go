@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // connGuard is the web listener's admission (SPEC §9 "Robustness": the web
@@ -66,7 +68,7 @@ func (g *connGuard) Accept() (net.Conn, error) {
 }
 
 func (g *connGuard) admit(c net.Conn) *guardedConn {
-	client := remoteAddr(c)
+	client := query.ClientOfNet(c.RemoteAddr()) // as the DNS path names it: fe80::1%eth0 is fe80::1
 	g.mu.Lock()
 	var evict *guardedConn
 	switch {
@@ -141,11 +143,4 @@ func (c *guardedConn) Close() error {
 	c.g.forgetLocked(c)
 	c.g.mu.Unlock()
 	return c.Conn.Close()
-}
-
-func remoteAddr(c net.Conn) netip.Addr {
-	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return ta.AddrPort().Addr().Unmap()
-	}
-	return netip.Addr{}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -86,5 +87,44 @@ func TestServer_slowHostHoldsOnlyItsShare(t *testing.T) {
 	}
 	if code, err := getFrom(s, "127.0.0.21", "/api/health"); err != nil || code != http.StatusOK {
 		t.Errorf("GET /api/health while one host holds %d half-sent requests: %d, %v", maxConns+8, code, err)
+	}
+}
+
+// zonedConn is an accepted connection from a link-local peer: loopback has
+// no link-local address, so the peer is made up; only RemoteAddr and Close
+// are used by the guard.
+type zonedConn struct {
+	net.Conn
+	peer   *net.TCPAddr
+	closed bool
+}
+
+func (c *zonedConn) RemoteAddr() net.Addr { return c.peer }
+func (c *zonedConn) Close() error         { c.closed = true; return nil }
+
+func fromZone(ip, zone string) *zonedConn {
+	return &zonedConn{peer: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000, Zone: zone}}
+}
+
+// The zones of one link-local host are one client for the per-client cap,
+// as they are for the DNS path (query.ClientOf): reaching the web endpoint
+// over a second interface does not give a host a second share.
+func TestConnGuard_zonesOfOneHostShareItsCap(t *testing.T) {
+	g := newConnGuard(nil)
+	for i := range maxConnsPerClient {
+		if g.admit(fromZone("fe80::1", "eth0")) == nil {
+			t.Fatalf("connection %d from fe80::1%%eth0 refused below the cap", i)
+		}
+	}
+	for _, zone := range []string{"eth1", ""} {
+		if c := fromZone("fe80::1", zone); g.admit(c) != nil || !c.closed {
+			t.Errorf("%s admitted past its host's cap of %d", c.peer, maxConnsPerClient)
+		}
+	}
+	if c := fromZone("fe80::2", "eth0"); g.admit(c) == nil {
+		t.Errorf("another host refused: the cap is per client")
+	}
+	if n := g.perClient[netip.MustParseAddr("fe80::1")]; n != maxConnsPerClient {
+		t.Errorf("fe80::1 holds %d slots under its unzoned name, want %d (slots %v)", n, maxConnsPerClient, g.perClient)
 	}
 }

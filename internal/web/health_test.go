@@ -82,7 +82,7 @@ func TestHealth_followsBackoffOverHTTP(t *testing.T) {
 	s := startWeb(t, nil, func() Health { return HealthFrom(pool.Snapshot(), server.Snapshot{}, 1) })
 	resolve := func(name string, n int) {
 		for range n {
-			pool.Resolve(context.Background(), query(name))
+			pool.Resolve(context.Background(), newQuery(name))
 		}
 	}
 	check := func(step string, want Status, code, inBackoff int) {

@@ -133,7 +133,7 @@ func newPool(t *testing.T, opts upstream.Options, fakes ...*fakeUpstream) *upstr
 	return p
 }
 
-func query(name string) *dns.Msg { return new(dns.Msg).SetQuestion(name, dns.TypeA) }
+func newQuery(name string) *dns.Msg { return new(dns.Msg).SetQuestion(name, dns.TypeA) }
 
 // startWeb serves reg and health on 127.0.0.1:0 and shuts down at cleanup.
 func startWeb(t *testing.T, reg prometheus.Gatherer, health func() Health, tweak ...func(*Server)) *Server {

@@ -2,13 +2,14 @@ package web
 
 import (
 	"html/template"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // maxPasswordForm bounds the login form: a password of 72 bytes and a
@@ -107,13 +108,9 @@ func safeNext(next string) string {
 	return next
 }
 
-func clientAddr(r *http.Request) netip.Addr {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	a, _ := netip.ParseAddr(host)
-	return a.Unmap()
-}
+// clientAddr is the client a request comes from, named as the DNS path
+// names it (query.ClientOf): the login limiter keys on it, so the zones of
+// one link-local host (fe80::1%eth0, fe80::1%eth1) share one bucket.
+func clientAddr(r *http.Request) netip.Addr { return query.ClientOfRemote(r.RemoteAddr) }
 
 func zapClient(r *http.Request) zap.Field { return zap.String("client", clientAddr(r).String()) }

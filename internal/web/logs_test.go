@@ -79,7 +79,7 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 	})
 	udp, _ := srv.Addrs()
 	ask := func(name string) {
-		q := query(name)
+		q := newQuery(name)
 		q.SetEdns0(1232, false) // an EDNS client, so SERVFAILs carry an EDE
 		if _, _, err := (&dns.Client{Timeout: 10 * time.Second}).Exchange(q, udp[0].String()); err != nil {
 			t.Fatal(err)

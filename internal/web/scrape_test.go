@@ -124,7 +124,7 @@ func runScenario(t *testing.T) *scenario {
 	ask := func(network, addr, name string, rcode int) {
 		t.Helper()
 		c := &dns.Client{Net: network, Timeout: 10 * time.Second}
-		resp, _, err := c.Exchange(query(name), addr)
+		resp, _, err := c.Exchange(newQuery(name), addr)
 		if err != nil {
 			t.Fatalf("%s %s: %v", network, name, err)
 		}
@@ -168,12 +168,12 @@ func (sc *scenario) queue(t *testing.T, primary, standby *fakeUpstream) {
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, f := range []*fakeUpstream{primary, standby} {
-		wg.Go(func() { _, _, errs[i] = sc.pool.Resolve(context.Background(), query("hold.example.")) })
+		wg.Go(func() { _, _, errs[i] = sc.pool.Resolve(context.Background(), newQuery("hold.example.")) })
 		<-f.entered // held on f: the next query finds the next slot taken
 	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := sc.pool.Resolve(gone, query("ok.queued.example.")); upstream.Classify(err) != upstream.KindCanceled {
+	if _, _, err := sc.pool.Resolve(gone, newQuery("ok.queued.example.")); upstream.Classify(err) != upstream.KindCanceled {
 		t.Errorf("queued query: %v, want a cancellation", err)
 	}
 	close(primary.release)
