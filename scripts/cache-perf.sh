@@ -2,8 +2,9 @@
 # Cache-hit throughput on loopback (docs/performance.md "Answer cache"):
 # nxdns, dnsdist with its packet cache and Unbound, started side by side in
 # one run, each forwarding over DoT to the same fake upstream, asked a small
-# set of names over and over with dnsperf. Then nxdns's memory per cached
-# entry: RSS at 0, 10 000 and 100 000 entries.
+# set of names over and over with dnsperf, beside the floor of a Go UDP
+# server on this machine (cmd/nxdns-udpfloor). Then nxdns's memory per
+# cached entry: RSS at 0, 10 000 and 100 000 entries.
 #
 # Every process is started here and stopped by its PID. Bounded: ROUNDS
 # rounds (default 3), each with, per server, two warm-ups and two measured
@@ -25,8 +26,9 @@ bench_init
 
 go build -o "$work/nxdns" ./cmd/nxdns
 go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
+go build -o "$work/nxdns-udpfloor" ./cmd/nxdns-udpfloor
 base=$(( 20000 + RANDOM % 20000 ))
-dot=$base fk=$((base + 1)) nx=$((base + 2)) web=$((base + 3)) dd=$((base + 4)) ub=$((base + 5)) ddc=$((base + 6))
+dot=$base fk=$((base + 1)) nx=$((base + 2)) web=$((base + 3)) dd=$((base + 4)) ub=$((base + 5)) ddc=$((base + 6)) fl=$((base + 7))
 
 # The upstream: TTL one day, so nothing expires during the run.
 bench_fakeup "$fk" -listen "dot://127.0.0.1:$dot" -ttl 86400 -cert-names "upstream.test,127.0.0.1"
@@ -87,6 +89,13 @@ unbound -d -c "$work/unbound.conf" >"$work/unbound.log" 2>&1 &
 ubpid=$!
 pids+=($ubpid)
 
+# The floor: a Go UDP server that echoes each query as its answer and does
+# nothing else (cmd/nxdns-udpfloor). What nxdns costs above it is nxdns's;
+# what the floor costs above Unbound and dnsdist is the Go runtime's.
+"$work/nxdns-udpfloor" -listen "127.0.0.1:$fl" 2>"$work/udpfloor.log" &
+flpid=$!
+pids+=($flpid)
+
 ready() { # port: answers a query
   for _ in $(seq 1 100); do
     dnsperf -s 127.0.0.1 -p "$1" -d <(echo "ready.cache.test A") -n 1 -t 1 2>/dev/null | grep -q "Queries completed: *1 " && return 0
@@ -94,7 +103,7 @@ ready() { # port: answers a query
   done
   echo "server on port $1 did not come up" >&2; return 1
 }
-ready "$nx"; ready "$dd"; ready "$ub"
+ready "$nx"; ready "$dd"; ready "$ub"; ready "$fl"
 
 # 100 names asked over and over: after the first pass, every query is a hit.
 for i in $(seq 1 100); do echo "host$i.cache.test A"; done >"$work/hot"
@@ -158,14 +167,11 @@ percentiles() {
 # falls on each of them rather than on one.
 for round in $(seq 1 "$rounds"); do
   echo "== round $round of $rounds"
-  for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do measure "${s%:*}" "${s##*:}"; done
-  for s in "nxdns:$nx" "dnsdist (packet cache):$dd" "unbound:$ub"; do percentiles "${s%:*}" "${s##*:}"; done
-  measure nxdns "$nx" "$nxpid"
-  measure "dnsdist (packet cache)" "$dd" "$ddpid"
-  measure unbound "$ub" "$ubpid"
-  percentiles nxdns "$nx" "$nxpid"
-  percentiles "dnsdist (packet cache)" "$dd" "$ddpid"
-  percentiles unbound "$ub" "$ubpid"
+  servers=("nxdns:$nx:$nxpid" "dnsdist (packet cache):$dd:$ddpid" "unbound:$ub:$ubpid" "go floor:$fl:$flpid")
+  for s in "${servers[@]}"; do IFS=: read -r l p _ <<<"$s"; measure "$l" "$p"; done
+  for s in "${servers[@]}"; do IFS=: read -r l p _ <<<"$s"; percentiles "$l" "$p"; done
+  for s in "${servers[@]}"; do IFS=: read -r l p pid <<<"$s"; measure "$l" "$p" "$pid"; done
+  for s in "${servers[@]}"; do IFS=: read -r l p pid <<<"$s"; percentiles "$l" "$p" "$pid"; done
 done
 # The median of each figure over the rounds: one slow moment of the shared
 # machine moves a round's figure, not the median.
