@@ -14,9 +14,6 @@ import (
 // next 10 ms preemption. The busy goroutine sends the datagrams itself
 // (a write needs no scheduling) and the reader notes when each arrived.
 func TestPacer_readerRunsDuringLongWorkOnOneProcessor(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing test of the scheduler")
-	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	delays := func(step func()) []time.Duration {
 		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
