@@ -113,7 +113,7 @@ func fieldByKey(v reflect.Value, key string) (reflect.Value, bool) {
 // Default leaves it nil.
 func defaultText(v reflect.Value) (string, bool) {
 	switch {
-	case v.Kind() == reflect.Int:
+	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
 		return strconv.FormatInt(v.Int(), 10), true
 	case v.Kind() == reflect.Bool:
 		return strconv.FormatBool(v.Bool()), true
