@@ -1,0 +1,53 @@
+package history
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// TestMemKV_deleteBeforeCopiesNothing: every flush asks each bucket to
+// delete what is past max_age, usually nothing, and the byte budget deletes
+// the oldest rows. With a month of rows in memory neither may copy the
+// bucket: no allocation, the rows kept all there, exactly the keys below
+// the end dropped.
+func TestMemKV_deleteBeforeCopiesNothing(t *testing.T) {
+	m := newMem()
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
+	if _, err := m.update(func(tx kvTx) error {
+		b := tx.bucket(bucketRows)
+		for i := 100; i < 10_100; i++ {
+			if err := b.put(key(i), []byte("row")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rows := memBucketTx{b: m.buckets[string(bucketRows)], tx: memTx{m: m, written: new(int64)}}
+	below := key(50)
+	allocs := testing.AllocsPerRun(100, func() {
+		if n, size, err := rows.deleteBefore(below, expireChunk); n != 0 || size != 0 || err != nil {
+			t.Fatalf("deleted %d keys, %d bytes (%v) below the first key", n, size, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("deleting nothing allocated %v times per call", allocs)
+	}
+	if got := len(rows.b.keys); got != 10_000 {
+		t.Fatalf("%d rows left, want 10000", got)
+	}
+	ends := [][]byte{key(200), key(300)} // AllocsPerRun(1) calls twice
+	allocs = testing.AllocsPerRun(1, func() {
+		if n, size, _ := rows.deleteBefore(ends[0], expireChunk); n != 100 || size != 100*(8+3) {
+			t.Fatalf("deleted %d keys, %d bytes, want 100 and %d", n, size, 100*(8+3))
+		}
+		ends = ends[1:]
+	})
+	if allocs != 0 {
+		t.Errorf("deleting 100 rows of 10000 allocated %v times", allocs)
+	}
+	if len(rows.b.keys) != 9_800 || string(rows.b.keys[0]) != string(key(300)) || rows.b.bytes != 9_800*(8+3) {
+		t.Fatalf("%d rows left (%d bytes) starting at %x, want 9800 from %x", len(rows.b.keys), rows.b.bytes, rows.b.keys[0], key(300))
+	}
+}
