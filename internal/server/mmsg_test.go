@@ -107,12 +107,7 @@ func TestMmsgConn_readsEachSenderAndAnswersIt(t *testing.T) {
 		t.Fatalf("wrote %d of %d: %v", n, len(out), err)
 	}
 	for i, c := range clients {
-		buf := make([]byte, 64)
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		n, err := c.Read(buf)
-		if err != nil || string(buf[:n]) != fmt.Sprintf("answer to again %d", i) {
-			t.Errorf("client %d got %q, %v", i, buf[:n], err)
-		}
+		expectDatagram(t, c, fmt.Sprintf("answer to again %d", i))
 	}
 }
 
@@ -163,11 +158,7 @@ func TestMmsgConn_IPv6(t *testing.T) {
 	if n, err := r.c.WriteBatch([]ipv4.Message{{Buffers: [][]byte{[]byte("v6 answer")}, Addr: from}}, 0); n != 1 || err != nil {
 		t.Fatalf("wrote %d: %v", n, err)
 	}
-	buf := make([]byte, 64)
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, _, err := c.ReadFrom(buf); err != nil || string(buf[:n]) != "v6 answer" {
-		t.Fatalf("got %q, %v", buf[:n], err)
-	}
+	expectDatagram(t, c, "v6 answer")
 }
 
 // A write whose first message cannot be sent reports none sent and the
@@ -317,11 +308,7 @@ func TestMmsgConn_sendsWhatPrecedesARefusedMessage(t *testing.T) {
 	if n, err := r.c.WriteBatch(out, 0); n != 1 || err != nil {
 		t.Fatalf("wrote %d, %v; want the first", n, err)
 	}
-	buf := make([]byte, 16)
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if n, _, err := c.ReadFrom(buf); err != nil || string(buf[:n]) != "first" {
-		t.Fatalf("got %q, %v", buf[:n], err)
-	}
+	expectDatagram(t, c, "first")
 }
 
 // Readers of every socket look zones up at once: one name per index,
@@ -347,4 +334,15 @@ func TestZoneNames_concurrentReaders(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// expectDatagram waits (at most 5 s) for c's next datagram and fails
+// unless it is want.
+func expectDatagram(t *testing.T, c net.PacketConn, want string) {
+	t.Helper()
+	buf := make([]byte, len(want)+64)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, _, err := c.ReadFrom(buf); err != nil || string(buf[:n]) != want {
+		t.Fatalf("got %q, %v; want %q", buf[:n], err, want)
+	}
 }
