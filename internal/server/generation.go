@@ -12,16 +12,20 @@ import (
 // generation; its done channel closes once the last of those queries has
 // finished, which tells a reload when the old pool can be closed.
 //
-// Guarantee: a query acquires a generation only while it is current (under
-// Server.genMu's read lock, which Swap's write lock excludes), so after Swap
-// returns no query can join a retired generation, and done closes exactly
-// once, after every query that joined it has released it.
+// Guarantee: acquire returns a generation only if it was still current
+// after the query pinned it, so after Swap returns no query can start on a
+// retired generation, and done closes exactly once, after every query that
+// acquire handed it to has released it. A pin that loses the race with Swap
+// is released unused. No lock: acquire is on every query, cache hits
+// included, and a read lock is two atomic writes to a word every CPU's
+// readers share, which bounced between the CPUs on each query
+// (docs/performance.md "Answer cache").
 type generation struct {
 	st      *State
 	chain   query.Handler // st.Stages, then the route: built once per State
 	fast    *fastPath     // cache hits from the wire (fastpath.go); nil when the stages allow none
 	refs    atomic.Int64  // queries holding this generation
-	retired atomic.Bool   // set once by Swap, under genMu's write lock
+	retired atomic.Bool   // set once by Swap, after it made another generation current
 	once    sync.Once
 	done    chan struct{} // closed when retired and refs is zero
 }
@@ -38,11 +42,16 @@ func newGeneration(st *State) *generation {
 // acquire pins the current generation for one query; release it when the
 // query has finished (answer written, line logged).
 func (s *Server) acquire() *generation {
-	s.genMu.RLock()
-	g := s.gen
-	g.refs.Add(1)
-	s.genMu.RUnlock()
-	return g
+	for {
+		g := s.gen.Load()
+		g.refs.Add(1)
+		// Swap makes the next generation current before it reads refs: if
+		// g is still current, Swap's read of refs comes after this pin.
+		if s.gen.Load() == g {
+			return g
+		}
+		g.release()
+	}
 }
 
 func (g *generation) release() {
@@ -61,12 +70,8 @@ func (g *generation) finish() { g.once.Do(func() { close(g.done) }) }
 // or ctx ends (returning ctx.Err()), so the caller can then release what only
 // the old state used, such as the old pool.
 func (s *Server) Swap(st *State) (drained func(ctx context.Context) error) {
-	next := newGeneration(st)
-	s.genMu.Lock()
-	old := s.gen
-	s.gen = next
+	old := s.gen.Swap(newGeneration(st))
 	old.retired.Store(true)
-	s.genMu.Unlock()
 	if old.refs.Load() == 0 {
 		old.finish()
 	}

@@ -369,10 +369,7 @@ func reset(c *net.TCPConn) {
 // dns.allow. A connection admitted now serves queries under later States
 // too; each of its queries is checked again by the handler.
 func (s *Server) allowedNow(client netip.Addr) bool {
-	s.genMu.RLock()
-	allow := s.gen.st.Allow
-	s.genMu.RUnlock()
-	return allowed(allow, client)
+	return allowed(s.gen.Load().st.Allow, client)
 }
 
 // errorPause spaces out retries after a socket error that is not the

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -129,8 +130,7 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	genMu sync.RWMutex // guards gen; Swap takes it for writing
-	gen   *generation
+	gen atomic.Pointer[generation] // the current State's; Swap replaces it
 
 	mu        sync.Mutex             // guards the fields below
 	listeners []*listener            // the current ones, in Listen order
@@ -166,7 +166,6 @@ func New(opts Options, st *State) *Server {
 		qlog:     log.Named("query"),
 		ctx:      ctx,
 		cancel:   cancel,
-		gen:      newGeneration(st),
 		live:     make(map[*listener]struct{}),
 		tcpIdle:  tcpIdleTimeout,
 		tcpRead:  tcpReadTimeout,
@@ -179,6 +178,7 @@ func New(opts Options, st *State) *Server {
 		s.udpCap[f].max = maxUDPInFlight
 		s.tcpCap[f].max = maxTCPConns
 	}
+	s.gen.Store(newGeneration(st))
 	s.stats.init()
 	return s
 }
