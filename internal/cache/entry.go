@@ -44,21 +44,43 @@ func (k key) do() bool { return k.flags&flagDO != 0 }
 
 // entry is one cached answer. Its message and times never change once
 // stored; the atomics are the entry's own background state.
+//
+// The fields a fast-path hit reads come first, together, so that a hit
+// reads one or two cache lines of the entry rather than three: on a CPU
+// the clients' own work shares, each line is another wait for memory
+// (docs/performance.md "Answer cache").
 type entry struct {
-	msg      *dns.Msg // the answer: TTLs as clamped at store time, never modified
-	stored   int64    // Unix nanoseconds
-	expires  int64    // Unix nanoseconds: stored + ttl seconds
-	ttl      uint32   // the entry's lifetime in seconds, after clamping
-	upTTL    uint32   // the lifetime the upstream's records gave, before clamping
-	clamp    string   // what changed upTTL into ttl, for /api/cache/entry; "" for nothing
-	negative bool     // NXDOMAIN or NODATA (RFC 2308)
-	origin   string   // the upstream or zone resolver that answered, redacted
-	source   string   // query.SourcePool or query.ZonePrefix+zone
+	name    string                  // the key's name, the query's name in lower case: a hit's event takes it without reading msg
+	stored  int64                   // Unix nanoseconds
+	expires int64                   // Unix nanoseconds: stored + ttl seconds
+	wires   atomic.Pointer[wireSet] // packed answers per query shape, for the server's fast path (hit.go)
+	view    atomic.Pointer[view]    // the answer as last sent fresh, for one second of age
+	cnames  *[]string               // the answer's CNAME targets, for the filter's check of a hit; nil for none
+	ttl     uint32                  // the entry's lifetime in seconds, after clamping
 
-	view      atomic.Pointer[view] // the answer as last sent fresh, for one second of age
+	upTTL     uint32   // the lifetime the upstream's records gave, before clamping
+	msg       *dns.Msg // the answer: TTLs as clamped at store time, never modified
+	clamp     string   // what changed upTTL into ttl, for /api/cache/entry; "" for nothing
+	negative  bool     // NXDOMAIN or NODATA (RFC 2308)
+	origin    string   // the upstream or zone resolver that answered, redacted
+	source    string   // query.SourcePool or query.ZonePrefix+zone
 	staleView atomic.Pointer[dns.Msg]
-	retryAt   atomic.Int64            // Unix ns; until then a stale entry is served at once (RFC 8767 §4)
-	wires     atomic.Pointer[wireSet] // packed answers per query shape, for the server's fast path (hit.go)
+	retryAt   atomic.Int64 // Unix ns; until then a stale entry is served at once (RFC 8767 §4)
+}
+
+// setAnswer makes m, stored under a key of name, the entry's answer.
+func (e *entry) setAnswer(name string, m *dns.Msg) {
+	e.name, e.msg = name, m
+	var targets []string
+	for _, rr := range m.Answer {
+		if c, ok := rr.(*dns.CNAME); ok {
+			targets = append(targets, c.Target)
+		}
+	}
+	if targets != nil {
+		kept := targets // declared here, so that only an answer with a CNAME allocates it
+		e.cnames = &kept
+	}
 }
 
 // view is the answer rendered for one whole second of the entry's age: every

@@ -55,22 +55,24 @@ func (s *Stage) Fresh(name []byte, qtype, qclass uint16, shape uint8, now time.T
 	if e == nil || !e.fresh(ns) || set.prefetch && e.nearExpiry(ns) {
 		return Hit{}, false
 	}
-	// A string that outlives the call: the stored question's name is the
-	// same bytes unless the upstream changed its case.
-	if q := e.msg.Question; len(q) == 1 && q[0].Name == k.name {
-		k.name = q[0].Name
-	} else {
-		k.name = string(name)
-	}
+	// A string that outlives the call: the entry's own copy of the key's
+	// name, the same bytes as the name asked (the store matched them).
+	k.name = e.name
 	return Hit{c: c, e: e, k: k, now: ns}, true
 }
 
 // Name is the question's name as the cache holds it, for the query event.
 func (h Hit) Name() string { return h.k.name }
 
-// Stored is the answer as cached, for the stages that check an answer's
-// names (the filter's CNAME check). Read-only.
-func (h Hit) Stored() *dns.Msg { return h.e.msg }
+// CNAMEs are the CNAME targets of the answer as cached, in its order, for
+// the stages that check an answer's names (the filter's CNAME check); nil
+// when it has none. Read-only.
+func (h Hit) CNAMEs() []string {
+	if p := h.e.cnames; p != nil {
+		return *p
+	}
+	return nil
+}
 
 // Write appends the answer for a query of shape with id to dst[:0]: the
 // entry's template for that shape with its TTLs counted down to now. false
@@ -138,8 +140,8 @@ const maxShapes = 4
 // place), so readers need no lock.
 type wireSet struct {
 	shape uint8
-	tpl   *wireform.Template
-	age   int64 // the entry's age, in seconds, the template was packed at
+	tpl   wireform.Template // held here, not pointed to: one fewer allocation for a hit to read
+	age   int64             // the entry's age, in seconds, the template was packed at
 	next  *wireSet
 	n     int // entries in the list from here
 }
@@ -161,7 +163,7 @@ func (e *entry) keep(shape uint8, tpl *wireform.Template, age int64) {
 		if old != nil {
 			n += old.n
 		}
-		if e.wires.CompareAndSwap(old, &wireSet{shape: shape, tpl: tpl, age: age, next: old, n: n}) {
+		if e.wires.CompareAndSwap(old, &wireSet{shape: shape, tpl: *tpl, age: age, next: old, n: n}) {
 			return
 		}
 	}

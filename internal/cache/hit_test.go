@@ -3,8 +3,10 @@ package cache
 import (
 	"context"
 	"net"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -68,5 +70,64 @@ func TestRemember_keepsOnlyTheAnswerOfTheEntryNowHeld(t *testing.T) {
 	m := new(dns.Msg)
 	if err := m.Unpack(out); err != nil || len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "192.168.1.2" {
 		t.Fatalf("template answer %v (%v)", m.Answer, err)
+	}
+}
+
+// The fields a fast-path hit reads (Fresh, Has, Write, Age, Answer,
+// CNAMEs) lie in the entry's first 64 bytes, ahead of the ones only the
+// general path and the API read, so that a hit touches as few of the
+// entry's cache lines as its placement allows.
+func TestEntry_hitFieldsComeFirst(t *testing.T) {
+	var e entry
+	hot := []struct {
+		name      string
+		off, size uintptr
+	}{
+		{"name", unsafe.Offsetof(e.name), unsafe.Sizeof(e.name)},
+		{"stored", unsafe.Offsetof(e.stored), unsafe.Sizeof(e.stored)},
+		{"expires", unsafe.Offsetof(e.expires), unsafe.Sizeof(e.expires)},
+		{"wires", unsafe.Offsetof(e.wires), unsafe.Sizeof(e.wires)},
+		{"view", unsafe.Offsetof(e.view), unsafe.Sizeof(e.view)},
+		{"cnames", unsafe.Offsetof(e.cnames), unsafe.Sizeof(e.cnames)},
+		{"ttl", unsafe.Offsetof(e.ttl), unsafe.Sizeof(e.ttl)},
+	}
+	for _, f := range hot {
+		if end := f.off + f.size; end > 64 {
+			t.Errorf("entry.%s ends at byte %d, past the first 64", f.name, end)
+		}
+	}
+}
+
+// A hit's CNAMEs are the cached answer's CNAME targets in its order, as
+// the answer spells them, and nil for an answer without one: what the
+// filter checks of a hit in place of the message (query.Passer).
+func TestHit_CNAMEsAreTheAnswersTargets(t *testing.T) {
+	s := hitStage(t)
+	chain := query.HandlerFunc(func(_ context.Context, r *query.Request) (*dns.Msg, error) {
+		m := new(dns.Msg).SetReply(r.Msg)
+		hdr := func(name string, t uint16) dns.RR_Header {
+			return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: 60}
+		}
+		m.Answer = []dns.RR{
+			&dns.CNAME{Hdr: hdr("www.shop.example.", dns.TypeCNAME), Target: "shop.CDN.example."},
+			&dns.CNAME{Hdr: hdr("shop.cdn.example.", dns.TypeCNAME), Target: "edge.tracker.example."},
+			&dns.A{Hdr: hdr("edge.tracker.example.", dns.TypeA), A: net.ParseIP("192.0.2.7")},
+		}
+		return m, nil
+	})
+	q := new(dns.Msg).SetQuestion("www.shop.example.", dns.TypeA)
+	if _, err := s.Answer(context.Background(), &query.Request{Msg: q, Deadline: time.Now().Add(time.Second), Event: &query.Event{}}, chain); err != nil {
+		t.Fatal(err)
+	}
+	h, ok := s.Fresh([]byte("www.shop.example."), dns.TypeA, dns.ClassINET, 0, time.Now())
+	if !ok {
+		t.Fatal("not cached")
+	}
+	if got := h.CNAMEs(); !slices.Equal(got, []string{"shop.CDN.example.", "edge.tracker.example."}) {
+		t.Errorf("CNAMEs %q", got)
+	}
+	ask(t, s, "nas.home.", "192.168.1.1")
+	if h, ok = s.Fresh([]byte("nas.home."), dns.TypeA, dns.ClassINET, 0, time.Now()); !ok || h.CNAMEs() != nil {
+		t.Errorf("an answer without a CNAME: %q (cached %v)", h.CNAMEs(), ok)
 	}
 }

@@ -291,8 +291,8 @@ func decodeRecord(r *bytes.Reader) (key, *entry, error) {
 		e.expires-e.stored != int64(e.ttl)*int64(time.Second) || e.ttl == 0 {
 		return k, nil, errors.New("inconsistent record")
 	}
-	e.msg = m
 	q := m.Question[0]
 	k.name, k.qtype, k.qclass = strings.ToLower(q.Name), q.Qtype, q.Qclass
+	e.setAnswer(k.name, m)
 	return k, e, nil
 }

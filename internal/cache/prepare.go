@@ -55,7 +55,8 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	if !k.do() {
 		m.AuthenticatedData = false // RFC 6840 §5.8: AD only for clients that asked with DO
 	}
-	e := &entry{msg: m, stored: now.UnixNano(), origin: origin, source: source}
+	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
+	e.setAnswer(k.name, m)
 	e.negative = m.Rcode == dns.RcodeNameError || len(m.Answer) == 0
 	var ttl uint32
 	if e.negative {

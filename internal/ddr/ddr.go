@@ -67,7 +67,7 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 
 // Passes reports whether the stage would hand the query of ev on: any name
 // outside resolver.arpa (query.Passer, for the server's fast path).
-func (s *Stage) Passes(ev *query.Event, _ *dns.Msg) bool { return !inZone(strings.ToLower(ev.Name)) }
+func (s *Stage) Passes(ev *query.Event, _ []string) bool { return !inZone(strings.ToLower(ev.Name)) }
 
 // inZone reports whether name (lower case) is resolver.arpa or below it.
 func inZone(name string) bool { return name == zone || strings.HasSuffix(name, "."+zone) }

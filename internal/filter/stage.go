@@ -125,7 +125,7 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 // Passes reports whether the stage would hand the query of ev on and let
 // cached through: the name and every CNAME target in it are not blocked for
 // the client now (query.Passer, for the server's fast path).
-func (s *Stage) Passes(ev *query.Event, cached *dns.Msg) bool {
+func (s *Stage) Passes(ev *query.Event, cnames []string) bool {
 	if ev.Qclass != dns.ClassINET {
 		return true
 	}
@@ -134,7 +134,15 @@ func (s *Stage) Passes(ev *query.Event, cached *dns.Msg) bool {
 	if !ok {
 		return true
 	}
-	return !c.set.decide(name, c.mask).blocked && !c.cloaked(cached).blocked
+	if c.set.decide(name, c.mask).blocked {
+		return false
+	}
+	for _, target := range cnames {
+		if c.target(target).blocked {
+			return false
+		}
+	}
+	return true
 }
 
 // check is what a query's names are checked against: the rule set and the
@@ -166,13 +174,16 @@ func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 func (c check) cloaked(resp *dns.Msg) verdict {
 	for _, rr := range resp.Answer {
 		if t, ok := rr.(*dns.CNAME); ok {
-			if v := c.set.decide(normal(t.Target), c.mask); v.blocked {
+			if v := c.target(t.Target); v.blocked {
 				return v
 			}
 		}
 	}
 	return verdict{}
 }
+
+// target is the verdict on one CNAME target, as an answer spells it.
+func (c check) target(name string) verdict { return c.set.decide(normal(name), c.mask) }
 
 // normal is a query name as the set compares it. A query name is almost
 // always lower-case already, and then this allocates nothing.

@@ -204,6 +204,35 @@ func TestStage_cnameCloaking(t *testing.T) {
 	}
 }
 
+// Passes, given a cached answer's CNAME targets, agrees with Answer given
+// the same answer: a blocked target (in whatever case the answer spells
+// it) fails the fast path, an allowlisted one and none at all pass it.
+func TestStage_passesAgreesOnCNAMETargets(t *testing.T) {
+	cfg := filterCfg(t)
+	e := newEngine(t, cfg.Filter)
+	s := e.NewStage(cfg, time.UTC)
+	for _, c := range []struct {
+		name   string
+		cnames []string
+	}{
+		{"stats.news.example.", []string{"metrics.tracker.example."}},
+		{"stats.news.example.", []string{"cdn.example.", "Metrics.TRACKER.example."}},
+		{"site.example.", []string{"ok.tracker.example."}},
+		{"site.example.", nil},
+		{"x.tracker.example.", nil},
+	} {
+		var target string
+		if len(c.cnames) > 0 {
+			target = c.cnames[len(c.cnames)-1]
+		}
+		_, answered := ask(t, s, &next{cname: target}, "192.168.1.5", c.name, dns.TypeA)
+		ev := &query.Event{Client: netip.MustParseAddr("192.168.1.5"), Name: c.name, Qtype: dns.TypeA, Qclass: dns.ClassINET}
+		if got, want := s.Passes(ev, c.cnames), !answered.Filter.Blocked; got != want {
+			t.Errorf("%s via %v: Passes %v, but Answer blocked=%v", c.name, c.cnames, got, answered.Filter.Blocked)
+		}
+	}
+}
+
 func TestStage_pauseAndCheck(t *testing.T) {
 	cfg := filterCfg(t)
 	var clock atomic.Int64

@@ -169,7 +169,7 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 
 // Passes reports whether the stage would hand the query of ev on (the
 // server's fast path asks it before answering a cache hit; query.Passer).
-func (s *Stage) Passes(ev *query.Event, _ *dns.Msg) bool {
+func (s *Stage) Passes(ev *query.Event, _ []string) bool {
 	d := s.decide(dns.Question{Name: ev.Name, Qtype: ev.Qtype, Qclass: ev.Qclass}, strings.ToLower(dns.Fqdn(ev.Name)))
 	return d.kind == passOn
 }

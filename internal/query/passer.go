@@ -1,7 +1,5 @@
 package query
 
-import "github.com/miekg/dns"
-
 // A Passer is a stage that can tell, without building an answer, that it
 // would hand a query to the next link and return that link's answer
 // unchanged. The server answers a plain UDP cache hit straight from its
@@ -11,9 +9,12 @@ import "github.com/miekg/dns"
 // accident.
 //
 // Passes sees the event as the stage would (Client, ClientName, Name,
-// Qtype, Qclass) and the answer the cache holds (read-only), for a stage
-// that checks an answer's names. It must agree with the stage's Answer.
+// Qtype, Qclass) and the CNAME targets of the answer the cache holds, in
+// the answer's order (read-only; nil for none), for a stage that checks an
+// answer's names: the targets are all a stage has ever needed of it, and
+// the cache keeps them beside the entry's hot fields, where a hit reads
+// them without the message. It must agree with the stage's Answer.
 type Passer interface {
 	Stage
-	Passes(ev *Event, cached *dns.Msg) bool
+	Passes(ev *Event, cnames []string) bool
 }

@@ -105,7 +105,7 @@ func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, clien
 		ev.ClientName = g.st.Names.Name(client)
 	}
 	for _, p := range f.passers {
-		if !p.Passes(ev, hit.Stored()) {
+		if !p.Passes(ev, hit.CNAMEs()) {
 			return nil, false
 		}
 	}

@@ -31,7 +31,7 @@ func (g *gate) Answer(ctx context.Context, r *query.Request, next query.Handler)
 	return next.Answer(ctx, r)
 }
 
-func (g *gate) Passes(*query.Event, *dns.Msg) bool { return !g.closed.Load() }
+func (g *gate) Passes(*query.Event, []string) bool { return !g.closed.Load() }
 
 // fastRig is a server whose chain is a gate and a cache on a clock the test
 // moves, over an upstream that counts its questions.

@@ -6,9 +6,15 @@ import "encoding/binary"
 // again: its bytes, and where its TTLs are. Write copies it with the new
 // query's ID and every TTL counted down by the seconds gone since it was
 // packed. A Template never changes once made; it is safe to share.
+//
+// Its bytes and the TTLs' offsets are one allocation, the offsets after
+// the answer as big-endian 16-bit numbers: a cache hit reads both, and on a
+// CPU whose caches the clients' own work keeps cold, each separate
+// allocation it touches is another wait for memory (docs/performance.md
+// "Answer cache").
 type Template struct {
-	wire []byte
-	ttls []uint16 // offsets of the TTL fields, the OPT record's excluded
+	buf []byte // the answer, then the offsets of its TTL fields (the OPT record's excluded)
+	n   int    // the answer's length
 }
 
 // NewTemplate reads a packed answer (nxdns's own, for a query ParseQuery
@@ -29,7 +35,7 @@ func NewTemplate(wire []byte) (*Template, bool) {
 		}
 		off += 4
 	}
-	t := &Template{ttls: make([]uint16, 0, rrs)}
+	ttls := make([]byte, 0, 2*rrs)
 	for range rrs {
 		var ok bool
 		if off, ok = skipName(wire, off); !ok || off+10 > len(wire) {
@@ -39,7 +45,7 @@ func NewTemplate(wire []byte) (*Template, bool) {
 			if binary.BigEndian.Uint32(wire[off+4:]) == 0 {
 				return nil, false
 			}
-			t.ttls = append(t.ttls, uint16(off+4))
+			ttls = binary.BigEndian.AppendUint16(ttls, uint16(off+4))
 		}
 		off += 10 + int(be16(wire[off+8:]))
 		if off > len(wire) {
@@ -49,8 +55,8 @@ func NewTemplate(wire []byte) (*Template, bool) {
 	if off != len(wire) {
 		return nil, false
 	}
-	t.wire = append([]byte(nil), wire...)
-	return t, true
+	buf := make([]byte, 0, len(wire)+len(ttls))
+	return &Template{buf: append(append(buf, wire...), ttls...), n: len(wire)}, true
 }
 
 // Write appends the answer for a query with id, gone seconds after the
@@ -58,10 +64,11 @@ func NewTemplate(wire []byte) (*Template, bool) {
 // the ID replaced and each TTL lowered by gone, never below zero — what
 // counting down the cached records themselves gives.
 func (t *Template) Write(dst []byte, id uint16, gone int64) []byte {
-	out := append(dst[:0], t.wire...)
+	out := append(dst[:0], t.buf[:t.n]...)
 	binary.BigEndian.PutUint16(out, id)
 	gone = max(gone, 0)
-	for _, off := range t.ttls {
+	for i := t.n; i+1 < len(t.buf); i += 2 {
+		off := be16(t.buf[i:])
 		ttl := int64(binary.BigEndian.Uint32(out[off:]))
 		binary.BigEndian.PutUint32(out[off:], uint32(max(ttl-gone, 0)))
 	}
