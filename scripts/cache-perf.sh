@@ -9,8 +9,8 @@
 # Every process is started here and stopped by its PID. Bounded: ROUNDS
 # rounds (default 3), each with, per server, two warm-ups and two measured
 # dnsperf runs (SECONDS each) and two fixed-rate runs for latency
-# percentiles (5 s): once sharing both CPUs with dnsperf, once with the
-# server on CPU 1 and dnsperf on CPU 0. Then two fills for the memory
+# percentiles and the server's CPU time per query (5 s): once sharing both
+# CPUs with dnsperf, once with the server on CPU 1 and dnsperf on CPU 0. Then two fills for the memory
 # figures. Prints each round's figures and their medians over the rounds.
 # Usage: [ROUNDS=N] scripts/cache-perf.sh [SECONDS]   (default 10)
 set -euo pipefail
@@ -142,26 +142,33 @@ unpin_server() { # pid: back to every CPU
   [ "$1" = "$nxpid" ] && gomaxprocs "$(nproc)"
   return 0
 }
-# percentiles LABEL PORT [PID]: latency at a fixed rate every server
-# sustains. With PID, the server is moved to CPU 1 for the run and dnsperf
-# and its reader to CPU 0: in the field the clients are other machines, and
-# sharing two cores with the load generator measures the CPU contention
-# between them as much as the server (docs/performance.md "Answer cache").
+# cputicks PID: the CPU time the process has used, user and system, in
+# clock ticks (/proc/PID/stat).
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# percentiles LABEL PORT PID [pinned]: latency at a fixed rate every server
+# sustains, and the server's CPU time per query meanwhile. Pinned, the
+# server is moved to CPU 1 for the run and dnsperf and its reader to CPU 0:
+# in the field the clients are other machines, and sharing two cores with
+# the load generator measures the CPU contention between them as much as
+# the server. There, the tail follows the CPU each query costs the server
+# (docs/performance.md "Answer cache"), hence the figure.
 percentiles() {
-  local pin=() tag=""
-  if [ -n "${3:-}" ] && [ "$(nproc)" -ge 2 ]; then
+  local pin=() tag="" m=""
+  if [ -n "${4:-}" ] && [ "$(nproc)" -ge 2 ]; then
     pin_server "$3"
-    pin=(taskset -c 0) tag=" (server on CPU 1, dnsperf on CPU 0)"
+    pin=(taskset -c 0) tag=" (server on CPU 1, dnsperf on CPU 0)" m="pinned "
   fi
+  local t0 t1
+  t0=$(cputicks "$3")
   "${pin[@]}" dnsperf -s 127.0.0.1 -p "$2" -d "$work/hot" -l 5 -Q 20000 -c 8 -T 2 -t 5 -v 2>/dev/null |
     "${pin[@]}" awk '/^> /{print $NF}' >"$work/lat"
+  t1=$(cputicks "$3")
   [ -z "$tag" ] || unpin_server "$3"
-  local m=""
-  [ -n "$tag" ] && m="pinned "
-  sort -g "$work/lat" | awk -v l="$1" -v t="$tag" -v m="$m" -v out="$work/results" '{a[NR]=$1} END {if (NR==0) {print l": no samples"; exit}
-    printf "== %s: latency at 20000 QPS for 5 s%s (%d answers): p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
-      l, t, NR, a[int(NR*0.5)]*1000, a[int(NR*0.9)]*1000, a[int(NR*0.99)]*1000, a[int(NR*0.999)]*1000
-    printf "%s\t%sp50\t%.3f\n%s\t%sp90\t%.3f\n%s\t%sp99\t%.3f\n", l, m, a[int(NR*0.5)]*1000, l, m, a[int(NR*0.9)]*1000, l, m, a[int(NR*0.99)]*1000 >>out}'
+  sort -g "$work/lat" | awk -v l="$1" -v t="$tag" -v m="$m" -v out="$work/results" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" '{a[NR]=$1} END {if (NR==0) {print l": no samples"; exit}
+    cpu = ticks / hz * 1e6 / NR
+    printf "== %s: latency at 20000 QPS for 5 s%s (%d answers): p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, p99.9 %.3f ms; server CPU %.1f us a query\n",
+      l, t, NR, a[int(NR*0.5)]*1000, a[int(NR*0.9)]*1000, a[int(NR*0.99)]*1000, a[int(NR*0.999)]*1000, cpu
+    printf "%s\t%sp50\t%.3f\n%s\t%sp90\t%.3f\n%s\t%sp99\t%.3f\n%s\t%scpu-us/q\t%.1f\n", l, m, a[int(NR*0.5)]*1000, l, m, a[int(NR*0.9)]*1000, l, m, a[int(NR*0.99)]*1000, l, m, cpu >>out}'
 }
 # Rounds interleave the servers, so a slower moment of a shared machine
 # falls on each of them rather than on one.
@@ -169,13 +176,13 @@ for round in $(seq 1 "$rounds"); do
   echo "== round $round of $rounds"
   servers=("nxdns:$nx:$nxpid" "dnsdist (packet cache):$dd:$ddpid" "unbound:$ub:$ubpid" "go floor:$fl:$flpid")
   for s in "${servers[@]}"; do IFS=: read -r l p _ <<<"$s"; measure "$l" "$p"; done
-  for s in "${servers[@]}"; do IFS=: read -r l p _ <<<"$s"; percentiles "$l" "$p"; done
-  for s in "${servers[@]}"; do IFS=: read -r l p pid <<<"$s"; measure "$l" "$p" "$pid"; done
   for s in "${servers[@]}"; do IFS=: read -r l p pid <<<"$s"; percentiles "$l" "$p" "$pid"; done
+  for s in "${servers[@]}"; do IFS=: read -r l p pid <<<"$s"; measure "$l" "$p" "$pid"; done
+  for s in "${servers[@]}"; do IFS=: read -r l p pid <<<"$s"; percentiles "$l" "$p" "$pid" pinned; done
 done
 # The median of each figure over the rounds: one slow moment of the shared
 # machine moves a round's figure, not the median.
-echo "== medians over $rounds rounds (QPS; latency in ms at 20000 QPS)"
+echo "== medians over $rounds rounds (QPS; latency in ms and server CPU in us a query at 20000 QPS)"
 sort -t$'\t' -k1,1 -k2,2 -k3,3g "$work/results" | awk -F'\t' '
   { k = $1 "\t" $2; v[k, ++n[k]] = $3; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
   END { for (i = 1; i <= m; i++) { k = order[i]; split(k, f, "\t"); c = n[k]
