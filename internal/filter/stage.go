@@ -123,8 +123,9 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 }
 
 // Passes reports whether the stage would hand the query of ev on and let
-// cached through: the name and every CNAME target in it are not blocked for
-// the client now (query.Passer, for the server's fast path).
+// the cached answer through: the name and every one of the answer's CNAME
+// targets (cnames) are not blocked for the client now (query.Passer, for
+// the server's fast path).
 func (s *Stage) Passes(ev *query.Event, cnames []string) bool {
 	if ev.Qclass != dns.ClassINET {
 		return true

@@ -35,7 +35,8 @@ func NewTemplate(wire []byte) (*Template, bool) {
 		}
 		off += 4
 	}
-	ttls := make([]byte, 0, 2*rrs)
+	// The answer first, its TTL offsets appended as they are found.
+	buf := append(make([]byte, 0, len(wire)+2*rrs), wire...)
 	for range rrs {
 		var ok bool
 		if off, ok = skipName(wire, off); !ok || off+10 > len(wire) {
@@ -45,7 +46,7 @@ func NewTemplate(wire []byte) (*Template, bool) {
 			if binary.BigEndian.Uint32(wire[off+4:]) == 0 {
 				return nil, false
 			}
-			ttls = binary.BigEndian.AppendUint16(ttls, uint16(off+4))
+			buf = binary.BigEndian.AppendUint16(buf, uint16(off+4))
 		}
 		off += 10 + int(be16(wire[off+8:]))
 		if off > len(wire) {
@@ -55,8 +56,7 @@ func NewTemplate(wire []byte) (*Template, bool) {
 	if off != len(wire) {
 		return nil, false
 	}
-	buf := make([]byte, 0, len(wire)+len(ttls))
-	return &Template{buf: append(append(buf, wire...), ttls...), n: len(wire)}, true
+	return &Template{buf: buf, n: len(wire)}, true
 }
 
 // Write appends the answer for a query with id, gone seconds after the
