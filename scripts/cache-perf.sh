@@ -125,6 +125,8 @@ measure() { # label port [pid]: with PID, the server on CPU 1 and dnsperf on CPU
 }
 # nxdns's Go runtime follows its CPU affinity within about a second: wait
 # until it uses $1 processors (go_sched_gomaxprocs_threads), at most 5 s.
+# Only pinning waits: unpinned, nxdns's governor (internal/procs) keeps a
+# calm server on one processor and gives it every CPU once a load needs them.
 gomaxprocs() {
   for _ in $(seq 1 50); do
     [ "$(curl -fsS "http://127.0.0.1:$web/metrics" | awk '/^go_sched_gomaxprocs_threads/{print $2}')" = "$1" ] && return 0
@@ -139,8 +141,6 @@ pin_server() { # pid: all its threads to CPU 1
 }
 unpin_server() { # pid: back to every CPU
   taskset -a -p -c "0-$(($(nproc) - 1))" "$1" >/dev/null
-  [ "$1" = "$nxpid" ] && gomaxprocs "$(nproc)"
-  return 0
 }
 # cputicks PID: the CPU time the process has used, user and system, in
 # clock ticks (/proc/PID/stat).

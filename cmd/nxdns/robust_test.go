@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -345,5 +347,43 @@ resolver = "udp://%s"
 				t.Errorf("%s EDNS %d: the upstream's TSIG was relayed", name, edns)
 			}
 		}
+	}
+}
+
+// A calm server runs on one Go processor (internal/procs): the governor
+// puts it there after its calm windows, and the runtime's own gauge says so.
+func TestRun_calmServerRunsOnOneGoProcessor(t *testing.T) {
+	web := testutil.FreePort(t)
+	cfg := fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+[web]
+listen = "127.0.0.1:%d"
+[log]
+level = "debug"
+[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "dot.test"
+`, testutil.FreePort(t), web, testutil.FreePort(t))
+	path := filepath.Join(t.TempDir(), "nxdns.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "--config", path)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }() //nolint:errcheck // cleanup
+	lines := lineChan(stderr)
+	awaitLine(t, lines, "serving")
+	if runtime.NumCPU() > 1 {
+		awaitLine(t, lines, `go processors {"one": true`)
+	}
+	if got := scrapeCounter(t, uint16(web), "go_sched_gomaxprocs_threads"); got != 1 {
+		t.Fatalf("go_sched_gomaxprocs_threads %v on a calm server, want 1", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/buildinfo"
 	"github.com/nxdns/nxdns/internal/logging"
+	"github.com/nxdns/nxdns/internal/procs"
 )
 
 // cmdRun serves until ctx ends (SIGTERM or SIGINT); SIGHUP reloads.
@@ -61,6 +62,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("start failed", zap.Error(err))
 		return exitProblems
 	}
+	go procs.Govern(ctx, log) // one Go processor while one is enough
 	sd := app.NewSystemd(log)
 	sd.Ready()
 	log.Info("serving", zap.String("version", buildinfo.Get().String()), zap.String("config", name))

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
 )
 
@@ -186,7 +186,10 @@ func (l *listener) untrack(c *tcpConn) {
 // udpReaders is how many sockets, each with its reader, serve a UDP
 // address: one per CPU (udpgroup.go). A reader answers cache hits itself
 // (fastpath.go), so at cache-hit rates the readers are where the work is.
-func udpReaders() int { return runtime.GOMAXPROCS(0) }
+// The count is the CPUs the process started with, not the processors of the
+// moment: the governor (internal/procs) runs a calm server on one, and a
+// socket made then would stay alone when the load came.
+func udpReaders() int { return procs.Ceiling() }
 
 // readUDP reads datagrams from c, one of the listener's sockets, until the
 // listener stops, answering cache hits at once and admitting every other

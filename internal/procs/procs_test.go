@@ -1,0 +1,156 @@
+package procs
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+func TestPolicy_busyWindowOnOneProcessorGivesEvery(t *testing.T) {
+	p := policy{one: true}
+	if one, changed := p.step(upAt - 0.01); !one || changed {
+		t.Fatalf("step(%.2f) on one = (%v, %v), want to stay on one", upAt-0.01, one, changed)
+	}
+	if one, changed := p.step(upAt); one || !changed {
+		t.Fatalf("step(%.2f) on one = (%v, %v), want every processor", upAt, one, changed)
+	}
+}
+
+func TestPolicy_backToOneOnlyAfterCalmWindowsInARow(t *testing.T) {
+	var p policy
+	for i := 1; i < calmWindows; i++ {
+		if one, _ := p.step(0.1); one {
+			t.Fatalf("on one after %d calm windows, want %d", i, calmWindows)
+		}
+	}
+	// A busy window restarts the count.
+	if one, _ := p.step(downAt); one {
+		t.Fatal("on one after a window at downAt")
+	}
+	for i := 1; i < calmWindows; i++ {
+		if one, _ := p.step(0.1); one {
+			t.Fatalf("on one after %d calm windows since a busy one, want %d", i, calmWindows)
+		}
+	}
+	if one, changed := p.step(0.1); !one || !changed {
+		t.Fatalf("after %d calm windows = (%v, %v), want one processor", calmWindows, one, changed)
+	}
+}
+
+func TestPolicy_loadBetweenTheThresholdsStaysPut(t *testing.T) {
+	mid := (downAt + upAt) / 2
+	for _, start := range []bool{true, false} {
+		p := policy{one: start}
+		for i := range 100 {
+			if one, changed := p.step(mid); changed || one != start {
+				t.Fatalf("starting on one=%v, window %d at %.2f CPUs: (%v, %v), want no change", start, i, mid, one, changed)
+			}
+		}
+	}
+}
+
+// recorder is processors that remembers each setting.
+type recorder struct{ set []string }
+
+func (r *recorder) one() { r.set = append(r.set, "one") }
+func (r *recorder) all() { r.set = append(r.set, "all") }
+
+// meter is a CPU clock the test advances.
+type meter struct{ used time.Duration }
+
+func (m *meter) cpu() time.Duration { return m.used }
+
+// stepper drives a governor window by window: each call counts share of a
+// CPU over one window and ends it.
+func stepper(procs processors) (*governor, func(share float64)) {
+	m := &meter{}
+	now := time.Unix(1_000_000, 0)
+	g := &governor{procs: procs, cpu: m.cpu, log: zap.NewNop(), last: now}
+	return g, func(share float64) {
+		m.used += time.Duration(share * float64(window))
+		now = now.Add(window)
+		g.window(now)
+	}
+}
+
+func TestGovernor_followsTheProcessesCPUUse(t *testing.T) {
+	rec := &recorder{}
+	_, tick := stepper(rec)
+	for range calmWindows {
+		tick(0.2)
+	}
+	if !slices.Equal(rec.set, []string{"one"}) {
+		t.Fatalf("after %d windows at 0.2 CPUs: %v, want [one]", calmWindows, rec.set)
+	}
+	tick(0.5) // below upAt: stays
+	tick(0.9)
+	if !slices.Equal(rec.set, []string{"one", "all"}) {
+		t.Fatalf("after windows at 0.5 and 0.9 CPUs on one: %v, want [one all]", rec.set)
+	}
+}
+
+func TestGovernor_runGivesTheDefaultBackWhenItEnds(t *testing.T) {
+	rec := &recorder{}
+	g, _ := stepper(rec)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g.run(ctx, time.Now(), nil)
+	if !slices.Equal(rec.set, []string{"all"}) {
+		t.Fatalf("run ended with %v, want [all]", rec.set)
+	}
+}
+
+// TestGovernor_setsTheRealRuntime drives the runtime's own GOMAXPROCS: one
+// processor when calm, the default when busy.
+func TestGovernor_setsTheRealRuntime(t *testing.T) {
+	runtime.SetDefaultGOMAXPROCS()
+	defer runtime.SetDefaultGOMAXPROCS()
+	want := runtime.GOMAXPROCS(0)
+	_, tick := stepper(runtimeProcessors{})
+	for range calmWindows {
+		tick(0)
+	}
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Fatalf("calm: GOMAXPROCS %d, want 1", got)
+	}
+	tick(1.5)
+	if got := runtime.GOMAXPROCS(0); got != want {
+		t.Fatalf("busy: GOMAXPROCS %d, want the default %d", got, want)
+	}
+}
+
+func TestCPUTime_countsTheProcessesWork(t *testing.T) {
+	before := cpuTime()
+	deadline := time.Now().Add(10 * time.Second)
+	x := 0
+	for cpuTime()-before < 20*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s of spinning counted %v of CPU", cpuTime()-before)
+		}
+		for i := range 100_000 {
+			x += i
+		}
+	}
+	_ = x
+}
+
+func TestGovern_leavesTheOperatorsGOMAXPROCS(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "3")
+	before := runtime.GOMAXPROCS(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); Govern(ctx, zap.NewNop()) }()
+	select {
+	case <-done: // returned without governing, ctx still live
+	case <-time.After(10 * time.Second):
+		t.Fatal("Govern ran with GOMAXPROCS set")
+	}
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("GOMAXPROCS %d after Govern, want %d untouched", got, before)
+	}
+}
