@@ -89,8 +89,8 @@ type processors interface {
 // again); one is a custom setting, which stops them until all.
 type runtimeProcessors struct{}
 
-func (runtimeProcessors) one() { runtime.GOMAXPROCS(1) }
-func (runtimeProcessors) all() { runtime.SetDefaultGOMAXPROCS() }
+func (runtimeProcessors) one() { runtime.GOMAXPROCS(1); publish(true) }
+func (runtimeProcessors) all() { runtime.SetDefaultGOMAXPROCS(); publish(false) }
 
 // cpuTime is the CPU time the process has used, user and system: a reader
 // answering from the cache spends much of its time in the kernel, sending.

@@ -154,3 +154,25 @@ func TestGovern_leavesTheOperatorsGOMAXPROCS(t *testing.T) {
 		t.Fatalf("GOMAXPROCS %d after Govern, want %d untouched", got, before)
 	}
 }
+
+// A watcher hears the choice of the moment, then each change, and nothing
+// once stopped.
+func TestWatch_hearsEachChangeUntilStopped(t *testing.T) {
+	runtime.SetDefaultGOMAXPROCS()
+	defer runtime.SetDefaultGOMAXPROCS()
+	defer publish(false)
+	var heard []bool
+	stop := Watch(func(one bool) { heard = append(heard, one) })
+	_, tick := stepper(runtimeProcessors{})
+	for range calmWindows {
+		tick(0)
+	}
+	tick(1.5)
+	stop()
+	for range calmWindows {
+		tick(0)
+	}
+	if want := []bool{false, true, false}; !slices.Equal(heard, want) {
+		t.Fatalf("heard %v, want %v", heard, want)
+	}
+}

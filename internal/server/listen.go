@@ -38,6 +38,9 @@ type listener struct {
 	// broadcasts are the host's IPv4 broadcast addresses when pktinfo is
 	// set (a wildcard socket receives broadcasts; a specific bind does not).
 	broadcasts []netip.Addr
+	// unwatch ends the steering of the UDP group by the number of Go
+	// processors (steerToFirst); nil for a single socket.
+	unwatch func()
 
 	stopc     chan struct{} // closed by stop: read no more queries
 	stopOnce  sync.Once
@@ -111,6 +114,15 @@ func (s *Server) start(l *listener) {
 	for _, c := range l.udps {
 		l.wg.Go(func() { s.readUDP(l, c) })
 	}
+	if len(l.udps) > 1 {
+		first := l.udps[0]
+		l.unwatch = procs.Watch(func(one bool) {
+			if err := steerToFirst(first, one); err != nil {
+				// Only the spread is lost: every socket still has its reader.
+				s.log.Debug("udp steering", zap.String("listen", l.addr), zap.Bool("first", one), zap.Error(err))
+			}
+		})
+	}
 	l.wg.Go(func() { s.acceptTCP(l, s.admitTCP) })
 }
 
@@ -119,6 +131,9 @@ func (s *Server) start(l *listener) {
 // still answer.
 func (l *listener) stop() {
 	l.stopOnce.Do(func() {
+		if l.unwatch != nil {
+			l.unwatch()
+		}
 		close(l.stopc)
 		for _, c := range l.udps {
 			c.SetReadDeadline(longAgo)

@@ -30,20 +30,57 @@ func TestListenUDP_refusesAnAddressAnotherSocketHolds(t *testing.T) {
 // them: 64 client ports never all land on one of two sockets but with
 // probability 2^-63.
 func TestListenUDP_groupSpreadsClientsOverItsSockets(t *testing.T) {
+	conns := udpGroup(t)
+	if got := perSocket(t, conns, 64); got[0] == 0 || got[1] == 0 {
+		t.Fatalf("datagrams per socket %v: the kernel did not spread them", got)
+	}
+}
+
+// Steered, the whole group's datagrams go to its first socket; unsteered,
+// the kernel spreads them again.
+func TestSteerToFirst_sendsTheGroupToItsFirstSocketAndBack(t *testing.T) {
+	conns := udpGroup(t)
+	if err := steerToFirst(conns[1], true); err != nil { // set through any socket of the group
+		t.Fatal(err)
+	}
+	if got := perSocket(t, conns, 64); got[1] != 0 {
+		t.Fatalf("steered: datagrams per socket %v, want all on the first", got)
+	}
+	if err := steerToFirst(conns[0], false); err != nil {
+		t.Fatal(err)
+	}
+	if got := perSocket(t, conns, 64); got[0] == 0 || got[1] == 0 {
+		t.Fatalf("unsteered: datagrams per socket %v, want both", got)
+	}
+	if err := steerToFirst(conns[0], false); err != nil {
+		t.Fatalf("unsteering twice: %v", err)
+	}
+}
+
+// udpGroup is a SO_REUSEPORT group of two sockets on a loopback port,
+// closed when the test ends.
+func udpGroup(t *testing.T) []*net.UDPConn {
+	t.Helper()
 	conns, err := listenUDP(context.Background(), "udp4", "127.0.0.1:0", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		for _, c := range conns {
 			c.Close()
 		}
-	}()
+	})
 	if len(conns) != 2 || conns[0].LocalAddr().String() != conns[1].LocalAddr().String() {
 		t.Fatalf("sockets %v", conns)
 	}
+	return conns
+}
+
+// perSocket sends one datagram from each of clients new sockets to the
+// group and counts where they arrive.
+func perSocket(t *testing.T, conns []*net.UDPConn, clients int) []int {
+	t.Helper()
 	to := conns[0].LocalAddr().(*net.UDPAddr)
-	const clients = 64
 	for range clients {
 		c, err := net.DialUDP("udp4", nil, to)
 		if err != nil {
@@ -69,7 +106,5 @@ func TestListenUDP_groupSpreadsClientsOverItsSockets(t *testing.T) {
 			}
 		}
 	}
-	if got[0] == 0 || got[1] == 0 {
-		t.Fatalf("datagrams per socket %v: the kernel did not spread them", got)
-	}
+	return got
 }
