@@ -8,8 +8,8 @@
 // at 20 000 hits a second, 25.7 µs of CPU a query on two processors against
 // 21.6 µs on one, and a tail that followed it when the clients shared the
 // CPUs (docs/performance.md "One processor while one is enough"). A
-// household's load is far below one CPU; a flood or a burst of misses is
-// not, and gets every processor within a window.
+// household's load is far below one CPU; a flood is not, and gets every
+// processor within two windows.
 //
 // Nothing else in nxdns depends on the number: sizes fixed at start (one
 // UDP socket per CPU) use Ceiling, taken before the governor runs.
@@ -25,21 +25,26 @@ import (
 	"go.uber.org/zap"
 )
 
-// The governor's rule (policy). One window is short enough that a load
+// The governor's rule (policy). Two windows are short enough that a load
 // which needs more than one processor gets them before a client retries
-// (1 s is the shortest stub timeout in common use), long enough that its
-// tick costs nothing an idle Raspberry Pi would notice.
+// (1 s is the shortest stub timeout in common use); one is long enough
+// that its tick costs nothing an idle Raspberry Pi would notice.
 const (
 	window = 200 * time.Millisecond
-	// upAt: on one processor, a window that used this much of a CPU gives
-	// the server every processor. Past it, queries start to queue behind
-	// each other on the one processor more than the wake-ups cost.
-	upAt = 0.70
+	// upAt, busyWindows: on one processor, this many windows in a row that
+	// each used this much of a CPU give the server every processor. Past
+	// it, queries start to queue behind each other on the one processor
+	// more than the wake-ups cost. Two windows, not one: a machine that
+	// stalls the process for a moment hands it a backlog, and one window's
+	// catch-up is not a load.
+	upAt        = 0.70
+	busyWindows = 2
 	// downAt, calmWindows: on every processor, this many windows in a row
-	// each below this much of a CPU put the server back on one. downAt is
-	// below upAt by more than the wake-ups' share (about a sixth), so a
-	// load between the two does not flap.
-	downAt      = 0.55
+	// each below this much of a CPU put the server back on one. A steady
+	// load cannot flap between the two: it costs more on every processor
+	// than on one (the wake-ups), so one that went up stays above downAt,
+	// and one that came down is below upAt on one.
+	downAt      = 0.65
 	calmWindows = 10
 )
 
@@ -56,26 +61,26 @@ func Ceiling() int { return ceiling }
 // window's CPU use in, whether to run on one processor out.
 type policy struct {
 	one  bool // on one processor now
-	calm int  // windows in a row below downAt, while on every processor
+	runs int  // windows in a row past the threshold that would change it
 }
 
 // step takes one window's CPU use, in CPUs, and reports whether the server
 // is to run on one processor and whether that changed.
 func (p *policy) step(used float64) (one, changed bool) {
-	switch {
-	case p.one && used >= upAt:
-		p.one, p.calm = false, 0
-		return false, true
-	case !p.one && used < downAt:
-		p.calm++
-		if p.calm >= calmWindows {
-			p.one, p.calm = true, 0
-			return true, true
-		}
-	case !p.one:
-		p.calm = 0
+	past, need := used < downAt, calmWindows
+	if p.one {
+		past, need = used >= upAt, busyWindows
 	}
-	return p.one, false
+	if !past {
+		p.runs = 0
+		return p.one, false
+	}
+	p.runs++
+	if p.runs < need {
+		return p.one, false
+	}
+	p.one, p.runs = !p.one, 0
+	return p.one, true
 }
 
 // processors sets the runtime's processors: one, or the runtime's default.

@@ -10,13 +10,15 @@ import (
 	"go.uber.org/zap"
 )
 
-func TestPolicy_busyWindowOnOneProcessorGivesEvery(t *testing.T) {
+func TestPolicy_busyWindowsInARowOnOneProcessorGiveEvery(t *testing.T) {
 	p := policy{one: true}
-	if one, changed := p.step(upAt - 0.01); !one || changed {
-		t.Fatalf("step(%.2f) on one = (%v, %v), want to stay on one", upAt-0.01, one, changed)
+	for i, used := range []float64{upAt - 0.01, upAt, upAt - 0.01, upAt} {
+		if one, changed := p.step(used); !one || changed {
+			t.Fatalf("window %d at %.2f on one = (%v, %v), want to stay on one", i, used, one, changed)
+		}
 	}
 	if one, changed := p.step(upAt); one || !changed {
-		t.Fatalf("step(%.2f) on one = (%v, %v), want every processor", upAt, one, changed)
+		t.Fatalf("second window in a row at %.2f on one = (%v, %v), want every processor", upAt, one, changed)
 	}
 }
 
@@ -88,8 +90,9 @@ func TestGovernor_followsTheProcessesCPUUse(t *testing.T) {
 	}
 	tick(0.5) // below upAt: stays
 	tick(0.9)
+	tick(0.9)
 	if !slices.Equal(rec.set, []string{"one", "all"}) {
-		t.Fatalf("after windows at 0.5 and 0.9 CPUs on one: %v, want [one all]", rec.set)
+		t.Fatalf("after windows at 0.5, 0.9 and 0.9 CPUs on one: %v, want [one all]", rec.set)
 	}
 }
 
@@ -117,6 +120,7 @@ func TestGovernor_setsTheRealRuntime(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != 1 {
 		t.Fatalf("calm: GOMAXPROCS %d, want 1", got)
 	}
+	tick(1.5)
 	tick(1.5)
 	if got := runtime.GOMAXPROCS(0); got != want {
 		t.Fatalf("busy: GOMAXPROCS %d, want the default %d", got, want)
@@ -167,6 +171,7 @@ func TestWatch_hearsEachChangeUntilStopped(t *testing.T) {
 	for range calmWindows {
 		tick(0)
 	}
+	tick(1.5)
 	tick(1.5)
 	stop()
 	for range calmWindows {
