@@ -6,7 +6,7 @@
 // nothing and sleeps again. At cache-hit rates a query is a few
 // microseconds of work, so those wake-ups were a sixth of what it cost:
 // at 20 000 hits a second, 25.7 µs of CPU a query on two processors against
-// 21.6 µs on one, and a tail that followed it when the clients shared the
+// 21.8 µs on one, and a tail that followed it when the clients shared the
 // CPUs (docs/performance.md "One processor while one is enough"). A
 // household's load is far below one CPU; a flood is not, and gets every
 // processor within two windows.
