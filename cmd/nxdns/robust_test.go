@@ -383,7 +383,7 @@ tls_name = "dot.test"
 	if runtime.NumCPU() > 1 {
 		awaitLine(t, lines, `go processors {"one": true`)
 	}
-	if got := scrapeCounter(t, uint16(web), "go_sched_gomaxprocs_threads"); got != 1 {
+	if got := scrapeCounter(t, web, "go_sched_gomaxprocs_threads"); got != 1 {
 		t.Fatalf("go_sched_gomaxprocs_threads %v on a calm server, want 1", got)
 	}
 }

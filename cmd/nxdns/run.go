@@ -62,7 +62,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("start failed", zap.Error(err))
 		return exitProblems
 	}
-	go procs.Govern(ctx, log) // one Go processor while one is enough
+	// One Go processor while one is enough; stopped before the drain, so
+	// the drain and the last history flush have every processor.
+	govern, stopGoverning := context.WithCancel(ctx)
+	governed := make(chan struct{})
+	go func() { defer close(governed); procs.Govern(govern, log) }()
+	defer func() { stopGoverning(); <-governed }()
 	sd := app.NewSystemd(log)
 	sd.Ready()
 	log.Info("serving", zap.String("version", buildinfo.Get().String()), zap.String("config", name))
@@ -101,6 +106,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 		case <-sd.Watchdog():
 			sd.Alive()
 		case <-ctx.Done():
+			stopGoverning()
+			<-governed
 			sd.Stopping()
 			// Every query already accepted gets its answer: the drain waits
 			// as long as the longest budget (total_timeout_ms or

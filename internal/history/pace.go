@@ -22,10 +22,13 @@ const paceEvery = 64
 // that merely yields (runtime.Gosched) is picked again before the network
 // is polled. On one processor (a single-core board, or a server pinned to
 // one CPU) a full buffer's flush of 50 000 events, ~80 ms of work, made
-// every datagram that arrived meanwhile wait in 10 ms slices. With more
-// processors another one polls the network while the flush runs, so a
-// pacer made there never pauses: a pause with nothing waiting sleeps for
-// the runtime's shortest poll, about a millisecond.
+// every datagram that arrived meanwhile wait in 10 ms slices; so does a
+// calm server on a bigger board, which the governor (internal/procs) keeps
+// on one processor. With more processors another one polls the network
+// while the flush runs, so there the pacer does not pause: a pause with
+// nothing waiting sleeps for the runtime's shortest poll, about a
+// millisecond. It asks at each look at the clock, since the governor may
+// change the number during a flush.
 //
 // A pacer is used by one goroutine.
 type pacer struct {
@@ -34,12 +37,18 @@ type pacer struct {
 	since time.Time
 }
 
-func newPacer() *pacer { return &pacer{on: runtime.GOMAXPROCS(0) == 1, since: time.Now()} }
+func newPacer() *pacer { return &pacer{on: onOneProcessor(), since: time.Now()} }
+
+func onOneProcessor() bool { return runtime.GOMAXPROCS(0) == 1 }
 
 // step marks one unit of work (a row) and pauses when the slice is spent.
 func (p *pacer) step() {
 	p.n++
-	if !p.on || p.n%paceEvery != 0 || time.Since(p.since) < paceSlice {
+	if p.n%paceEvery != 0 {
+		return
+	}
+	p.on = onOneProcessor()
+	if !p.on || time.Since(p.since) < paceSlice {
 		return
 	}
 	// Parked, the goroutine lets the scheduler poll the network; the flush

@@ -7,18 +7,23 @@
 // microseconds of work, so those wake-ups were a sixth of what it cost:
 // at 20 000 hits a second, 25.7 µs of CPU a query on two processors against
 // 21.8 µs on one, and a tail that followed it when the clients shared the
-// CPUs (docs/performance.md "One processor while one is enough"). A
+// CPUs (docs/performance.md "One Go processor while one is enough"). A
 // household's load is far below one CPU; a flood is not, and gets every
-// processor within two windows.
+// processor within two or three windows, sooner if the kernel drops
+// datagrams (Pressed).
 //
-// Nothing else in nxdns depends on the number: sizes fixed at start (one
-// UDP socket per CPU) use Ceiling, taken before the governor runs.
+// What depends on the number asks for it when it matters: sizes fixed at
+// start (one UDP socket per CPU) use Ceiling, taken before the governor
+// runs; the history's flush paces itself while on one (history/pace.go);
+// a UDP group steers to one socket (Watch).
 package procs
 
 import (
 	"context"
 	"os"
 	"runtime"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -83,6 +88,21 @@ func (p *policy) step(used float64) (one, changed bool) {
 	return p.one, true
 }
 
+// pressed is set by Pressed and taken by the governor's next window.
+var pressed atomic.Bool
+
+// Pressed tells the governor that work is waiting which CPU time does not
+// show: the kernel dropped datagrams at a full receive queue. On one
+// processor that window counts as busy, so a flood that other processes'
+// CPU use holds under upAt still gets every processor, and a steered UDP
+// group (one socket's queue for every client) spreads again. Cheap enough
+// to call for each drop seen.
+func Pressed() {
+	if !pressed.Load() {
+		pressed.Store(true)
+	}
+}
+
 // processors sets the runtime's processors: one, or the runtime's default.
 type processors interface {
 	one()
@@ -111,9 +131,14 @@ func cpuTime() time.Duration {
 // default back. It governs nothing when the operator set GOMAXPROCS (their
 // number stands) or the runtime's default is one processor.
 func Govern(ctx context.Context, log *zap.Logger) {
+	log = log.Named("procs")
+	// The runtime honours only a positive whole number; anything else it
+	// ignores, and so does the governor.
 	if v := os.Getenv("GOMAXPROCS"); v != "" {
-		log.Info("go processors: GOMAXPROCS is set, not governed", zap.String("GOMAXPROCS", v))
-		return
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			log.Info("go processors: GOMAXPROCS is set, not governed", zap.String("GOMAXPROCS", v))
+			return
+		}
 	}
 	if ceiling < 2 {
 		return
@@ -144,14 +169,14 @@ func (g *governor) run(ctx context.Context, start time.Time, ticks <-chan time.T
 		case <-ctx.Done():
 			return
 		case now := <-ticks:
-			g.window(now)
+			g.endWindow(now)
 		}
 	}
 }
 
-// window ends the window at now: it measures the CPU the process used
+// endWindow ends the window at now: it measures the CPU the process used
 // since the last one and applies the policy's answer.
-func (g *governor) window(now time.Time) {
+func (g *governor) endWindow(now time.Time) {
 	wall := now.Sub(g.last)
 	if wall <= 0 {
 		return
@@ -159,6 +184,9 @@ func (g *governor) window(now time.Time) {
 	cpu := g.cpu()
 	used := float64(cpu-g.lastCPU) / float64(wall)
 	g.last, g.lastCPU = now, cpu
+	if pressed.Swap(false) {
+		used = max(used, upAt)
+	}
 	one, changed := g.p.step(used)
 	if !changed {
 		return

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
-func TestPolicy_busyWindowsInARowOnOneProcessorGiveEvery(t *testing.T) {
+func TestPolicy_busyWindowsInARowOnOneProcessorGiveEveryProcessor(t *testing.T) {
 	p := policy{one: true}
 	for i, used := range []float64{upAt - 0.01, upAt, upAt - 0.01, upAt} {
 		if one, changed := p.step(used); !one || changed {
@@ -75,7 +76,7 @@ func stepper(procs processors) (*governor, func(share float64)) {
 	return g, func(share float64) {
 		m.used += time.Duration(share * float64(window))
 		now = now.Add(window)
-		g.window(now)
+		g.endWindow(now)
 	}
 }
 
@@ -110,8 +111,8 @@ func TestGovernor_runGivesTheDefaultBackWhenItEnds(t *testing.T) {
 // TestGovernor_setsTheRealRuntime drives the runtime's own GOMAXPROCS: one
 // processor when calm, the default when busy.
 func TestGovernor_setsTheRealRuntime(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0)) // the test binary's own setting (-cpu) back
 	runtime.SetDefaultGOMAXPROCS()
-	defer runtime.SetDefaultGOMAXPROCS()
 	want := runtime.GOMAXPROCS(0)
 	_, tick := stepper(runtimeProcessors{})
 	for range calmWindows {
@@ -145,25 +146,57 @@ func TestCPUTime_countsTheProcessesWork(t *testing.T) {
 func TestGovern_leavesTheOperatorsGOMAXPROCS(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "3")
 	before := runtime.GOMAXPROCS(0)
+	core, logs := observer.New(zap.InfoLevel)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
-	go func() { defer close(done); Govern(ctx, zap.NewNop()) }()
+	go func() { defer close(done); Govern(ctx, zap.New(core)) }()
 	select {
 	case <-done: // returned without governing, ctx still live
 	case <-time.After(10 * time.Second):
 		t.Fatal("Govern ran with GOMAXPROCS set")
+	}
+	if n := logs.FilterMessage("go processors: GOMAXPROCS is set, not governed").Len(); n != 1 {
+		t.Fatalf("%d lines saying GOMAXPROCS is set, want 1", n)
 	}
 	if got := runtime.GOMAXPROCS(0); got != before {
 		t.Fatalf("GOMAXPROCS %d after Govern, want %d untouched", got, before)
 	}
 }
 
+// A window in which the kernel dropped datagrams counts as busy, whatever
+// the CPU time says.
+func TestGovernor_pressedWindowsCountAsBusy(t *testing.T) {
+	defer pressed.Store(false)
+	rec := &recorder{}
+	_, tick := stepper(rec)
+	for range calmWindows {
+		tick(0.1)
+	}
+	Pressed()
+	tick(0.1)
+	Pressed()
+	tick(0.1)
+	if !slices.Equal(rec.set, []string{"one", "all"}) {
+		t.Fatalf("after two pressed windows at 0.1 CPUs on one: %v, want [one all]", rec.set)
+	}
+	for range calmWindows - 1 {
+		tick(0.1)
+	}
+	Pressed()
+	tick(0.1) // restarts the calm count
+	for range calmWindows - 1 {
+		tick(0.1)
+	}
+	if len(rec.set) != 2 {
+		t.Fatalf("settings %v: a pressed window did not restart the calm count", rec.set)
+	}
+}
+
 // A watcher hears the choice of the moment, then each change, and nothing
 // once stopped.
 func TestWatch_hearsEachChangeUntilStopped(t *testing.T) {
-	runtime.SetDefaultGOMAXPROCS()
-	defer runtime.SetDefaultGOMAXPROCS()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	defer publish(false)
 	var heard []bool
 	stop := Watch(func(one bool) { heard = append(heard, one) })

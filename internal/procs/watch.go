@@ -18,7 +18,8 @@ var watch struct {
 
 // Watch calls f with the governor's choice now (true: one processor) and
 // again after each change, until the returned stop is called. f must not
-// block or call Watch: it runs with the choice locked.
+// block, call Watch or a stop, or take a lock held around a call of Watch:
+// it runs with the choice locked (lock order: the caller's, then this).
 func Watch(f func(one bool)) (stop func()) {
 	watch.mu.Lock()
 	defer watch.mu.Unlock()

@@ -114,7 +114,11 @@ func (s *Server) start(l *listener) {
 	for _, c := range l.udps {
 		l.wg.Go(func() { s.readUDP(l, c) })
 	}
-	if len(l.udps) > 1 {
+	// Steering needs a kernel that can undo it (SO_DETACH_REUSEPORT_BPF,
+	// Linux 5.3): where it cannot, the group is never steered, or a flood
+	// on every processor would still have one socket. The lock order is
+	// s.mu, then the watchers' (procs.Watch).
+	if len(l.udps) > 1 && steerToFirst(l.udps[0], false) == nil {
 		first := l.udps[0]
 		l.unwatch = procs.Watch(func(one bool) {
 			if err := steerToFirst(first, one); err != nil {
@@ -227,7 +231,10 @@ func (s *Server) readUDP(l *listener, c *net.UDPConn) {
 		for i := range n {
 			wire, oob, from, truncated := b.datagram(i)
 			if l.overflow {
-				s.stats.udpKernel.Add(b.drops.update(oob))
+				if n := b.drops.update(oob); n > 0 {
+					s.stats.udpKernel.Add(n)
+					procs.Pressed() // a full queue: more processors, and no steering to one socket
+				}
 			}
 			if truncated {
 				// Longer than any query (its slot), so never read in part:

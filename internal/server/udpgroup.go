@@ -65,6 +65,8 @@ func reusePort(_, _ string, rc syscall.RawConn) error { return setSocketOption(r
 // woken by its own socket; one socket wakes one. Datagrams already queued
 // on the others are read by their readers, which keep running, so nothing
 // is lost either way. The program is the group's, whichever socket sets it.
+// Unsteering a group that is not steered succeeds, so it probes whether the
+// kernel can undo a steering before any is made.
 func steerToFirst(c *net.UDPConn, first bool) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
