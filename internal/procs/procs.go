@@ -132,13 +132,9 @@ func cpuTime() time.Duration {
 // number stands) or the runtime's default is one processor.
 func Govern(ctx context.Context, log *zap.Logger) {
 	log = log.Named("procs")
-	// The runtime honours only a positive whole number; anything else it
-	// ignores, and so does the governor.
-	if v := os.Getenv("GOMAXPROCS"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			log.Info("go processors: GOMAXPROCS is set, not governed", zap.String("GOMAXPROCS", v))
-			return
-		}
+	if v := os.Getenv("GOMAXPROCS"); operatorSet(v) {
+		log.Info("go processors: GOMAXPROCS is set, not governed", zap.String("GOMAXPROCS", v))
+		return
 	}
 	if ceiling < 2 {
 		return
@@ -147,6 +143,14 @@ func Govern(ctx context.Context, log *zap.Logger) {
 	defer t.Stop()
 	g := governor{procs: runtimeProcessors{}, cpu: cpuTime, log: log}
 	g.run(ctx, time.Now(), t.C)
+}
+
+// operatorSet reports whether a GOMAXPROCS value sets the number: the
+// runtime honours only a positive whole number and ignores anything else,
+// and so does the governor.
+func operatorSet(v string) bool {
+	n, err := strconv.Atoi(v)
+	return err == nil && n > 0
 }
 
 // governor applies the policy to the process's CPU use, window by window.

@@ -214,3 +214,13 @@ func TestWatch_hearsEachChangeUntilStopped(t *testing.T) {
 		t.Fatalf("heard %v, want %v", heard, want)
 	}
 }
+
+// Only a value the runtime honours is the operator's number; a broken one
+// (empty, zero, negative, not a number) leaves the server governed.
+func TestOperatorSet_onlyWhatTheRuntimeHonours(t *testing.T) {
+	for v, want := range map[string]bool{"3": true, "1": true, "": false, "0": false, "-2": false, "abc": false, "2.5": false, " 2": false} {
+		if got := operatorSet(v); got != want {
+			t.Errorf("operatorSet(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
