@@ -234,6 +234,32 @@ func TestUpdate_unchangedListsKeepTheSet(t *testing.T) {
 	}
 }
 
+// A reload reads local list files again (configuration reference,
+// filter.lists[].path): an operator edits the list and reloads with the
+// configuration unchanged. An untouched file costs no rebuild.
+func TestUpdate_reloadRereadsAnEditedLocalFile(t *testing.T) {
+	cfg := filterCfg(t)
+	e := newEngine(t, cfg.Filter)
+	before := e.set.Load()
+	e.Update(cfg.Filter)
+	if e.set.Load() != before {
+		t.Fatal("a reload with no file edited rebuilt the set")
+	}
+	writeList(t, "", cfg.Filter.Lists[0].Path, "0.0.0.0 ads.example\n0.0.0.0 edited.example\n")
+	e.Update(cfg.Filter)
+	if !blocks(e, "edited.example") {
+		t.Error("a reload after the list file was edited did not read it: its new rule does not block")
+	}
+	if !blocks(e, "ads.example") || blocks(e, "tracker.example") {
+		t.Error("the edited file's rules are not exactly the ones in use")
+	}
+	after := e.set.Load()
+	e.Update(cfg.Filter)
+	if e.set.Load() != after {
+		t.Error("a second reload with the file as read rebuilt the set again")
+	}
+}
+
 func TestUpdate_badLocalFileKeepsTheRulesInUse(t *testing.T) {
 	cfg := filterCfg(t)
 	e := newEngine(t, cfg.Filter)

@@ -83,6 +83,7 @@ type listState struct {
 	failures atomic.Uint64
 	failing  bool // a failure episode is running (logged once)
 	meta     meta
+	read     fileStamp // a path list's file as last read into the set
 }
 
 // timeOf is the moment a query is judged at (schedules, pauses): its
@@ -174,7 +175,8 @@ func listsKey(f config.Filter) config.Filter {
 }
 
 // Update applies a configuration. When its lists, inline rules, state
-// directory or refresh interval differ from the running ones, the rule set
+// directory or refresh interval differ from the running ones, or a local
+// list's file was edited since it was read (localFileEdited), the rule set
 // is rebuilt from the files on disk (the last good copies) and the
 // downloads restart; otherwise nothing happens, and the loaded lists and
 // their download state stay as they are. The disk copies are local files
@@ -186,7 +188,7 @@ func (e *Engine) Update(cfg config.Filter) {
 	defer e.update.Unlock()
 	e.Bits(cfg.Lists)
 	e.mu.Lock()
-	if reflect.DeepEqual(listsKey(cfg), listsKey(e.cfg)) && len(e.lists) == len(cfg.Lists) && e.stop != nil {
+	if reflect.DeepEqual(listsKey(cfg), listsKey(e.cfg)) && len(e.lists) == len(cfg.Lists) && e.stop != nil && !e.localFileEdited() {
 		e.mu.Unlock()
 		return
 	}
@@ -206,6 +208,7 @@ func (e *Engine) Update(cfg config.Filter) {
 			st.loaded, st.err, st.meta, st.report = o.loaded, o.err, o.meta, o.report
 			st.failures.Store(o.failures.Load())
 			st.failing = o.failing
+			st.read = o.read
 		}
 		if l.URL != "" {
 			st.meta = readMeta(e.metaPath(l.Name))
@@ -272,6 +275,7 @@ func (e *Engine) rebuild() {
 		path   string
 		allow  bool
 		loaded bool
+		stamp  fileStamp // taken before the read, so an edit during it is seen by the next reload
 	}
 	e.mu.Lock()
 	var jobs []job
@@ -281,7 +285,7 @@ func (e *Engine) rebuild() {
 		if st.cfg.URL != "" {
 			path = e.listPath(name)
 		}
-		jobs = append(jobs, job{st: st, path: path, allow: st.cfg.IsAllow(), loaded: !st.loaded.IsZero()})
+		jobs = append(jobs, job{st: st, path: path, allow: st.cfg.IsAllow(), loaded: !st.loaded.IsZero(), stamp: stampOf(path)})
 	}
 	block, allow, hint := e.cfg.Block, e.cfg.Allow, e.hint
 	e.mu.Unlock()
@@ -294,6 +298,7 @@ func (e *Engine) rebuild() {
 	defer debug.SetGCPercent(debug.SetGCPercent(20))
 	b := NewBuilder(hint + hint/8)
 	reports := map[*listState]Report{}
+	stamps := map[*listState]fileStamp{}
 	type failure struct {
 		st  *listState
 		err error
@@ -332,6 +337,7 @@ func (e *Engine) rebuild() {
 			continue
 		}
 		reports[j.st] = rep
+		stamps[j.st] = j.stamp
 	}
 	inline := func(lines []string, allow bool) {
 		for _, line := range lines {
@@ -355,7 +361,7 @@ func (e *Engine) rebuild() {
 	for st, rep := range reports {
 		st.report = rep
 		if st.cfg.Path != "" {
-			st.loaded = e.now()
+			st.loaded, st.read = e.now(), stamps[st]
 			e.succeed(st)
 		} else if st.loaded.IsZero() {
 			st.loaded = st.meta.Fetched
@@ -432,6 +438,38 @@ func modTime(path string) time.Time {
 		return time.Time{}
 	}
 	return fi.ModTime()
+}
+
+// fileStamp tells one version of a file from another without reading it:
+// an edit changes its modification time or its size (or both).
+type fileStamp struct {
+	mod  int64 // Unix nanoseconds
+	size int64
+}
+
+// stampOf is path's stamp now; a file that cannot be stat'ed has the zero
+// stamp, so it differs from any file that was read.
+func stampOf(path string) fileStamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{fi.ModTime().UnixNano(), fi.Size()}
+}
+
+// localFileEdited reports whether a path list's file differs from the one
+// read into the set: a reload (SIGHUP) reads local lists again, as the
+// configuration reference promises, even when the configuration itself is
+// unchanged (an operator edits the list, then reloads). Downloaded lists
+// are not looked at: their copies change only by a download, which
+// rebuilds by itself. Called with e.mu held.
+func (e *Engine) localFileEdited() bool {
+	for _, st := range e.lists {
+		if st.cfg.Path != "" && stampOf(st.cfg.Path) != st.read {
+			return true
+		}
+	}
+	return false
 }
 
 // listPath is where a downloaded list's last good copy lives.
