@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/safefile"
 )
 
@@ -94,6 +95,9 @@ func (c *Cache) save() error {
 	if path == "" || cur.st == nil || changes == c.saver.saved {
 		return nil
 	}
+	// Encoding every entry is CPU at once; on one Go processor the readers
+	// would wait behind it (procs.Hold).
+	defer procs.Hold()()
 	var buf bytes.Buffer
 	n, err := encode(&buf, cur, c.now().UnixNano())
 	if err != nil {

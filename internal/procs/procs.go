@@ -12,6 +12,10 @@
 // processor within two or three windows, sooner if the kernel drops
 // datagrams (Pressed).
 //
+// Jobs that use a CPU for a moment (a list rebuild, a cache file's write)
+// take every processor while they run (Hold) instead of waiting for the
+// windows to notice them.
+//
 // What depends on the number asks for it when it matters: sizes fixed at
 // start (one UDP socket per CPU) use Ceiling, taken before the governor
 // runs; the history's flush paces itself while on one (history/pace.go);
@@ -23,6 +27,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -141,7 +146,9 @@ func Govern(ctx context.Context, log *zap.Logger) {
 	}
 	t := time.NewTicker(window)
 	defer t.Stop()
-	g := governor{procs: runtimeProcessors{}, cpu: cpuTime, log: log}
+	g := &governor{procs: runtimeProcessors{}, cpu: cpuTime, log: log}
+	active.Store(g)
+	defer active.Store(nil)
 	g.run(ctx, time.Now(), t.C)
 }
 
@@ -153,8 +160,10 @@ func operatorSet(v string) bool {
 	return err == nil && n > 0
 }
 
-// governor applies the policy to the process's CPU use, window by window.
+// governor applies the policy to the process's CPU use, window by window,
+// and to holds (hold.go).
 type governor struct {
+	mu      sync.Mutex // guards p and the calls of procs: windows and holds both change them
 	procs   processors
 	cpu     func() time.Duration
 	log     *zap.Logger
@@ -166,7 +175,11 @@ type governor struct {
 // run steps the policy at each tick until ctx ends, then gives the runtime
 // its default back; start is when the first window began.
 func (g *governor) run(ctx context.Context, start time.Time, ticks <-chan time.Time) {
-	defer g.procs.all()
+	defer func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.procs.all()
+	}()
 	g.last, g.lastCPU = start, g.cpu()
 	for {
 		select {
@@ -188,7 +201,9 @@ func (g *governor) endWindow(now time.Time) {
 	cpu := g.cpu()
 	used := float64(cpu-g.lastCPU) / float64(wall)
 	g.last, g.lastCPU = now, cpu
-	if pressed.Swap(false) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if pressed.Swap(false) || holds.Load() > 0 {
 		used = max(used, upAt)
 	}
 	one, changed := g.p.step(used)
