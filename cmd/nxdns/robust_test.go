@@ -387,3 +387,60 @@ tls_name = "dot.test"
 		t.Fatalf("go_sched_gomaxprocs_threads %v on a calm server, want 1", got)
 	}
 }
+
+// A reload that rebuilds the filter rules (an edited local list) gives a
+// calm server every Go processor before the rebuild starts (procs.Hold),
+// instead of leaving the readers on one processor behind it until the
+// governor's windows notice: the debug line says why it went up.
+func TestRun_listRebuildHoldsEveryGoProcessor(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: the governor does not run")
+	}
+	dir := t.TempDir()
+	list := filepath.Join(dir, "block.txt")
+	if err := os.WriteFile(list, []byte("ads.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+[web]
+listen = "127.0.0.1:%d"
+[log]
+level = "debug"
+[filter]
+[[filter.lists]]
+name = "local"
+path = %q
+[[filter.groups]]
+name = "default"
+lists = ["local"]
+[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "dot.test"
+`, testutil.FreePort(t), testutil.FreePort(t), list, testutil.FreePort(t))
+	path := filepath.Join(dir, "nxdns.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "--config", path)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }() //nolint:errcheck // cleanup
+	lines := lineChan(stderr)
+	awaitLine(t, lines, "serving")
+	awaitLine(t, lines, `go processors {"one": true`)
+	if err := os.WriteFile(list, []byte("ads.example\ntracker.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	awaitLine(t, lines, `go processors {"one": false, "why": "held"}`)
+	awaitLine(t, lines, "filter rules swapped")
+}

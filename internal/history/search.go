@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/procs"
 )
 
 // Search bounds.
@@ -47,6 +49,7 @@ var ErrBadCursor = errors.New("history: invalid cursor")
 // Search returns the newest rows matching f, older than f.Before, the
 // buffered ones included (a query is searchable before its flush).
 func (h *History) Search(ctx context.Context, f Filter) (Page, error) {
+	defer procs.Hold()() // up to a full scan's CPU: not in the readers' way (procs.Hold)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultLimit
