@@ -235,7 +235,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.reconfigureHistory(cfg.History)
 	old := a.gen.Swap(gen)
 	a.followEpisodes(old, gen)
-	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed
+	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed or a local list file was edited
 	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
 	a.drains = nil
 	gen.start()

@@ -17,6 +17,8 @@ import (
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/procs"
 )
 
 // Options are the cache's settings, from the dns section of the
@@ -155,6 +157,7 @@ func (c *Cache) Flush(name string) int {
 		return 0
 	}
 	name = strings.ToLower(dns.Fqdn(name))
+	defer procs.Hold()() // every entry is looked at (procs.Hold)
 	n := st.removeIf(func(k key, _ *entry) bool {
 		return name == "." || k.name == name || strings.HasSuffix(k.name, "."+name)
 	})

@@ -96,10 +96,11 @@ func (c *Cache) save() error {
 		return nil
 	}
 	// Encoding every entry is CPU at once; on one Go processor the readers
-	// would wait behind it (procs.Hold).
-	defer procs.Hold()()
+	// would wait behind it (procs.Hold). The write after it is I/O.
+	release := procs.Hold()
 	var buf bytes.Buffer
 	n, err := encode(&buf, cur, c.now().UnixNano())
+	release()
 	if err != nil {
 		return err
 	}

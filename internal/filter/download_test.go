@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,6 +258,51 @@ func TestUpdate_reloadRereadsAnEditedLocalFile(t *testing.T) {
 	e.Update(cfg.Filter)
 	if e.set.Load() != after {
 		t.Error("a second reload with the file as read rebuilt the set again")
+	}
+}
+
+// A local file that turned bad, or went away, keeps the rules in use, and
+// later reloads do not try it again until it changes: a broken list must
+// not cost a rebuild on every reload.
+func TestUpdate_brokenLocalFileIsTriedAgainOnlyOnceEdited(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		breakIt func(t *testing.T, path string)
+	}{
+		{"turned into HTML", func(t *testing.T, path string) { writeList(t, "", path, "<html>\n") }},
+		{"deleted", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filterCfg(t)
+			e := newEngine(t, cfg.Filter)
+			path := cfg.Filter.Lists[0].Path
+			failures := func() uint64 {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				return e.lists["ads"].failures.Load()
+			}
+			tc.breakIt(t, path)
+			e.Update(cfg.Filter)
+			if !blocks(e, "ads.example") {
+				t.Fatal("the broken file's rules in use were lost")
+			}
+			if failures() != 1 {
+				t.Fatalf("failures %d after the reload that met the broken file, want 1", failures())
+			}
+			e.Update(cfg.Filter)
+			if failures() != 1 {
+				t.Errorf("failures %d after a second reload with the file unchanged, want 1: it was tried again", failures())
+			}
+			writeList(t, "", path, "0.0.0.0 ads.example\n0.0.0.0 fixed.example\n")
+			e.Update(cfg.Filter)
+			if !blocks(e, "fixed.example") {
+				t.Error("the repaired file was not read at the next reload")
+			}
+		})
 	}
 }
 

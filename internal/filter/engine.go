@@ -83,7 +83,7 @@ type listState struct {
 	failures atomic.Uint64
 	failing  bool // a failure episode is running (logged once)
 	meta     meta
-	read     fileStamp // a path list's file as last read into the set
+	seen     fileStamp // a path list's file as the last rebuild read it, or tried to
 }
 
 // timeOf is the moment a query is judged at (schedules, pauses): its
@@ -188,8 +188,12 @@ func (e *Engine) Update(cfg config.Filter) {
 	defer e.update.Unlock()
 	e.Bits(cfg.Lists)
 	e.mu.Lock()
-	if reflect.DeepEqual(listsKey(cfg), listsKey(e.cfg)) && len(e.lists) == len(cfg.Lists) && e.stop != nil && !e.localFileEdited() {
+	if reflect.DeepEqual(listsKey(cfg), listsKey(e.cfg)) && len(e.lists) == len(cfg.Lists) && e.stop != nil {
+		edited := e.localFileEdited()
 		e.mu.Unlock()
+		if edited {
+			e.rebuild() // the downloads and their state are untouched
+		}
 		return
 	}
 	if e.stop != nil {
@@ -208,7 +212,7 @@ func (e *Engine) Update(cfg config.Filter) {
 			st.loaded, st.err, st.meta, st.report = o.loaded, o.err, o.meta, o.report
 			st.failures.Store(o.failures.Load())
 			st.failing = o.failing
-			st.read = o.read
+			st.seen = o.seen
 		}
 		if l.URL != "" {
 			st.meta = readMeta(e.metaPath(l.Name))
@@ -278,17 +282,22 @@ func (e *Engine) rebuild() {
 		path   string
 		allow  bool
 		loaded bool
-		stamp  fileStamp // taken before the read, so an edit during it is seen by the next reload
+		seen   fileStamp // the list's stamp before this rebuild, put back if it is abandoned
 	}
 	e.mu.Lock()
 	var jobs []job
 	for _, name := range e.sortedNames() {
 		st := e.lists[name]
-		path := st.cfg.Path
+		path, seen := st.cfg.Path, st.seen
 		if st.cfg.URL != "" {
 			path = e.listPath(name)
+		} else {
+			// Before the read, so an edit during it is seen by the next
+			// reload; whether the read works or not, so a broken file is
+			// tried again only once it is edited (localFileEdited).
+			st.seen = stampOf(path)
 		}
-		jobs = append(jobs, job{st: st, path: path, allow: st.cfg.IsAllow(), loaded: !st.loaded.IsZero(), stamp: stampOf(path)})
+		jobs = append(jobs, job{st: st, path: path, allow: st.cfg.IsAllow(), loaded: !st.loaded.IsZero(), seen: seen})
 	}
 	block, allow, hint := e.cfg.Block, e.cfg.Allow, e.hint
 	e.mu.Unlock()
@@ -301,7 +310,6 @@ func (e *Engine) rebuild() {
 	defer debug.SetGCPercent(debug.SetGCPercent(20))
 	b := NewBuilder(hint + hint/8)
 	reports := map[*listState]Report{}
-	stamps := map[*listState]fileStamp{}
 	type failure struct {
 		st  *listState
 		err error
@@ -333,6 +341,14 @@ func (e *Engine) rebuild() {
 				for _, f := range failed {
 					e.fail(f.st, f.err)
 				}
+				// Only the failing file is marked tried: another list's
+				// edit read in this attempt was not applied, so the next
+				// reload must still see it.
+				for _, other := range jobs {
+					if other.st != j.st {
+						other.st.seen = other.seen
+					}
+				}
 				e.mu.Unlock()
 				e.log.Warn("list rebuild abandoned: keeping the rules in use", zap.String("list", j.st.cfg.Name))
 				return
@@ -340,7 +356,6 @@ func (e *Engine) rebuild() {
 			continue
 		}
 		reports[j.st] = rep
-		stamps[j.st] = j.stamp
 	}
 	inline := func(lines []string, allow bool) {
 		for _, line := range lines {
@@ -364,7 +379,7 @@ func (e *Engine) rebuild() {
 	for st, rep := range reports {
 		st.report = rep
 		if st.cfg.Path != "" {
-			st.loaded, st.read = e.now(), stamps[st]
+			st.loaded = e.now()
 			e.succeed(st)
 		} else if st.loaded.IsZero() {
 			st.loaded = st.meta.Fetched
@@ -443,32 +458,42 @@ func modTime(path string) time.Time {
 	return fi.ModTime()
 }
 
-// fileStamp tells one version of a file from another without reading it:
-// an edit changes its modification time or its size (or both).
+// fileStamp tells one version of a file from another without reading it.
+// Modification time and size alone miss an edit that keeps both (`cp -p`,
+// `rsync -a` with a name swapped for one as long); the inode change time
+// cannot be set back by a tool, and a new file (a symlink moved to another
+// Nix store path, a rename over the old one) has another device or inode.
 type fileStamp struct {
-	mod  int64 // Unix nanoseconds
-	size int64
+	dev, ino   uint64
+	mod, ctime int64 // Unix nanoseconds
+	size       int64
 }
 
-// stampOf is path's stamp now; a file that cannot be stat'ed has the zero
-// stamp, so it differs from any file that was read.
+// stampOf is path's stamp now, through symlinks; a file that cannot be
+// stat'ed has the zero stamp.
 func stampOf(path string) fileStamp {
-	fi, err := os.Stat(path)
-	if err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
 		return fileStamp{}
 	}
-	return fileStamp{fi.ModTime().UnixNano(), fi.Size()}
+	return fileStamp{
+		dev: uint64(st.Dev), ino: st.Ino, // Dev is narrower on some platforms
+		mod: st.Mtim.Nano(), ctime: st.Ctim.Nano(), size: st.Size,
+	}
 }
 
 // localFileEdited reports whether a path list's file differs from the one
-// read into the set: a reload (SIGHUP) reads local lists again, as the
-// configuration reference promises, even when the configuration itself is
-// unchanged (an operator edits the list, then reloads). Downloaded lists
-// are not looked at: their copies change only by a download, which
-// rebuilds by itself. Called with e.mu held.
+// the last rebuild read or tried: a reload (SIGHUP) reads local lists
+// again, as the configuration reference promises, even when the
+// configuration itself is unchanged (an operator edits the list, then
+// reloads). A file that failed (gone, HTML, too big) is tried again only
+// once it changes, so a broken list does not cost a rebuild on every
+// reload; the rules in use stay meanwhile. Downloaded lists are not looked
+// at: their copies change only by a download, which rebuilds by itself.
+// Called with e.mu held.
 func (e *Engine) localFileEdited() bool {
 	for _, st := range e.lists {
-		if st.cfg.Path != "" && stampOf(st.cfg.Path) != st.read {
+		if st.cfg.Path != "" && stampOf(st.cfg.Path) != st.seen {
 			return true
 		}
 	}

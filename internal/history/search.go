@@ -49,7 +49,6 @@ var ErrBadCursor = errors.New("history: invalid cursor")
 // Search returns the newest rows matching f, older than f.Before, the
 // buffered ones included (a query is searchable before its flush).
 func (h *History) Search(ctx context.Context, f Filter) (Page, error) {
-	defer procs.Hold()() // up to a full scan's CPU: not in the readers' way (procs.Hold)
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultLimit
@@ -63,6 +62,7 @@ func (h *History) Search(ctx context.Context, f Filter) (Page, error) {
 		}
 		upper = k
 	}
+	defer procs.Hold()() // up to a full scan's CPU: not in the readers' way (procs.Hold)
 	if !f.To.IsZero() {
 		if k := timeKey(f.To); bytes.Compare(k, upper) < 0 {
 			upper = k

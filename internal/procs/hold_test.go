@@ -3,7 +3,6 @@ package procs
 import (
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,25 +67,31 @@ func TestHold_withoutAGovernorOnlyCounts(t *testing.T) {
 	}
 }
 
-// stateProcs are processors that remember the setting and count the
-// switches to one, for checks from other goroutines.
+// stateProcs are processors that remember the setting and tell wentOne of
+// each switch to one, for checks from other goroutines.
 type stateProcs struct {
-	isOne *atomic.Bool
-	ones  *atomic.Int32
+	isOne   *atomic.Bool
+	wentOne chan struct{}
 }
 
-func (p stateProcs) one() { p.isOne.Store(true); p.ones.Add(1) }
+func (p stateProcs) one() {
+	p.isOne.Store(true)
+	select {
+	case p.wentOne <- struct{}{}:
+	default:
+	}
+}
 func (p stateProcs) all() { p.isOne.Store(false) }
 
-// The guarantee under -race: while windows end as fast as a loop can end
-// them, and so put the server on one processor again and again between
-// holds, every goroutine that holds finds it on every processor between
-// Hold's return and its release.
-func TestHold_guaranteeHoldsAgainstWindowsEndingMeanwhile(t *testing.T) {
-	const wantOnes = 50
+// Under -race, with windows ending as fast as a loop can end them on
+// another goroutine: each hold is taken just after the governor went to
+// one processor, and finds every processor on return and until its
+// release, however many windows end meanwhile.
+func TestHold_takesEveryProcessorFromAGovernorOnAnotherGoroutine(t *testing.T) {
+	const holdsWanted = 50
 	var one atomic.Bool
-	var ones atomic.Int32
-	g, tick := stepper(stateProcs{&one, &ones})
+	procs := stateProcs{&one, make(chan struct{}, 1)}
+	g, tick := stepper(procs)
 	activate(t, g)
 	stop := make(chan struct{})
 	ticked := make(chan struct{})
@@ -101,29 +106,26 @@ func TestHold_guaranteeHoldsAgainstWindowsEndingMeanwhile(t *testing.T) {
 			}
 		}
 	}()
-	var wg sync.WaitGroup
-	var violations atomic.Int32
-	deadline := time.Now().Add(10 * time.Second)
-	for range 2 {
-		wg.Go(func() {
-			for ones.Load() < wantOnes && time.Now().Before(deadline) {
-				release := Hold()
-				if one.Load() {
-					violations.Add(1)
-				}
-				release()
-				runtime.Gosched() // let calm windows pile up between holds
+	defer func() { close(stop); <-ticked }()
+	timeout := time.After(10 * time.Second)
+	for i := range holdsWanted {
+		select {
+		case <-procs.wentOne:
+		case <-timeout:
+			t.Fatalf("hold %d: the governor did not go to one processor within 10 s", i)
+		}
+		release := Hold()
+		if one.Load() {
+			t.Errorf("hold %d: on one processor after Hold returned", i)
+		}
+		for range 3 { // windows end meanwhile on the other goroutine
+			runtime.Gosched()
+			if one.Load() {
+				t.Errorf("hold %d: on one processor before its release", i)
+				break
 			}
-		})
-	}
-	wg.Wait()
-	close(stop)
-	<-ticked
-	if n := ones.Load(); n < wantOnes {
-		t.Fatalf("the governor went to one processor %d times, want %d: the holds were never tested against it", n, wantOnes)
-	}
-	if n := violations.Load(); n != 0 {
-		t.Errorf("%d holds found the server on one processor", n)
+		}
+		release()
 	}
 	if n := holds.Load(); n != 0 {
 		t.Errorf("%d holds outstanding at the end, want 0", n)

@@ -12,9 +12,9 @@
 // processor within two or three windows, sooner if the kernel drops
 // datagrams (Pressed).
 //
-// Jobs that use a CPU for a moment (a list rebuild, a cache file's write)
-// take every processor while they run (Hold) instead of waiting for the
-// windows to notice them.
+// Jobs that use a CPU for a moment (a list rebuild, the cache file's
+// encoding, a history query; hold.go) take every processor while they run
+// (Hold) instead of waiting for the windows to notice them.
 //
 // What depends on the number asks for it when it matters: sizes fixed at
 // start (one UDP socket per CPU) use Ceiling, taken before the governor
@@ -178,6 +178,7 @@ func (g *governor) run(ctx context.Context, start time.Time, ticks <-chan time.T
 	defer func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
+		g.p.one = false // a hold before Govern returns finds nothing to do
 		g.procs.all()
 	}()
 	g.last, g.lastCPU = start, g.cpu()
