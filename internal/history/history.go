@@ -21,6 +21,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
 )
 
@@ -454,6 +455,14 @@ func (h *History) prune(target float64) {
 	if target < pruneTo {
 		goal = limit * target
 	}
+	// Up to 100 000 deletions a pass, unpaced: held, once there is work,
+	// so they are not in the readers' way (procs.Hold).
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	for range 8 {
 		used, _ := h.kv.used()
 		if float64(used) <= limit-headroom && target >= pruneTo {
@@ -462,6 +471,9 @@ func (h *History) prune(target float64) {
 		excess := float64(used) - goal
 		if excess <= 0 {
 			return
+		}
+		if release == nil {
+			release = procs.Hold()
 		}
 		var deleted int
 		n, err := h.kv.update(func(tx kvTx) error {

@@ -9,7 +9,7 @@ import (
 
 // Holds: CPU work that starts at once and ends within a second or two (a
 // filter list's rebuild or a download's check, encoding the cache file, a
-// cache flush, a history overview or search) does not wait for the
+// cache flush, a history overview, search or pruning) does not wait for the
 // governor's windows. On one processor it would share that processor with
 // the readers, which then wait out Go's 10 ms preemption slices: during a
 // rebuild of a million names a calm server's p99 at 2 000 hits a second
