@@ -81,7 +81,8 @@ func (p stateProcs) one() {
 	default:
 	}
 }
-func (p stateProcs) all() { p.isOne.Store(false) }
+func (p stateProcs) all()    { p.isOne.Store(false) }
+func (p stateProcs) follow() {}
 
 // Under -race, with windows ending as fast as a loop can end them on
 // another goroutine: each hold is taken just after the governor went to

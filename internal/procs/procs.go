@@ -108,19 +108,29 @@ func Pressed() {
 	}
 }
 
-// processors sets the runtime's processors: one, or the runtime's default.
+// processors sets the runtime's processors: one, or the runtime's default;
+// follow, called each window while on the default, reports a default that
+// changed by itself.
 type processors interface {
 	one()
 	all()
+	follow()
 }
 
 // runtimeProcessors is the real runtime. all restores the default and its
 // automatic updates (a changed CPU affinity or cgroup quota is followed
-// again); one is a custom setting, which stops them until all.
+// again); one is a custom setting, which stops them until all. What the
+// watchers hear is the count the runtime runs on: the default can be one
+// processor too (`taskset` to one CPU after start, a quota cut to one),
+// and then the readers would take turns on it just the same.
 type runtimeProcessors struct{}
 
-func (runtimeProcessors) one() { runtime.GOMAXPROCS(1); publish(true) }
-func (runtimeProcessors) all() { runtime.SetDefaultGOMAXPROCS(); publish(false) }
+func (runtimeProcessors) one()    { runtime.GOMAXPROCS(1); publish(true) }
+func (runtimeProcessors) all()    { runtime.SetDefaultGOMAXPROCS(); publishCount() }
+func (runtimeProcessors) follow() { publishCount() }
+
+// publishCount tells the watchers whether the runtime runs on one processor.
+func publishCount() { publish(runtime.GOMAXPROCS(0) == 1) }
 
 // cpuTime is the CPU time the process has used, user and system: a reader
 // answering from the cache spends much of its time in the kernel, sending.
@@ -209,6 +219,9 @@ func (g *governor) endWindow(now time.Time) {
 	}
 	one, changed := g.p.step(used)
 	if !changed {
+		if !one {
+			g.procs.follow()
+		}
 		return
 	}
 	if one {

@@ -57,10 +57,14 @@ func TestPolicy_loadBetweenTheThresholdsStaysPut(t *testing.T) {
 }
 
 // recorder is processors that remembers each setting.
-type recorder struct{ set []string }
+type recorder struct {
+	set     []string
+	follows int
+}
 
-func (r *recorder) one() { r.set = append(r.set, "one") }
-func (r *recorder) all() { r.set = append(r.set, "all") }
+func (r *recorder) one()    { r.set = append(r.set, "one") }
+func (r *recorder) all()    { r.set = append(r.set, "all") }
+func (r *recorder) follow() { r.follows++ }
 
 // meter is a CPU clock the test advances.
 type meter struct{ used time.Duration }
@@ -222,5 +226,45 @@ func TestOperatorSet_onlyWhatTheRuntimeHonours(t *testing.T) {
 		if got := operatorSet(v); got != want {
 			t.Errorf("operatorSet(%q) = %v, want %v", v, got, want)
 		}
+	}
+}
+
+// On every processor, each window that changes nothing looks at the
+// runtime's own count; on one, there is nothing to follow.
+func TestGovernor_followsTheDefaultEachWindowOnEveryProcessor(t *testing.T) {
+	rec := &recorder{}
+	_, tick := stepper(rec)
+	for range 3 {
+		tick(0.9)
+	}
+	if rec.follows != 3 {
+		t.Fatalf("%d follows after 3 busy windows on every processor, want 3", rec.follows)
+	}
+	for range calmWindows {
+		tick(0)
+	}
+	before := rec.follows
+	tick(0)
+	if rec.follows != before {
+		t.Errorf("a window on one processor followed the default")
+	}
+}
+
+// A runtime default of one processor (CPU affinity or a quota cut after
+// start) is one processor to the watchers too, so a UDP group steers.
+func TestRuntimeProcessors_followTellsTheWatchersTheRuntimesCount(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	defer publish(false)
+	publish(false)
+	var heard []bool
+	stop := Watch(func(one bool) { heard = append(heard, one) })
+	defer stop()
+	runtime.GOMAXPROCS(1)
+	runtimeProcessors{}.follow()
+	runtime.GOMAXPROCS(2)
+	runtimeProcessors{}.follow()
+	runtimeProcessors{}.follow() // no change, nothing heard
+	if !slices.Equal(heard, []bool{false, true, false}) {
+		t.Errorf("watcher heard %v, want [false true false]", heard)
 	}
 }
