@@ -364,22 +364,7 @@ level = "debug"
 url = "tls://127.0.0.1:%d"
 tls_name = "dot.test"
 `, testutil.FreePort(t), web, testutil.FreePort(t))
-	path := filepath.Join(t.TempDir(), "nxdns.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "run", "--config", path)
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }() //nolint:errcheck // cleanup
-	lines := lineChan(stderr)
-	awaitLine(t, lines, "serving")
+	_, lines := startGoverned(t, t.TempDir(), cfg)
 	if runtime.NumCPU() > 1 {
 		awaitLine(t, lines, `go processors {"one": true`)
 	}
@@ -418,6 +403,23 @@ lists = ["local"]
 url = "tls://127.0.0.1:%d"
 tls_name = "dot.test"
 `, testutil.FreePort(t), testutil.FreePort(t), list, testutil.FreePort(t))
+	cmd, lines := startGoverned(t, dir, cfg)
+	awaitLine(t, lines, `go processors {"one": true`)
+	if err := os.WriteFile(list, []byte("ads.example\ntracker.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	awaitLine(t, lines, `go processors {"one": false, "why": "held"}`)
+	awaitLine(t, lines, "filter rules swapped")
+}
+
+// startGoverned runs the binary on cfg (written into dir) with GOMAXPROCS
+// out of its environment, so the governor runs, and returns once it
+// serves, with its stderr's lines; the test's cleanup stops it.
+func startGoverned(t *testing.T, dir, cfg string) (*exec.Cmd, <-chan string) {
+	t.Helper()
 	path := filepath.Join(dir, "nxdns.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -431,16 +433,8 @@ tls_name = "dot.test"
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }() //nolint:errcheck // cleanup
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }) //nolint:errcheck // cleanup
 	lines := lineChan(stderr)
 	awaitLine(t, lines, "serving")
-	awaitLine(t, lines, `go processors {"one": true`)
-	if err := os.WriteFile(list, []byte("ads.example\ntracker.example\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	awaitLine(t, lines, `go processors {"one": false, "why": "held"}`)
-	awaitLine(t, lines, "filter rules swapped")
+	return cmd, lines
 }
