@@ -354,17 +354,7 @@ resolver = "udp://%s"
 // puts it there after its calm windows, and the runtime's own gauge says so.
 func TestRun_calmServerRunsOnOneGoProcessor(t *testing.T) {
 	web := testutil.FreePort(t)
-	cfg := fmt.Sprintf(`[dns]
-listen = ["127.0.0.1:%d"]
-[web]
-listen = "127.0.0.1:%d"
-[log]
-level = "debug"
-[[upstreams]]
-url = "tls://127.0.0.1:%d"
-tls_name = "dot.test"
-`, testutil.FreePort(t), web, testutil.FreePort(t))
-	_, lines := startGoverned(t, t.TempDir(), cfg)
+	_, lines := startGoverned(t, t.TempDir(), governedConfig(t, web, ""))
 	if runtime.NumCPU() > 1 {
 		awaitLine(t, lines, `go processors {"one": true`)
 	}
@@ -386,23 +376,14 @@ func TestRun_listRebuildHoldsEveryGoProcessor(t *testing.T) {
 	if err := os.WriteFile(list, []byte("ads.example\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`[dns]
-listen = ["127.0.0.1:%d"]
-[web]
-listen = "127.0.0.1:%d"
-[log]
-level = "debug"
-[filter]
+	cfg := governedConfig(t, testutil.FreePort(t), fmt.Sprintf(`[filter]
 [[filter.lists]]
 name = "local"
 path = %q
 [[filter.groups]]
 name = "default"
 lists = ["local"]
-[[upstreams]]
-url = "tls://127.0.0.1:%d"
-tls_name = "dot.test"
-`, testutil.FreePort(t), testutil.FreePort(t), list, testutil.FreePort(t))
+`, list))
 	cmd, lines := startGoverned(t, dir, cfg)
 	awaitLine(t, lines, `go processors {"one": true`)
 	if err := os.WriteFile(list, []byte("ads.example\ntracker.example\n"), 0o644); err != nil {
@@ -413,6 +394,21 @@ tls_name = "dot.test"
 	}
 	awaitLine(t, lines, `go processors {"one": false, "why": "held"}`)
 	awaitLine(t, lines, "filter rules swapped")
+}
+
+// governedConfig is a configuration with debug logging (the governor's
+// lines), web on the given port, an upstream nobody serves, and extra.
+func governedConfig(t *testing.T, web uint16, extra string) string {
+	return fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+[web]
+listen = "127.0.0.1:%d"
+[log]
+level = "debug"
+%s[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "dot.test"
+`, testutil.FreePort(t), web, extra, testutil.FreePort(t))
 }
 
 // startGoverned runs the binary on cfg (written into dir) with GOMAXPROCS
