@@ -15,8 +15,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$work/nxdns" ./cmd/nxdns
-go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
+. scripts/lib.sh # bench_build: the binaries as the packages build them (no cgo)
+bench_build nxdns nxdns-fakeup
 
 # Ports in the high loopback range, chosen per run to avoid collisions.
 base=$(( 20000 + RANDOM % 20000 ))

@@ -24,9 +24,7 @@ done
 . scripts/lib.sh
 bench_init
 
-go build -o "$work/nxdns" ./cmd/nxdns
-go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
-go build -o "$work/nxdns-udpfloor" ./cmd/nxdns-udpfloor
+bench_build nxdns nxdns-fakeup nxdns-udpfloor
 base=$(( 20000 + RANDOM % 20000 ))
 dot=$base fk=$((base + 1)) nx=$((base + 2)) web=$((base + 3)) dd=$((base + 4)) ub=$((base + 5)) ddc=$((base + 6)) fl=$((base + 7))
 

@@ -34,10 +34,8 @@ stop_all() {
 }
 trap 'stop_all; rm -rf "$work"' EXIT
 
-go build -o "$work/nxdns" ./cmd/nxdns
-go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
-go build -o "$work/nxdns-pathemu" ./cmd/nxdns-pathemu
-go build -o "$work/nxdns-burst" ./cmd/nxdns-burst
+. scripts/lib.sh # bench_build: the binaries as the packages build them
+bench_build nxdns nxdns-fakeup nxdns-pathemu nxdns-burst
 
 port=$(( 20000 + RANDOM % 20000 )) # the last port handed out; bumped in this shell, never in a $(…)
 

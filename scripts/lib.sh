@@ -18,6 +18,17 @@ bench_cleanup() {
   rm -rf "$work"
 }
 
+# bench_build CMD...: builds each ./cmd/CMD into $work/CMD the way the
+# packages ship nxdns (CGO_ENABLED=0, as nix/common.nix and
+# scripts/release.sh build it). A default build on a machine with gcc links
+# glibc, whose threads register rseq with the kernel: that binary pays for
+# work at each context switch that the shipped one does not, and nobody
+# runs it.
+bench_build() {
+  local c
+  for c in "$@"; do CGO_ENABLED=0 go build -trimpath -o "$work/$c" "./cmd/$c"; done
+}
+
 # bench_fakeup HTTP-PORT ARGS...: starts $work/nxdns-fakeup with ARGS (its
 # -listen URLs, -cert-names, -ttl …), the CA in $work/ca.pem, and its
 # counters on HTTP-PORT; returns once /healthz answers (at most 10 s).

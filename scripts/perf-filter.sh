@@ -15,8 +15,7 @@ command -v dnsperf >/dev/null || { echo "dnsperf not installed (apt-get install 
 . scripts/lib.sh
 bench_init
 
-go build -o "$work/nxdns" ./cmd/nxdns
-go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
+bench_build nxdns nxdns-fakeup
 base=$(( 20000 + RANDOM % 20000 ))
 dot=$base fk=$((base + 1)) off=$((base + 2)) on=$((base + 3))
 

@@ -14,11 +14,11 @@ command -v dnsperf >/dev/null || { echo "dnsperf not installed (apt-get install 
 . scripts/lib.sh
 bench_init
 
-go build -o "$work/nxdns-on" ./cmd/nxdns
-go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
+bench_build nxdns nxdns-fakeup
+mv "$work/nxdns" "$work/nxdns-on"
 mkdir "$work/base"
 git archive "$base" | tar -x -C "$work/base"
-(cd "$work/base" && go build -o "$work/nxdns-off" ./cmd/nxdns)
+(cd "$work/base" && CGO_ENABLED=0 go build -trimpath -o "$work/nxdns-off" ./cmd/nxdns) # as bench_build builds
 
 port=$(( 20000 + RANDOM % 20000 ))
 dot=$port fk=$((port + 1))

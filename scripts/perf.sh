@@ -12,8 +12,7 @@ command -v dnsperf >/dev/null || { echo "dnsperf not installed (apt-get install 
 . scripts/lib.sh
 bench_init
 
-go build -o "$work/nxdns" ./cmd/nxdns
-go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
+bench_build nxdns nxdns-fakeup nxdns-burst
 base=$(( 20000 + RANDOM % 20000 ))
 dot=$base udp=$((base + 1)) dns=$((base + 2)) web=$((base + 3)) fk=$((base + 4))
 
@@ -42,7 +41,6 @@ run() { # label port
 }
 run "fake upstream alone (UDP, its ceiling)" "$udp"
 run "nxdns -> fake DoT upstream (zero latency)" "$dns"
-go build -o "$work/nxdns-burst" ./cmd/nxdns-burst
 echo "== latency percentiles at a fixed 10000 QPS for 5 s (nxdns-burst)"
 "$work/nxdns-burst" -target "127.0.0.1:$dns" -rate 10000 -duration 5s -timeout 2s -baseline 0
 echo

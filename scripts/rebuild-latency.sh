@@ -26,8 +26,7 @@ done
 . scripts/lib.sh
 bench_init
 
-go build -o "$work/nxdns" ./cmd/nxdns
-go build -o "$work/nxdns-fakeup" ./cmd/nxdns-fakeup
+bench_build nxdns nxdns-fakeup
 base=$(( 20000 + RANDOM % 20000 ))
 dot=$base fk=$((base + 1)) nx=$((base + 2)) web=$((base + 3))
 bench_fakeup "$fk" -listen "dot://127.0.0.1:$dot" -ttl 86400 -cert-names "upstream.test,127.0.0.1"

@@ -42,7 +42,11 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	nxdnsBinary = filepath.Join(dir, "nxdns")
-	if out, err := exec.Command("go", "build", "-o", nxdnsBinary, "../cmd/nxdns").CombinedOutput(); err != nil {
+	// Built as the packages build it (nix/common.nix, scripts/release.sh):
+	// without cgo, so the scenarios measure the binary an operator runs.
+	build := exec.Command("go", "build", "-o", nxdnsBinary, "../cmd/nxdns")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		panic("go build: " + err.Error() + "\n" + string(out))
 	}
 	code := m.Run()
