@@ -152,8 +152,10 @@ func Govern(ctx context.Context, log *zap.Logger) {
 		return
 	}
 	if ceiling < 2 {
+		log.Debug("go processors: one at start, not governed", zap.Int("processors", ceiling))
 		return
 	}
+	log.Debug("go processors: governed", zap.Int("processors", ceiling))
 	t := time.NewTicker(window)
 	defer t.Stop()
 	g := &governor{procs: runtimeProcessors{}, cpu: cpuTime, log: log}
