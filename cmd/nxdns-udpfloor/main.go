@@ -41,6 +41,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:5353", "UDP `ADDR` (host:port) to answer on")
 	sockets := fs.Int("sockets", runtime.GOMAXPROCS(0), "SO_REUSEPORT sockets, one reader each")
+	blocking := fs.Bool("blocking", false, "blocking sockets outside the runtime's poller, each read by a locked OS thread (IPv4 only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -50,6 +51,21 @@ func run(args []string, stderr io.Writer) int {
 	if fs.NArg() > 0 || *sockets < 1 {
 		fmt.Fprintln(stderr, "nxdns-udpfloor: usage: nxdns-udpfloor [-listen ADDR] [-sockets N]")
 		return exitUsage
+	}
+	if *blocking {
+		g, err := listenBlocking(*listen, *sockets)
+		if err != nil {
+			fmt.Fprintf(stderr, "nxdns-udpfloor: %v\n", err)
+			return exitFail
+		}
+		var wg sync.WaitGroup
+		for _, fd := range g.fds {
+			wg.Go(func() { g.serve(fd) })
+		}
+		g.shutdown(ctx)
+		wg.Wait()
+		g.close()
+		return exitOK
 	}
 	conns, err := listenGroup(ctx, *listen, *sockets)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 )
 
 // TestUDPFloor_answersEachSocketsQueriesWithTheirIDs: every socket of the
@@ -86,3 +87,52 @@ type nopWriter struct{}
 func (*nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 func udpAddr(c *net.UDPConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+// TestUDPFloor_blockingSocketsAnswerAndWakeAtShutdown: -blocking's sockets
+// share one address, answer each query with its own ID, and a cancelled
+// context wakes every reader blocked in recvfrom, so the group stops.
+func TestUDPFloor_blockingSocketsAnswerAndWakeAtShutdown(t *testing.T) {
+	g, err := listenBlocking("127.0.0.1:0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	var addrs []netip.AddrPort
+	for _, fd := range g.fds {
+		sa, err := unix.Getsockname(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s4 := sa.(*unix.SockaddrInet4)
+		addrs = append(addrs, netip.AddrPortFrom(netip.AddrFrom4(s4.Addr), uint16(s4.Port)))
+	}
+	if addrs[0] != addrs[1] {
+		t.Fatalf("sockets on %v, want one address", addrs)
+	}
+	done := make(chan struct{}, len(g.fds))
+	for _, fd := range g.fds {
+		go func() { g.serve(fd); done <- struct{}{} }()
+	}
+	for i := range 20 {
+		q := new(dns.Msg)
+		q.SetQuestion("host.example.", dns.TypeA)
+		q.Id = uint16(2000 + i)
+		r, err := dns.Exchange(q, addrs[0].String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Response || r.Id != q.Id || r.Question[0] != q.Question[0] {
+			t.Fatalf("answer %v to query %d", r, q.Id)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	g.shutdown(ctx)
+	for range g.fds {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a reader blocked in recvfrom did not wake at shutdown")
+		}
+	}
+}
