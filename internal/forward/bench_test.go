@@ -50,7 +50,7 @@ func benchZone(b *testing.B) *Zone {
 // loopback resolver: socket, send, receive, decode, validate.
 func BenchmarkResolveUDP(b *testing.B) {
 	z := benchZone(b)
-	q := query("host.lan.")
+	q := queryA("host.lan.")
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, err := z.Resolve(b.Context(), q); err != nil {
@@ -65,7 +65,7 @@ func BenchmarkResolveUDPParallel(b *testing.B) {
 	z := benchZone(b)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		q := query("host.lan.")
+		q := queryA("host.lan.")
 		for pb.Next() {
 			if _, _, err := z.Resolve(b.Context(), q); err != nil {
 				b.Error(err)

@@ -42,7 +42,7 @@ func TestResolve_UDPAnswerKeepsClientIDAndQuery(t *testing.T) {
 		w.WriteMsg(answerA(q, "192.0.2.1"))
 	})
 	z := newTestZone(t, "udp", addr, 2*time.Second)
-	q := query("host.lan.")
+	q := queryA("host.lan.")
 	q.Id = 4242
 	before := q.String()
 
@@ -84,7 +84,7 @@ func TestResolve_TruncatedThenStalledTCPCostsOneBudget(t *testing.T) {
 	z := newTestZone(t, "udp", addr, budget)
 
 	start := time.Now()
-	_, up, err := z.Resolve(t.Context(), query("host.lan."))
+	_, up, err := z.Resolve(t.Context(), queryA("host.lan."))
 	elapsed := time.Since(start)
 
 	mustFailWith(t, z, up, err, upstream.KindPeerTimeout)
@@ -113,7 +113,7 @@ func TestResolve_TruncatedFallsBackToTCP(t *testing.T) {
 	})
 	z := newTestZone(t, "udp", addr, 2*time.Second)
 
-	resp, _, err := z.Resolve(t.Context(), query("big.lan."))
+	resp, _, err := z.Resolve(t.Context(), queryA("big.lan."))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestResolve_ForeignIDThenAnswer(t *testing.T) {
 	})
 	z := newTestZone(t, "udp", addr, 2*time.Second)
 
-	resp, _, err := z.Resolve(t.Context(), query("host.lan."))
+	resp, _, err := z.Resolve(t.Context(), queryA("host.lan."))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestResolve_ForeignStreamCannotExtendDeadline(t *testing.T) {
 	z := newTestZone(t, "udp", addr, budget)
 
 	start := time.Now()
-	_, up, err := z.Resolve(t.Context(), query("host.lan."))
+	_, up, err := z.Resolve(t.Context(), queryA("host.lan."))
 	elapsed := time.Since(start)
 
 	mustFailWith(t, z, up, err, upstream.KindPeerTimeout)
@@ -189,7 +189,7 @@ func TestResolve_ForeignSourceDiscarded(t *testing.T) {
 			reply(t, conn, from, answerA(q, "192.0.2.1"))
 		})
 		z := newTestZone(t, "udp", addr, 2*time.Second)
-		resp, _, err := z.Resolve(t.Context(), query("host.lan."))
+		resp, _, err := z.Resolve(t.Context(), queryA("host.lan."))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +203,7 @@ func TestResolve_ForeignSourceDiscarded(t *testing.T) {
 			reply(t, spoofer, from, answerA(q, "198.51.100.66"))
 		})
 		z := newTestZone(t, "udp", addr, budget)
-		resp, up, err := z.Resolve(t.Context(), query("host.lan."))
+		resp, up, err := z.Resolve(t.Context(), queryA("host.lan."))
 		if resp != nil {
 			t.Fatalf("accepted %q from a foreign source", firstA(resp))
 		}
@@ -223,7 +223,7 @@ func TestResolve_TCPResolverSkipsUDP(t *testing.T) {
 	})
 	z := newTestZone(t, "tcp", addr, 2*time.Second)
 
-	resp, up, err := z.Resolve(t.Context(), query("host.lan."))
+	resp, up, err := z.Resolve(t.Context(), queryA("host.lan."))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestResolve_MismatchedTCPAnswerIsPeerFault(t *testing.T) {
 		w.WriteMsg(r)
 	})
 	z := newTestZone(t, "tcp", addr, 2*time.Second)
-	_, up, err := z.Resolve(t.Context(), query("host.lan."))
+	_, up, err := z.Resolve(t.Context(), queryA("host.lan."))
 	mustFailWith(t, z, up, err, upstream.KindResponseMismatch)
 }
 
@@ -265,7 +265,7 @@ func TestResolve_CanceledByCaller(t *testing.T) {
 	}()
 
 	start := time.Now()
-	_, up, err := z.Resolve(ctx, query("host.lan."))
+	_, up, err := z.Resolve(ctx, queryA("host.lan."))
 	mustFailWith(t, z, up, err, upstream.KindCanceled)
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
 		t.Errorf("cancellation took %v: the socket ignored the context", elapsed)
@@ -282,7 +282,7 @@ func TestResolve_CallerDeadlineBoundsExchange(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	_, up, err := z.Resolve(ctx, query("host.lan."))
+	_, up, err := z.Resolve(ctx, queryA("host.lan."))
 	mustFailWith(t, z, up, err, upstream.KindBudgetExhausted) // the caller's cause passes through
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
 		t.Errorf("elapsed %v: the caller's 200ms deadline did not bound the exchange", elapsed)
@@ -299,7 +299,7 @@ func TestResolve_ClosedPortFailsAsNetworkError(t *testing.T) {
 	z := newTestZone(t, "udp", addr, 10*time.Second)
 
 	start := time.Now()
-	_, up, err := z.Resolve(t.Context(), query("host.lan."))
+	_, up, err := z.Resolve(t.Context(), queryA("host.lan."))
 	mustFailWith(t, z, up, err, upstream.KindNetwork)
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
 		t.Errorf("elapsed %v: a refused datagram should fail at once, not at read_timeout", elapsed)

@@ -198,7 +198,8 @@ func newTestZone(t *testing.T, scheme string, addr netip.AddrPort, timeout time.
 	return z
 }
 
-func query(name string) *dns.Msg {
+// queryA is an A query for name.
+func queryA(name string) *dns.Msg {
 	return new(dns.Msg).SetQuestion(name, dns.TypeA)
 }
 

@@ -24,7 +24,7 @@ func TestInterop_Dnsmasq(t *testing.T) {
 			if !ok {
 				t.Fatal("no zone for host.lan.")
 			}
-			resp, up, err := z.Resolve(t.Context(), query("host.lan."))
+			resp, up, err := z.Resolve(t.Context(), queryA("host.lan."))
 			if err != nil {
 				t.Fatalf("A host.lan: %v", err)
 			}

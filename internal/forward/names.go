@@ -10,6 +10,8 @@ import (
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // Bounds of name learning. Compiled, not knobs: they protect the process and
@@ -100,7 +102,7 @@ func NewNames(static map[netip.Addr]string, zones *Table, opts NamesOptions) *Na
 		n.log = zap.NewNop()
 	}
 	for ip, name := range static {
-		n.static[ip.Unmap().WithZone("")] = name
+		n.static[query.ClientOf(ip)] = name
 	}
 	if coversReverse(zones) {
 		n.reverse = zones
@@ -127,7 +129,7 @@ func coversReverse(t *Table) bool {
 // meanwhile) it starts a background lookup when a reverse zone covers the
 // address, no lookup for it is in flight, and fewer than maxPTRLookups are.
 func (n *Names) Name(client netip.Addr) string {
-	ip := client.Unmap().WithZone("")
+	ip := query.ClientOf(client) // named as every other part names it
 	if name, ok := n.static[ip]; ok {
 		return name
 	}

@@ -32,7 +32,7 @@ func TestProbe_deadResolverIsVisibleAndRecovers(t *testing.T) {
 	waitSnapshot(t, tab, "down after the start-up probe", 5*time.Second, func(s ZoneSnapshot) bool { return s.Down })
 	z, _ := tab.Match("lan.")
 	for range 5 {
-		if _, _, err := z.Resolve(t.Context(), query("host.lan.")); err == nil {
+		if _, _, err := z.Resolve(t.Context(), queryA("host.lan.")); err == nil {
 			t.Fatal("a silent resolver answered")
 		}
 	}
@@ -70,7 +70,7 @@ func TestProbe_liveFailuresMarkDown(t *testing.T) {
 		if tab.Snapshot()[0].Down {
 			t.Fatalf("down after %d failures, want %d", i, zoneDownThreshold)
 		}
-		z.Resolve(t.Context(), query("host.lan."))
+		z.Resolve(t.Context(), queryA("host.lan."))
 	}
 	if !tab.Snapshot()[0].Down {
 		t.Errorf("not down after %d failed queries", zoneDownThreshold)
