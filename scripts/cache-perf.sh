@@ -169,10 +169,14 @@ percentiles() {
     printf "%s\t%sp50\t%.3f\n%s\t%sp90\t%.3f\n%s\t%sp99\t%.3f\n%s\t%scpu-us/q\t%.1f\n", l, m, a[int(NR*0.5)]*1000, l, m, a[int(NR*0.9)]*1000, l, m, a[int(NR*0.99)]*1000, l, m, cpu >>out}'
 }
 # Rounds interleave the servers, so a slower moment of a shared machine
-# falls on each of them rather than on one.
+# falls on each of them rather than on one, and each round starts each
+# phase with the next server, so none is always the first to run after the
+# previous phase's load (nxdns was, until the eighth pass).
+all=("nxdns:$nx:$nxpid" "dnsdist (packet cache):$dd:$ddpid" "unbound:$ub:$ubpid" "go floor:$fl:$flpid")
 for round in $(seq 1 "$rounds"); do
   echo "== round $round of $rounds"
-  servers=("nxdns:$nx:$nxpid" "dnsdist (packet cache):$dd:$ddpid" "unbound:$ub:$ubpid" "go floor:$fl:$flpid")
+  r=$(((round - 1) % ${#all[@]}))
+  servers=("${all[@]:r}" "${all[@]:0:r}")
   for s in "${servers[@]}"; do IFS=: read -r l p _ <<<"$s"; measure "$l" "$p"; done
   for s in "${servers[@]}"; do IFS=: read -r l p pid <<<"$s"; percentiles "$l" "$p" "$pid"; done
   for s in "${servers[@]}"; do IFS=: read -r l p pid <<<"$s"; measure "$l" "$p" "$pid"; done
