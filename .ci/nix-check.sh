@@ -138,7 +138,7 @@ fi
 bindir=$(mktemp -d)
 trap 'rm -rf "$bindir"' EXIT
 nxdns_bin=$bindir/nxdns
-if ! command -v go >/dev/null || ! go build -o "$nxdns_bin" ./cmd/nxdns; then
+if ! command -v go >/dev/null || ! CGO_ENABLED=0 go build -o "$nxdns_bin" ./cmd/nxdns; then # as nix/common.nix builds it
   fail "could not build cmd/nxdns for the module's check"
   nxdns_bin=
 fi

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"runtime"
 	"sync/atomic"
@@ -27,6 +28,10 @@ func listenBlocking(addr string, n int) (*blockingGroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !ap.Addr().Unmap().Is4() {
+		return nil, fmt.Errorf("-blocking listens on IPv4 only, not %s", addr)
+	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	g := &blockingGroup{}
 	for range n {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -72,10 +77,17 @@ func (g *blockingGroup) serve(fd int) {
 	}
 }
 
-// shutdown wakes every blocked reader (shutdown(2) on an unconnected UDP
-// socket still wakes its readers, with ENOTCONN to the caller).
+// shutdown stops the group once ctx ends.
 func (g *blockingGroup) shutdown(ctx context.Context) {
 	<-ctx.Done()
+	g.stop()
+}
+
+// stop wakes every blocked reader for good: closing a descriptor does not
+// wake a thread blocked in recvfrom on Linux, but shutdown(2) does, even
+// on an unconnected UDP socket (with ENOTCONN to the caller), and later
+// reads return at once. Calling it again does nothing new.
+func (g *blockingGroup) stop() {
 	g.closing.Store(true)
 	for _, fd := range g.fds {
 		unix.Shutdown(fd, unix.SHUT_RDWR)

@@ -6,7 +6,9 @@
 // below it the Go runtime's (docs/performance.md "Answer cache").
 //
 // It reads each socket from one goroutine, as nxdns's readers do, with one
-// SO_REUSEPORT socket per processor.
+// SO_REUSEPORT socket per processor. With -blocking it reads blocking
+// sockets from locked OS threads instead, as dnsdist does (blocking.go):
+// the difference is what Go's poller costs.
 package main
 
 import (
@@ -49,7 +51,7 @@ func run(args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	if fs.NArg() > 0 || *sockets < 1 {
-		fmt.Fprintln(stderr, "nxdns-udpfloor: usage: nxdns-udpfloor [-listen ADDR] [-sockets N]")
+		fmt.Fprintln(stderr, "nxdns-udpfloor: usage: nxdns-udpfloor [-listen ADDR] [-sockets N] [-blocking]")
 		return exitUsage
 	}
 	if *blocking {

@@ -92,11 +92,15 @@ func udpAddr(c *net.UDPConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr
 // share one address, answer each query with its own ID, and a cancelled
 // context wakes every reader blocked in recvfrom, so the group stops.
 func TestUDPFloor_blockingSocketsAnswerAndWakeAtShutdown(t *testing.T) {
+	if _, err := listenBlocking("[::1]:0", 1); err == nil {
+		t.Error("-blocking on an IPv6 address: no error")
+	}
 	g, err := listenBlocking("127.0.0.1:0", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.close()
+	defer g.stop() // a failed check must not leave readers blocked on their threads
 	var addrs []netip.AddrPort
 	for _, fd := range g.fds {
 		sa, err := unix.Getsockname(fd)

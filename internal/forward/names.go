@@ -129,7 +129,7 @@ func coversReverse(t *Table) bool {
 // meanwhile) it starts a background lookup when a reverse zone covers the
 // address, no lookup for it is in flight, and fewer than maxPTRLookups are.
 func (n *Names) Name(client netip.Addr) string {
-	ip := query.ClientOf(client) // named as every other part names it
+	ip := query.ClientOf(client) // the key the static names were stored under
 	if name, ok := n.static[ip]; ok {
 		return name
 	}
