@@ -14,12 +14,24 @@
 # figures. A run during which the virtual machine's host took the CPUs
 # (steal time) is run again, at most TRIES times. Prints each round's
 # figures and their medians over the rounds.
-# Usage: [ROUNDS=N] [PHASES="latency pinned-latency"] [TRIES=N]
-#        [STEAL_PERMILLE=N] scripts/cache-perf.sh [SECONDS]   (default 10)
+# Usage: [ROUNDS=N] [PHASES="throughput latency pinned-throughput
+#        pinned-latency"] [TRIES=N] [STEAL_PERMILLE=N]
+#        scripts/cache-perf.sh [SECONDS]   (default 10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 rounds=${ROUNDS:-3}
+# The retries for the host's steal time and the phases (both below).
+tries=${TRIES:-4}
+steal_permille=${STEAL_PERMILLE:-5}
+[[ "$tries" =~ ^[1-9][0-9]*$ && "$steal_permille" =~ ^[0-9]+$ ]] || {
+  echo "TRIES must be 1 or more and STEAL_PERMILLE 0 or more" >&2; exit 1; }
+phases=" ${PHASES:-throughput latency pinned-throughput pinned-latency} "
+for p in $phases; do
+  case $p in throughput | latency | pinned-throughput | pinned-latency) ;;
+  *) echo "PHASES: unknown phase $p (throughput, latency, pinned-throughput, pinned-latency)" >&2; exit 1 ;;
+  esac
+done
 for t in dnsperf dnsdist unbound curl taskset; do
   command -v "$t" >/dev/null || { echo "$t not installed"; exit 1; }
 done
@@ -120,14 +132,14 @@ for p in "$nx" "$dd" "$ub" "$fl"; do dnsperf -s 127.0.0.1 -p "$p" -d "$work/hot"
 # the CPUs' time measures the host, so it is run again, at most TRIES times
 # in all (default 4), whichever server it was; each line says how many
 # ticks the host took from the run kept.
-tries=${TRIES:-4}
-steal_permille=${STEAL_PERMILLE:-5}
+# Steal is counted over every online CPU, whatever this script's affinity.
+cpus=$(getconf _NPROCESSORS_ONLN)
 steal() { awk '/^cpu /{print $9; exit}' /proc/stat; }
 # counts S0 SECONDS TRY: sets took (ticks stolen since S0) and is true when
 # the run counts or was the last try.
 counts() {
   took=$(($(steal) - $1))
-  [ $((took * 1000)) -le $((steal_permille * $2 * $(nproc) * $(getconf CLK_TCK))) ] && return 0
+  [ $((took * 1000)) -le $((steal_permille * $2 * cpus * $(getconf CLK_TCK))) ] && return 0
   if [ "$3" -ge "$tries" ]; then
     kept_stolen=$((kept_stolen + 1))
     return 0
@@ -154,8 +166,8 @@ measure() { # label port [pid]: with PID, the server on CPU 1 and dnsperf on CPU
     counts "$s0" "$secs" "$try" && break
   done
   echo "== $1: max throughput, ${secs} s$tag (the host took $took ticks)"
-  grep -E "Queries completed|Queries lost|Queries per second|Average Latency" "$work/tp" |
-    tee >(awk -v l="$1" -v m="$m" '/Queries per second/{printf "%s\t%sqps\t%d\n", l, m, $NF}' >>"$work/results")
+  grep -E "Queries completed|Queries lost|Queries per second|Average Latency" "$work/tp"
+  awk -v l="$1" -v m="$m" '/Queries per second/{printf "%s\t%sqps\t%d\n", l, m, $NF}' "$work/tp" >>"$work/results"
   printf '%s\t%sqps host ticks\t%d\n' "$1" "$m" "$took" >>"$work/results"
   [ -z "$tag" ] || unpin_server "$3"
 }
@@ -215,7 +227,6 @@ percentiles() {
 # previous phase's load (nxdns was, until the eighth pass).
 # PHASES picks the phases a round runs (default all four), so many rounds
 # of one figure fit in the time that settles it on a noisy host.
-phases=" ${PHASES:-throughput latency pinned-throughput pinned-latency} "
 phase() { [[ "$phases" == *" $1 "* ]]; }
 all=("nxdns:$nx:$nxpid" "dnsdist (packet cache):$dd:$ddpid" "unbound:$ub:$ubpid" "go floor:$fl:$flpid")
 for round in $(seq 1 "$rounds"); do
@@ -229,7 +240,7 @@ for round in $(seq 1 "$rounds"); do
 done
 # The median of each figure over the rounds: one slow moment of the shared
 # machine moves a round's figure, not the median.
-echo "== medians over $rounds rounds (QPS; latency in ms and server CPU in us a query at 20000 QPS)"
+echo "== medians over $rounds rounds (QPS; latency in ms and server CPU in us a query at 20000 QPS; ticks the host took from a run)"
 sort -t$'\t' -k1,1 -k2,2 -k3,3g "$work/results" | awk -F'\t' '
   { k = $1 "\t" $2; v[k, ++n[k]] = $3; if (!(k in seen)) { seen[k] = 1; order[++m] = k } }
   END { for (i = 1; i <= m; i++) { k = order[i]; split(k, f, "\t"); c = n[k]
