@@ -65,6 +65,9 @@ type Cache struct {
 	hits, misses, stale, prefetches, coalesced atomic.Uint64
 	evictions                                  atomic.Uint64 // of stores replaced by Reconfigure
 	changes                                    atomic.Uint64 // stores and removals, for the periodic save
+	// flushes counts Flush calls. An exchange in flight when one comes
+	// was asked before it, so its answer is given but not stored (learn).
+	flushes atomic.Uint64
 
 	zones zoneHealth
 	saver saver
@@ -157,6 +160,9 @@ func (c *Cache) Flush(name string) int {
 		return 0
 	}
 	name = strings.ToLower(dns.Fqdn(name))
+	// Counted before the removal: an answer stored meanwhile is either
+	// seen by the removal or sees the count in learn's check after storing.
+	c.flushes.Add(1)
 	defer procs.Hold()() // every entry is looked at (procs.Hold)
 	n := st.removeIf(func(k key, _ *entry) bool {
 		return name == "." || k.name == name || strings.HasSuffix(k.name, "."+name)

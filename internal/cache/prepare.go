@@ -57,12 +57,22 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	}
 	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
 	e.setAnswer(k.name, m)
-	e.negative = m.Rcode == dns.RcodeNameError || len(m.Answer) == 0
+	e.negative = m.Rcode == dns.RcodeNameError || !answers(m.Answer, k.qtype)
 	var ttl uint32
 	if e.negative {
 		ttl, e.upTTL, e.clamp = negativeTTL(m, lim, strings.HasPrefix(source, query.ZonePrefix))
+		if len(m.Answer) > 0 {
+			// A CNAME chain ending in NXDOMAIN or NODATA: the chain's records
+			// last their own TTLs, and the entry no longer than the shortest
+			// (RFC 2308 §6).
+			chain, up, why := rrsetTTLs([][]dns.RR{m.Answer}, lim)
+			if chain < ttl {
+				ttl, e.clamp = chain, why
+			}
+			e.upTTL = min(e.upTTL, up)
+		}
 	} else {
-		ttl, e.upTTL, e.clamp = positiveTTL(m, lim)
+		ttl, e.upTTL, e.clamp = rrsetTTLs([][]dns.RR{m.Answer, m.Ns, m.Extra}, lim)
 	}
 	if ttl == 0 {
 		return nil // RFC 1035 §3.2.1: TTL 0 means use once, never cache
@@ -92,16 +102,29 @@ func filterRRs(rrs []dns.RR, keep func(dns.RR) bool) []dns.RR {
 	return out
 }
 
-// positiveTTL sets every RRset's records to the set's smallest TTL (RFC 2181
-// §5.2: TTLs within an RRset must match; a mismatch is read as the minimum),
-// clamped to lim, and returns the entry's lifetime: the smallest of them.
-func positiveTTL(m *dns.Msg, lim limits) (ttl, upTTL uint32, clamp string) {
+// answers reports whether an answer section holds the answer to a question
+// of type qtype, rather than only the CNAMEs (or DNAMEs) leading to a name
+// without one: a NODATA behind a CNAME is negative (RFC 2308 §2.2).
+func answers(rrs []dns.RR, qtype uint16) bool {
+	for _, rr := range rrs {
+		if t := rr.Header().Rrtype; t == qtype || qtype == dns.TypeANY || t != dns.TypeCNAME && t != dns.TypeDNAME && t != dns.TypeRRSIG {
+			return true
+		}
+	}
+	return false
+}
+
+// rrsetTTLs sets every RRset's records in secs to the set's smallest TTL
+// (RFC 2181 §5.2: TTLs within an RRset must match; a mismatch is read as the
+// minimum), clamped to lim, and returns the entry's lifetime: the smallest
+// of them.
+func rrsetTTLs(secs [][]dns.RR, lim limits) (ttl, upTTL uint32, clamp string) {
 	type set struct {
 		name   string
 		t, cls uint16
 	}
 	mins := map[set]uint32{}
-	all := [][]dns.RR{m.Answer, m.Ns, m.Extra}
+	all := secs
 	for _, sec := range all {
 		for _, rr := range sec {
 			h := rr.Header()

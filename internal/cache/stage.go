@@ -171,12 +171,13 @@ func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) 
 // themselves by it).
 func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, old *entry) {
 	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{}}
+	flushes := s.c.flushes.Load()
 	s.wg.Go(func() {
 		msg, err := next.Answer(s.ctx, req)
 		fl.msg, fl.err = msg, err
 		fl.source, fl.upstream, fl.tried = req.Event.Source, req.Event.Upstream, req.Event.Tried
 		if s.ctx.Err() == nil { // a cancelled exchange says nothing about the upstream
-			s.c.learn(k, fl, old)
+			s.c.learn(k, fl, old, flushes)
 		}
 		s.flights.finish(k, fl)
 	})
@@ -199,8 +200,11 @@ func failed(msg *dns.Msg, err error) bool {
 // learn records an exchange's outcome: the answer stored, or for a failure
 // the failure-recheck timer of the stale entry it would have refreshed. A
 // forward zone's failure marks the zone down; its first good answer
-// afterwards drops the zone's stale and negative entries (SPEC §8.5).
-func (c *Cache) learn(k key, fl *flight, old *entry) {
+// afterwards drops the zone's stale and negative entries (SPEC §8.5). An
+// answer to an exchange started before a flush (flushes, the count when it
+// started, is behind) goes to its waiters but does not stay: the operator
+// flushed because the old answer was wrong, and this one may be it.
+func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 	st, set := c.state()
 	if st == nil {
 		return
@@ -230,6 +234,9 @@ func (c *Cache) learn(k key, fl *flight, old *entry) {
 	fl.msg = e.withTTLs(func(t uint32) uint32 { return t }, nil)
 	st.put(k, e)
 	c.changes.Add(1)
+	if c.flushes.Load() != flushes { // checked after the store: see Flush
+		st.remove(k, e)
+	}
 }
 
 // dropZone removes a recovered zone's stale and negative entries.

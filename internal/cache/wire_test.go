@@ -73,6 +73,37 @@ func TestNegativeCaching(t *testing.T) {
 			t.Errorf("an SOA TTL with the top bit set: upstream asked %d times, want 2 (not cached)", n)
 		}
 	})
+	t.Run("NODATA behind a CNAME", func(t *testing.T) {
+		// The CNAME lasts an hour, the SOA's MINIMUM 30 s: the entry is the
+		// negative answer it is, kept for the smaller (RFC 2308 §6), not for
+		// the CNAME's hour as a positive answer would be.
+		r := newRig(t)
+		r.up.set(func(q *dns.Msg) *dns.Msg {
+			m := nxdomain(600, 30)(q)
+			m.Rcode = dns.RcodeSuccess
+			m.Answer = []dns.RR{&dns.CNAME{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeCNAME,
+				Class: dns.ClassINET, Ttl: 3600}, Target: "target.example."}}
+			return m
+		})
+		resp, _ := r.askA(t, "alias.example.")
+		if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 || len(resp.Ns) != 1 || resp.Ns[0].Header().Ttl != 30 {
+			t.Fatalf("first answer %v, want NOERROR, the CNAME and the SOA at TTL 30", resp)
+		}
+		if got := resp.Answer[0].Header().Ttl; got != 3600 {
+			t.Errorf("CNAME TTL %d, want its own 3600", got)
+		}
+		r.clock.AdvanceS(20)
+		if _, ev := r.askA(t, "alias.example."); ev.Source != query.SourceCache {
+			t.Errorf("at 20 s: source %q, want the cache", ev.Source)
+		}
+		r.clock.AdvanceS(11)
+		if _, ev := r.askA(t, "alias.example."); ev.Source != query.SourcePool {
+			t.Errorf("at 31 s: source %q, want the pool (the negative answer expired)", ev.Source)
+		}
+		if ex := r.explain("alias.example.", dns.TypeA); len(ex) != 1 || !ex[0].Negative {
+			t.Errorf("entry %+v, want one negative entry", ex)
+		}
+	})
 	t.Run("without SOA", func(t *testing.T) {
 		r := newRig(t, withOptions(func(o *cache.Options) { o.MinTTL = seconds(600) }))
 		r.up.set(nxdomain(0, 0))
@@ -250,6 +281,75 @@ func TestCoalescing_50IdenticalQueries(t *testing.T) {
 	}
 	if got := r.up.asked("same.example."); got != 1 {
 		t.Errorf("upstream asked %d times, want 1", got)
+	}
+}
+
+// A stub that retransmits (same ID, same socket) while the first exchange
+// is still at the upstream joins that exchange rather than starting another.
+func TestCoalescing_clientRetransmissionJoinsTheExchange(t *testing.T) {
+	r := newRig(t)
+	release := make(chan struct{})
+	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
+	conn, err := net.Dial("udp", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	m := new(dns.Msg).SetQuestion("retry.example.", dns.TypeA)
+	m.Id = 4242
+	wire, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(wire); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the first query to reach the upstream", 10*time.Second, func() bool { return r.up.asked("retry.example.") == 1 })
+	if _, err := conn.Write(wire); err != nil { // the stub's retry
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the retransmission to join", 10*time.Second, func() bool { return r.cache.Snapshot().Coalesced == 1 })
+	close(release)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 1500)
+	for i := range 2 {
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("answer %d: %v", i+1, err)
+		}
+		resp := new(dns.Msg)
+		if err := resp.Unpack(buf[:n]); err != nil || resp.Id != m.Id || len(resp.Answer) != 1 {
+			t.Fatalf("answer %d: %v (%v), want the answer with ID %d", i+1, resp, err, m.Id)
+		}
+	}
+	if n := r.up.asked("retry.example."); n != 1 {
+		t.Errorf("upstream asked %d times, want 1", n)
+	}
+}
+
+// An answer that was on its way when the operator flushed goes to the
+// client that asked but is not kept: the next query asks again.
+func TestFlush_answerInFlightIsNotKept(t *testing.T) {
+	r := newRig(t)
+	release := make(chan struct{})
+	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
+	done := make(chan *dns.Msg, 1)
+	go func() {
+		c := &dns.Client{Net: "udp", Timeout: 10 * time.Second}
+		resp, _, _ := c.Exchange(new(dns.Msg).SetQuestion("moving.example.", dns.TypeA), r.addr)
+		done <- resp
+	}()
+	testutil.WaitFor(t, "the query to reach the upstream", 10*time.Second, func() bool { return r.up.asked("moving.example.") == 1 })
+	r.cache.Flush("example.")
+	r.up.set(answerA("192.0.2.2", 60)) // the name moved: why the operator flushed
+	close(release)
+	if resp := <-done; resp == nil || len(resp.Answer) != 1 {
+		t.Fatalf("the query in flight got %v, want its answer", resp)
+	}
+	r.event(t)
+	resp, ev := r.askA(t, "moving.example.")
+	if ev.Source != query.SourcePool || len(resp.Answer) != 1 || resp.Answer[0].(*dns.A).A.String() != "192.0.2.2" {
+		t.Errorf("after the flush: %v from %q, want 192.0.2.2 from the pool", resp.Answer, ev.Source)
 	}
 }
 
