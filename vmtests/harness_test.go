@@ -94,11 +94,21 @@ func startUpstream(t *testing.T, ca testCA, listen string) *upstreamNode {
 // (internal/pathemu) in front of the fake upstream.
 func startUpstreamOn(t *testing.T, ca testCA, listen string, path pathemu.Path) *upstreamNode {
 	t.Helper()
+	return startUpstreamWith(t, ca, listen, path, func(*fakeup.Config) {})
+}
+
+// startUpstreamWith is startUpstreamOn with the fake upstream's
+// configuration edited by edit before it starts (its TTL, its listener's
+// Hooks).
+func startUpstreamWith(t *testing.T, ca testCA, listen string, path pathemu.Path, edit func(*fakeup.Config)) *upstreamNode {
+	t.Helper()
 	l, err := fakeup.ParseListen(listen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := fakeup.Start(fakeup.Config{Listen: []fakeup.Listen{l}, CA: ca.CA, CertNames: []string{"upstream.test", "127.0.0.1"}})
+	cfg := fakeup.Config{Listen: []fakeup.Listen{l}, CA: ca.CA, CertNames: []string{"upstream.test", "127.0.0.1"}}
+	edit(&cfg)
+	srv, err := fakeup.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
