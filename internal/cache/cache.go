@@ -65,9 +65,10 @@ type Cache struct {
 	hits, misses, stale, prefetches, coalesced atomic.Uint64
 	evictions                                  atomic.Uint64 // of stores replaced by Reconfigure
 	changes                                    atomic.Uint64 // stores and removals, for the periodic save
-	// flushes counts Flush calls. An exchange in flight when one comes
-	// was asked before it, so its answer is given but not stored (learn).
-	flushes atomic.Uint64
+	// flushes remembers recent Flush calls. An exchange in flight when one
+	// reaches its name was asked before it, so its answer is given but not
+	// stored (learn).
+	flushes flushLog
 
 	zones zoneHealth
 	saver saver
@@ -160,12 +161,12 @@ func (c *Cache) Flush(name string) int {
 		return 0
 	}
 	name = strings.ToLower(dns.Fqdn(name))
-	// Counted before the removal: an answer stored meanwhile is either
-	// seen by the removal or sees the count in learn's check after storing.
-	c.flushes.Add(1)
+	// Logged before the removal: an answer stored meanwhile is either seen
+	// by the removal or sees the flush in learn's check after storing.
+	c.flushes.add(name)
 	defer procs.Hold()() // every entry is looked at (procs.Hold)
 	n := st.removeIf(func(k key, _ *entry) bool {
-		return name == "." || k.name == name || strings.HasSuffix(k.name, "."+name)
+		return under(k.name, name)
 	})
 	if n > 0 {
 		c.changes.Add(1)

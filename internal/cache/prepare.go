@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -57,17 +58,21 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	}
 	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
 	e.setAnswer(k.name, m)
-	e.negative = m.Rcode == dns.RcodeNameError || !answers(m.Answer, k.qtype)
+	e.negative = m.Rcode == dns.RcodeNameError || !answers(m.Answer, k.name, k.qtype)
 	var ttl uint32
 	if e.negative {
 		ttl, e.upTTL, e.clamp = negativeTTL(m, lim, strings.HasPrefix(source, query.ZonePrefix))
 		if len(m.Answer) > 0 {
-			// A CNAME chain ending in NXDOMAIN or NODATA: the chain's records
-			// last their own TTLs, and the entry no longer than the shortest
-			// (RFC 2308 §6).
+			// A CNAME chain ending in NXDOMAIN or NODATA (RFC 2308 §2.1,
+			// §2.2): no record outlives its own TTL, so the entry lasts no
+			// longer than the chain's shortest, and the SOA counts down with
+			// the entry.
 			chain, up, why := rrsetTTLs([][]dns.RR{m.Answer}, lim)
 			if chain < ttl {
-				ttl, e.clamp = chain, why
+				ttl, e.clamp = chain, cmp.Or(why, fmt.Sprintf("negative behind a CNAME: kept for the chain's %d s", chain))
+				for _, rr := range m.Ns {
+					rr.Header().Ttl = ttl
+				}
 			}
 			e.upTTL = min(e.upTTL, up)
 		}
@@ -102,14 +107,31 @@ func filterRRs(rrs []dns.RR, keep func(dns.RR) bool) []dns.RR {
 	return out
 }
 
-// answers reports whether an answer section holds the answer to a question
-// of type qtype, rather than only the CNAMEs (or DNAMEs) leading to a name
-// without one: a NODATA behind a CNAME is negative (RFC 2308 §2.2).
-func answers(rrs []dns.RR, qtype uint16) bool {
-	for _, rr := range rrs {
-		if t := rr.Header().Rrtype; t == qtype || qtype == dns.TypeANY || t != dns.TypeCNAME && t != dns.TypeDNAME && t != dns.TypeRRSIG {
-			return true
+// answers reports whether an answer section answers qname's question of
+// type qtype: a record of that type owned by qname or by the end of the
+// CNAME chain from it (a DNAME's synthesized CNAME included), rather than
+// only the chain leading to a name without one, which is NODATA behind a
+// CNAME and negative (RFC 2308 §2.2). qname is lower-case.
+func answers(rrs []dns.RR, qname string, qtype uint16) bool {
+	name := qname
+	for range len(rrs) + 1 { // a chain visits each record at most once
+		next := ""
+		for _, rr := range rrs {
+			h := rr.Header()
+			if !strings.EqualFold(h.Name, name) {
+				continue
+			}
+			if h.Rrtype == qtype || qtype == dns.TypeANY {
+				return true
+			}
+			if c, ok := rr.(*dns.CNAME); ok {
+				next = strings.ToLower(c.Target)
+			}
 		}
+		if next == "" {
+			return false
+		}
+		name = next
 	}
 	return false
 }

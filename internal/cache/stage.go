@@ -171,7 +171,7 @@ func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) 
 // themselves by it).
 func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, old *entry) {
 	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{}}
-	flushes := s.c.flushes.Load()
+	flushes := s.c.flushes.seq()
 	s.wg.Go(func() {
 		msg, err := next.Answer(s.ctx, req)
 		fl.msg, fl.err = msg, err
@@ -201,9 +201,9 @@ func failed(msg *dns.Msg, err error) bool {
 // the failure-recheck timer of the stale entry it would have refreshed. A
 // forward zone's failure marks the zone down; its first good answer
 // afterwards drops the zone's stale and negative entries (SPEC §8.5). An
-// answer to an exchange started before a flush (flushes, the count when it
-// started, is behind) goes to its waiters but does not stay: the operator
-// flushed because the old answer was wrong, and this one may be it.
+// answer to an exchange started before a flush of its name (flushes is the
+// log's seq when it started) goes to its waiters but does not stay: the
+// operator flushed because the old answer was wrong, and this one may be it.
 func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 	st, set := c.state()
 	if st == nil {
@@ -232,9 +232,12 @@ func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 	// not kept on the entry: most entries are never asked again, and the
 	// copy would double their memory.
 	fl.msg = e.withTTLs(func(t uint32) uint32 { return t }, nil)
+	if c.flushes.covers(flushes, k.name) {
+		return
+	}
 	st.put(k, e)
 	c.changes.Add(1)
-	if c.flushes.Load() != flushes { // checked after the store: see Flush
+	if c.flushes.covers(flushes, k.name) { // a flush while storing: see Flush
 		st.remove(k, e)
 	}
 }

@@ -104,6 +104,30 @@ func TestNegativeCaching(t *testing.T) {
 			t.Errorf("entry %+v, want one negative entry", ex)
 		}
 	})
+	t.Run("NODATA behind a CNAME shorter than the SOA's", func(t *testing.T) {
+		// The CNAME lasts 10 s, the SOA's MINIMUM 300: the entry lasts 10 s,
+		// and the SOA counts down with it from the cache.
+		r := newRig(t)
+		r.up.set(func(q *dns.Msg) *dns.Msg {
+			m := nxdomain(600, 300)(q)
+			m.Rcode = dns.RcodeSuccess
+			m.Answer = []dns.RR{&dns.CNAME{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeCNAME,
+				Class: dns.ClassINET, Ttl: 10}, Target: "target.example."}}
+			return m
+		})
+		if resp, _ := r.askA(t, "short.example."); len(resp.Ns) != 1 || resp.Ns[0].Header().Ttl != 10 {
+			t.Fatalf("first answer %v, want the SOA at the entry's 10 s", resp)
+		}
+		r.clock.AdvanceS(4)
+		resp, ev := r.askA(t, "short.example.")
+		if ev.Source != query.SourceCache || len(resp.Answer) != 1 || resp.Answer[0].Header().Ttl != 6 || resp.Ns[0].Header().Ttl != 6 {
+			t.Errorf("at 4 s: %v from %q, want the cache with the CNAME and the SOA at 6", resp, ev.Source)
+		}
+		r.clock.AdvanceS(7)
+		if _, ev := r.askA(t, "short.example."); ev.Source != query.SourcePool {
+			t.Errorf("at 11 s: source %q, want the pool", ev.Source)
+		}
+	})
 	t.Run("without SOA", func(t *testing.T) {
 		r := newRig(t, withOptions(func(o *cache.Options) { o.MinTTL = seconds(600) }))
 		r.up.set(nxdomain(0, 0))
@@ -289,6 +313,9 @@ func TestCoalescing_50IdenticalQueries(t *testing.T) {
 func TestCoalescing_clientRetransmissionJoinsTheExchange(t *testing.T) {
 	r := newRig(t)
 	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
 	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
 	conn, err := net.Dial("udp", r.addr)
 	if err != nil {
@@ -309,7 +336,7 @@ func TestCoalescing_clientRetransmissionJoinsTheExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "the retransmission to join", 10*time.Second, func() bool { return r.cache.Snapshot().Coalesced == 1 })
-	close(release)
+	unblock()
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 1500)
 	for i := range 2 {
@@ -332,6 +359,9 @@ func TestCoalescing_clientRetransmissionJoinsTheExchange(t *testing.T) {
 func TestFlush_answerInFlightIsNotKept(t *testing.T) {
 	r := newRig(t)
 	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
 	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
 	done := make(chan *dns.Msg, 1)
 	go func() {
@@ -342,7 +372,7 @@ func TestFlush_answerInFlightIsNotKept(t *testing.T) {
 	testutil.WaitFor(t, "the query to reach the upstream", 10*time.Second, func() bool { return r.up.asked("moving.example.") == 1 })
 	r.cache.Flush("example.")
 	r.up.set(answerA("192.0.2.2", 60)) // the name moved: why the operator flushed
-	close(release)
+	unblock()
 	if resp := <-done; resp == nil || len(resp.Answer) != 1 {
 		t.Fatalf("the query in flight got %v, want its answer", resp)
 	}
