@@ -246,6 +246,18 @@ func nxdomain(soaTTL, minimum uint32) func(*dns.Msg) *dns.Msg {
 	}
 }
 
+// holdUpstream makes the pool's upstream hold every query until unblock is
+// called (at the latest when the test ends, so a failed test never hangs),
+// then answer 192.0.2.1 with TTL 60.
+func (r *rig) holdUpstream(t *testing.T) (unblock func()) {
+	release := make(chan struct{})
+	var once sync.Once
+	unblock = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
+	return unblock
+}
+
 // ask sends one query over UDP to the server under test.
 func (r *rig) ask(t *testing.T, m *dns.Msg) *dns.Msg {
 	t.Helper()

@@ -312,11 +312,7 @@ func TestCoalescing_50IdenticalQueries(t *testing.T) {
 // is still at the upstream joins that exchange rather than starting another.
 func TestCoalescing_clientRetransmissionJoinsTheExchange(t *testing.T) {
 	r := newRig(t)
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
+	unblock := r.holdUpstream(t)
 	conn, err := net.Dial("udp", r.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -358,11 +354,7 @@ func TestCoalescing_clientRetransmissionJoinsTheExchange(t *testing.T) {
 // client that asked but is not kept: the next query asks again.
 func TestFlush_answerInFlightIsNotKept(t *testing.T) {
 	r := newRig(t)
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
+	unblock := r.holdUpstream(t)
 	done := make(chan *dns.Msg, 1)
 	go func() {
 		c := &dns.Client{Net: "udp", Timeout: 10 * time.Second}
@@ -390,11 +382,7 @@ func TestFlush_answerInFlightIsNotKept(t *testing.T) {
 // server never learns that a client gave up, so this needs the stage API.
 func TestCoalescing_waiterThatLeavesCancelsNothing(t *testing.T) {
 	r := newRig(t)
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	r.up.set(func(q *dns.Msg) *dns.Msg { <-release; return answerA("192.0.2.1", 60)(q) })
+	unblock := r.holdUpstream(t)
 	next := query.HandlerFunc(func(ctx context.Context, req *query.Request) (*dns.Msg, error) {
 		msg, up, err := r.router.pool.Resolve(ctx, req.Msg)
 		req.Event.Source, req.Event.Upstream = query.SourcePool, up
