@@ -258,6 +258,18 @@ func (r *rig) holdUpstream(t *testing.T) (unblock func()) {
 	return unblock
 }
 
+// nodataBehindCNAME answers NOERROR with a CNAME of the given TTL to a
+// name without the type asked, and an SOA as nxdomain's.
+func nodataBehindCNAME(cnameTTL, soaTTL, minimum uint32) func(*dns.Msg) *dns.Msg {
+	return func(q *dns.Msg) *dns.Msg {
+		m := nxdomain(soaTTL, minimum)(q)
+		m.Rcode = dns.RcodeSuccess
+		m.Answer = []dns.RR{&dns.CNAME{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeCNAME,
+			Class: dns.ClassINET, Ttl: cnameTTL}, Target: "target.example."}}
+		return m
+	}
+}
+
 // ask sends one query over UDP to the server under test.
 func (r *rig) ask(t *testing.T, m *dns.Msg) *dns.Msg {
 	t.Helper()

@@ -78,13 +78,7 @@ func TestNegativeCaching(t *testing.T) {
 		// negative answer it is, kept for the smaller (RFC 2308 §6), not for
 		// the CNAME's hour as a positive answer would be.
 		r := newRig(t)
-		r.up.set(func(q *dns.Msg) *dns.Msg {
-			m := nxdomain(600, 30)(q)
-			m.Rcode = dns.RcodeSuccess
-			m.Answer = []dns.RR{&dns.CNAME{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeCNAME,
-				Class: dns.ClassINET, Ttl: 3600}, Target: "target.example."}}
-			return m
-		})
+		r.up.set(nodataBehindCNAME(3600, 600, 30))
 		resp, _ := r.askA(t, "alias.example.")
 		if resp.Rcode != dns.RcodeSuccess || len(resp.Answer) != 1 || len(resp.Ns) != 1 || resp.Ns[0].Header().Ttl != 30 {
 			t.Fatalf("first answer %v, want NOERROR, the CNAME and the SOA at TTL 30", resp)
@@ -108,13 +102,7 @@ func TestNegativeCaching(t *testing.T) {
 		// The CNAME lasts 10 s, the SOA's MINIMUM 300: the entry lasts 10 s,
 		// and the SOA counts down with it from the cache.
 		r := newRig(t)
-		r.up.set(func(q *dns.Msg) *dns.Msg {
-			m := nxdomain(600, 300)(q)
-			m.Rcode = dns.RcodeSuccess
-			m.Answer = []dns.RR{&dns.CNAME{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeCNAME,
-				Class: dns.ClassINET, Ttl: 10}, Target: "target.example."}}
-			return m
-		})
+		r.up.set(nodataBehindCNAME(10, 600, 300))
 		if resp, _ := r.askA(t, "short.example."); len(resp.Ns) != 1 || resp.Ns[0].Header().Ttl != 10 {
 			t.Fatalf("first answer %v, want the SOA at the entry's 10 s", resp)
 		}
