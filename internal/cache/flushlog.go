@@ -3,6 +3,7 @@ package cache
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // maxFlushLog is how many flushes the log remembers. An exchange lasts at
@@ -17,9 +18,12 @@ const maxFlushLog = 64
 // (a seq read before the exchange began) removed name or a name above it,
 // and also when more than maxFlushLog flushes came after since; it is
 // false for a name no flush after since covered while they fit the log.
+//
+// Every miss reads seq and checks covers, so both are an atomic load and
+// nothing more while no flush came: the lock is taken only after one.
 type flushLog struct {
+	n      atomic.Uint64 // flushes so far; written under mu
 	mu     sync.Mutex
-	n      uint64    // flushes so far
 	recent []flushed // the last maxFlushLog, oldest first
 }
 
@@ -29,31 +33,27 @@ type flushed struct {
 }
 
 // seq is the number of flushes so far.
-func (l *flushLog) seq() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
+func (l *flushLog) seq() uint64 { return l.n.Load() }
 
 // add records a flush of name and everything below it.
 func (l *flushLog) add(name string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.n++
 	if len(l.recent) == maxFlushLog {
 		l.recent = append(l.recent[:0], l.recent[1:]...)
 	}
-	l.recent = append(l.recent, flushed{l.n, name})
+	l.recent = append(l.recent, flushed{l.n.Load() + 1, name})
+	l.n.Add(1) // after the record: a seq past since has its flush in recent
 }
 
 // covers reports whether a flush after since reached qname.
 func (l *flushLog) covers(since uint64, qname string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n == since {
+	if l.n.Load() == since {
 		return false
 	}
-	if l.n-since > uint64(len(l.recent)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n.Load()-since > uint64(len(l.recent)) {
 		return true // forgotten: assume it did
 	}
 	for _, f := range l.recent {

@@ -146,8 +146,7 @@ func rrsetTTLs(secs [][]dns.RR, lim limits) (ttl, upTTL uint32, clamp string) {
 		t, cls uint16
 	}
 	mins := map[set]uint32{}
-	all := secs
-	for _, sec := range all {
+	for _, sec := range secs {
 		for _, rr := range sec {
 			h := rr.Header()
 			s := set{strings.ToLower(h.Name), h.Rrtype, h.Class}
@@ -161,7 +160,7 @@ func rrsetTTLs(secs [][]dns.RR, lim limits) (ttl, upTTL uint32, clamp string) {
 	for _, t := range mins {
 		upTTL = min(upTTL, t)
 	}
-	for _, sec := range all {
+	for _, sec := range secs {
 		for _, rr := range sec {
 			h := rr.Header()
 			h.Ttl, _ = lim.apply(mins[set{strings.ToLower(h.Name), h.Rrtype, h.Class}])
