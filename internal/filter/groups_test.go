@@ -1,6 +1,10 @@
 package filter
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -92,6 +96,45 @@ func TestStage_decisionNamesTheGroupOfTheList(t *testing.T) {
 		d := s.Check(tc.name, ev.Client, "", time.Now())
 		if d.Group != tc.group || !strings.Contains(d.Explanation, "of group "+tc.group) {
 			t.Errorf("%s: check says group %q: %s", tc.name, d.Group, d.Explanation)
+		}
+	}
+}
+
+// TestAPI_pauseOfAnUnknownClientNameIs404: a name no [[clients]] entry
+// has pauses nobody, so the API says so instead of reporting success;
+// addresses and known names are paused as before.
+func TestAPI_pauseOfAnUnknownClientNameIs404(t *testing.T) {
+	cfg := schoolCfg(t)
+	cfg.Clients = []config.Client{{Name: "tablet", IP: "192.168.1.30"}}
+	e := newEngine(t, cfg.Filter)
+	s := e.NewStage(cfg, time.UTC)
+	mux := http.NewServeMux()
+	for _, r := range e.Routes(func() *Stage { return s }) {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	post := func(path string) (int, string) {
+		resp, err := srv.Client().Post(srv.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/api/filter/pause?minutes=5&client=tablett", "/api/filter/resume?client=tablett"} {
+		code, body := post(path)
+		if code != http.StatusNotFound || !strings.Contains(body, `\"tablett\" is neither an IP address nor a [[clients]] name`) {
+			t.Errorf("%s: %d %s, want 404 with the reason", path, code, body)
+		}
+	}
+	if _, paused := e.pauses.paused(netip.MustParseAddr("10.0.0.1"), "tablett", time.Now()); paused {
+		t.Error("the unknown name was paused anyway")
+	}
+	for _, path := range []string{"/api/filter/pause?minutes=5&client=tablet", "/api/filter/pause?minutes=5&client=192.168.1.77", "/api/filter/resume?client=tablet"} {
+		if code, body := post(path); code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, code, body)
 		}
 	}
 }

@@ -23,6 +23,7 @@ type Policy struct {
 	fallback int    // index of the "default" group, or -1
 	all      uint64 // every configured list and the inline rules
 	loc      *time.Location
+	clients  map[string]bool // the [[clients]] names, the names a pause may name (Knows)
 }
 
 type group struct {
@@ -51,7 +52,9 @@ func NewPolicy(cfg config.Filter, clients []config.Client, bits map[string]int, 
 		}
 	}
 	byName := map[string][]netip.Addr{}
+	p.clients = map[string]bool{}
 	for _, c := range clients {
+		p.clients[c.Name] = true
 		if a, err := netip.ParseAddr(c.IP); err == nil {
 			byName[c.Name] = append(byName[c.Name], a.Unmap())
 		}
@@ -204,6 +207,20 @@ func (p *Policy) resolve(client netip.Addr, name string, now time.Time, bit int)
 		first = g.name
 	}
 	return mask, first
+}
+
+// Knows reports whether name is a client name of this configuration: a
+// [[clients]] name or a name a group lists.
+func (p *Policy) Knows(name string) bool {
+	if p.clients[name] {
+		return true
+	}
+	for i := range p.groups {
+		if p.groups[i].names[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // addrOf is the first address a [[clients]] name has, for explaining a
