@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/procs"
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // meta is what a downloaded list keeps beside its copy, across restarts:
@@ -29,11 +30,18 @@ type meta struct {
 	Fetched      time.Time `json:"fetched"`
 }
 
+// maxMetaBytes bounds a list's meta file: it holds two validators and a
+// time, a few hundred bytes.
+const maxMetaBytes = 64 << 10
+
+// readMeta reads a list's meta file with safefile.ReadFile, so a FIFO, a
+// device or a huge file there is refused before any byte is read (it never
+// hangs or fills memory at start); a missing, refused or damaged file only
+// costs one unconditional download.
 func readMeta(path string) meta {
 	var m meta
-	b, err := os.ReadFile(path)
-	if err == nil && len(b) < 64<<10 {
-		_ = json.Unmarshal(b, &m) // a damaged file only costs one unconditional download
+	if b, err := safefile.ReadFile(path, maxMetaBytes); err == nil {
+		_ = json.Unmarshal(b, &m)
 	}
 	return m
 }

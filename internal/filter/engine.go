@@ -31,6 +31,7 @@ import (
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // Options are what an Engine needs besides the configuration.
@@ -427,26 +428,18 @@ func (e *Engine) succeed(st *listState) {
 	}
 }
 
-// parseFile parses a list file: a regular file only, read with the
-// parser's size cap, so a FIFO or a device fails at once (SPEC §9). It is
-// opened with O_NONBLOCK, as safefile.ReadFile does: opening a FIFO with no
-// writer would otherwise wait for one, and hang the reload.
+// parseFile parses a list file: opened by safefile.Open, so only a regular
+// file within the parser's size cap is read, and a FIFO or a device fails
+// at once instead of hanging the reload (docs/robustness.md).
 func parseFile(path string, emit func(Rule)) (Report, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := safefile.Open(path, listCap)
+	if errors.Is(err, safefile.ErrTooLarge) {
+		return Report{}, ErrTooBig
+	}
 	if err != nil {
 		return Report{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Report{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return Report{}, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > listCap {
-		return Report{}, ErrTooBig
-	}
 	return Parse(f, emit)
 }
 
