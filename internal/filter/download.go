@@ -150,7 +150,7 @@ func resolveListHost(ctx context.Context, host string, lookup func(ctx context.C
 		return []netip.Addr{ip}, nil
 	}
 	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return []netip.Addr{netip.IPv6Loopback(), netip.MustParseAddr("127.0.0.1")}, nil
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}, nil
 	}
 	if lookup == nil {
 		return nil, fmt.Errorf("list host %s: a name, and no resolver was given", host)

@@ -94,3 +94,25 @@ func TestDownload_redirectLeavesTheListHostsScopeIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestDownload_localhostIsNeverLookedUp: a list on http://localhost:PORT
+// is fetched from this machine; the name is never handed to LookupHost
+// (whose upstreams could answer it with any address, RFC 6761 §6.3).
+func TestDownload_localhostIsNeverLookedUp(t *testing.T) {
+	ls := newListServer(t, names("ad", 5))
+	_, port, _ := net.SplitHostPort(ls.Listener.Addr().String())
+	var asked atomic.Int64
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		asked.Add(1)
+		return []netip.Addr{netip.MustParseAddr("127.0.0.9")}, nil // loopback, where no list server is
+	}
+	e := New(Options{LookupHost: lookup})
+	defer e.Close()
+	e.Update(urlCfg(t.TempDir(), "http://localhost:"+port+"/list.txt"))
+	if err := e.Refresh(t.Context(), "remote"); err != nil {
+		t.Fatal(err)
+	}
+	if asked.Load() != 0 {
+		t.Error("localhost was looked up")
+	}
+}
