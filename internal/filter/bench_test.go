@@ -120,8 +120,58 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
+// BenchmarkEngine_bytesPerName is the memory a name costs, loaded through
+// the Engine as nxdns loads it, at the default names caps (one list of
+// config.DefaultMaxNamesPerList names, then config.DefaultMaxNames over two
+// lists): resident bytes per name once loaded (B/name-loaded) and at the
+// peak of a refresh that builds the new set beside the old
+// (B/name-peak). docs/performance.md states the figures; the caps'
+// defaults are chosen from them. Run alone, with -benchtime=1x:
+//
+//	go test -run '^$' -bench Engine_bytesPerName -benchtime=1x ./internal/filter/
+func BenchmarkEngine_bytesPerName(b *testing.B) {
+	for _, lists := range []int{1, 2} {
+		n := lists * config.DefaultMaxNamesPerList
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			dir := b.TempDir()
+			cfg := config.FilterDefaults()
+			one, err := os.ReadFile(synthetic(b, dir, config.DefaultMaxNamesPerList))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range lists { // each list its own names: another top-level label
+				path := filepath.Join(dir, fmt.Sprintf("l%d.txt", i))
+				if err := os.WriteFile(path, bytes.ReplaceAll(one, []byte(".example"), fmt.Appendf(nil, ".example%d", i)), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				cfg.Lists = append(cfg.Lists, config.FilterList{Name: fmt.Sprintf("l%d", i), Path: path})
+			}
+			one = nil
+			for b.Loop() {
+				settle()
+				base, _ := rss(b)
+				e := New(Options{})
+				e.Update(cfg)
+				settle()
+				loaded, _ := rss(b)
+				_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
+				refresh := cfg
+				refresh.Block = []string{"refresh.example"}
+				e.Update(refresh)
+				_, peak := rss(b)
+				if got := e.set.Load().Names(); got != n+1 { // and refresh.example
+					b.Fatalf("%d names loaded, want %d", got, n)
+				}
+				e.Close()
+				b.ReportMetric(float64(loaded-base)*1024/float64(n), "B/name-loaded")
+				b.ReportMetric(float64(peak-base)*1024/float64(n), "B/name-peak")
+			}
+		})
+	}
+}
+
 // rss reads the resident set and its peak (VmRSS, VmHWM) in KiB.
-func rss(t *testing.T) (cur, peak int) {
+func rss(t testing.TB) (cur, peak int) {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
