@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,17 +149,8 @@ func BenchmarkEngine_bytesPerName(b *testing.B) {
 			}
 			one = nil
 			for b.Loop() {
-				settle()
-				base, _ := rss(b)
-				e := New(Options{})
-				e.Update(cfg)
-				settle()
-				loaded, _ := rss(b)
-				_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
-				refresh := cfg
-				refresh.Block = []string{"refresh.example"}
-				e.Update(refresh)
-				_, peak := rss(b)
+				e, m := loadAndRefresh(b, cfg)
+				base, loaded, peak := m.base, m.loaded, m.peak
 				if got := e.set.Load().Names(); got != n+1 { // and refresh.example
 					b.Fatalf("%d names loaded, want %d", got, n)
 				}
@@ -191,6 +183,36 @@ func rss(t testing.TB) (cur, peak int) {
 	return cur, peak
 }
 
+// loadMemory is what loadAndRefresh measured: the resident set (KiB)
+// before, once loaded and at the refresh's peak, and how long the load took.
+type loadMemory struct {
+	base, loaded, peak int
+	took               time.Duration
+}
+
+// loadAndRefresh loads cfg's lists into a new Engine as nxdns does, then
+// refreshes them (a new set built beside the old), measuring the resident
+// set around both; the caller closes the engine.
+func loadAndRefresh(tb testing.TB, cfg config.Filter) (*Engine, loadMemory) {
+	tb.Helper()
+	var m loadMemory
+	settle()
+	m.base, _ = rss(tb)
+	e := New(Options{})
+	start := time.Now()
+	e.Update(cfg)
+	m.took = time.Since(start)
+	settle()
+	m.loaded, _ = rss(tb)
+	// Reset the peak (clear_refs 5), then refresh: a new set beside the old.
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	refresh := cfg
+	refresh.Block = append(slices.Clone(cfg.Block), "refresh.example")
+	e.Update(refresh)
+	_, m.peak = rss(tb)
+	return e, m
+}
+
 func settle() {
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -208,21 +230,10 @@ func TestMemory_budget(t *testing.T) {
 	}
 	for _, n := range []int{100_000, 1_000_000} {
 		path := synthetic(t, t.TempDir(), n)
-		settle()
-		base, _ := rss(t)
-		e := New(Options{})
 		cfg := config.FilterDefaults()
 		cfg.Lists = []config.FilterList{{Name: "big", Path: path}}
-		start := time.Now()
-		e.Update(cfg)
-		took := time.Since(start)
-		settle()
-		loaded, _ := rss(t)
-		// Reset the peak (clear_refs 5), then refresh: a new set beside the old.
-		_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-		cfg.Block = []string{"refresh.example"}
-		e.Update(cfg)
-		_, peak := rss(t)
+		e, m := loadAndRefresh(t, cfg)
+		base, loaded, peak, took := m.base, m.loaded, m.peak, m.took
 		settle()
 		after, _ := rss(t)
 		e.Close()

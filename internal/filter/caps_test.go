@@ -80,19 +80,11 @@ func TestMemory_hugeListCapped(t *testing.T) {
 	}
 	f.Close()
 	fi, _ := os.Stat(path)
-	settle()
-	base, _ := rss(t)
-	e := New(Options{})
-	defer e.Close()
 	cfg := config.FilterDefaults()
 	cfg.Lists = []config.FilterList{{Name: "huge", Path: path}}
-	e.Update(cfg)
-	settle()
-	loaded, _ := rss(t)
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-	cfg.Block = []string{"refresh.example"}
-	e.Update(cfg)
-	_, peak := rss(t)
+	e, m := loadAndRefresh(t, cfg)
+	defer e.Close()
+	base, loaded, peak := m.base, m.loaded, m.peak
 	l := e.Snapshot().Lists[0]
 	t.Logf("%d bytes, %d names: %d loaded, %d over the cap; RSS +%d KiB loaded, refresh peak +%d KiB over base",
 		fi.Size(), n, l.Rules, l.NamesOverCap, loaded-base, peak-base)
