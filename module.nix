@@ -299,6 +299,8 @@ let
       ]) "What a blocked name gets: `null` (0.0.0.0 / ::, NODATA for other types; the default), `nxdomain` or `refused`.";
       block_ttl = optional (types.ints.between 0 86400) "TTL of blocked answers, in seconds (default 60).";
       refresh_hours = optional (types.ints.between 1 720) "How often downloaded lists are fetched again (default 24, with jitter).";
+      max_names_per_list = optional (types.ints.between 1 50000000) "Names one list may load; later ones are left out and counted (default 1000000).";
+      max_names = optional (types.ints.between 1 50000000) "Names all lists together may load (default 2000000).";
       state_dir = mkOption {
         type = types.nullOr absolutePath;
         default = listsDir;

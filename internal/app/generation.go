@@ -42,6 +42,11 @@ type generation struct {
 	local   *local.Stage
 	filter  *filter.Stage // over App's long-lived filter.Engine
 	health  *poolHealth   // the pool's health transitions, into the App's episodes (episodes.go)
+
+	// listLocal is the local stage a filter list's host is resolved
+	// through (lookupHost): local; or, with local.forward_private, one that
+	// answers the special-use names itself all the same.
+	listLocal *local.Stage
 }
 
 // build makes a generation from a validated configuration. Nothing is
@@ -62,6 +67,15 @@ func build(cfg config.Config, log *zap.Logger, eng *filter.Engine, eps *episodes
 	if g.local, err = buildLocal(cfg, g.zones); err != nil {
 		g.close()
 		return nil, err
+	}
+	g.listLocal = g.local
+	if cfg.Local.ForwardPrivate {
+		own := cfg
+		own.Local.ForwardPrivate = false
+		if g.listLocal, err = buildLocal(own, g.zones); err != nil {
+			g.close()
+			return nil, err
+		}
 	}
 	g.names = forward.NewNames(cfg.ClientNames(), g.zones, forward.NamesOptions{Logger: log.Named("names"), Allowed: g.isAllowed})
 	return g, nil

@@ -20,7 +20,22 @@ type Filter struct {
 	BlockTTL      int           `toml:"block_ttl"`      // seconds
 	RefreshHours  int           `toml:"refresh_hours"`  // how often URL lists are downloaded again
 	StateDir      string        `toml:"state_dir"`      // where downloaded lists and their ETags are kept
+	// The names caps (docs/filter.md "Names caps"): a list's names past
+	// MaxNamesPerList, and every list's past MaxNames in all, are left out
+	// and counted, so one huge list cannot take the memory of a small host.
+	MaxNamesPerList int `toml:"max_names_per_list"`
+	MaxNames        int `toml:"max_names"`
 }
+
+// The names caps' defaults and their upper bound: at about 9 bytes a name
+// loaded and 35 at the peak of a reload (docs/performance.md), 2 million
+// names stay within some 20 MB, and 70 MB while a refresh builds the new
+// set beside the old, on a Pi with 512 MB.
+const (
+	DefaultMaxNamesPerList = 1_000_000
+	DefaultMaxNames        = 2_000_000
+	maxNamesBound          = 50_000_000
+)
 
 // FilterList is one element of [[filter.lists]].
 type FilterList struct {
@@ -68,7 +83,8 @@ const (
 
 // FilterDefaults are the [filter] keys' defaults.
 func FilterDefaults() Filter {
-	return Filter{BlockResponse: ResponseNull, BlockTTL: 60, RefreshHours: 24}
+	return Filter{BlockResponse: ResponseNull, BlockTTL: 60, RefreshHours: 24,
+		MaxNamesPerList: DefaultMaxNamesPerList, MaxNames: DefaultMaxNames}
 }
 
 // Days are the accepted day names, Sunday first as time.Weekday counts.
@@ -94,6 +110,8 @@ func checkFilter(ps *Problems, f Filter, clients []Client) {
 	}
 	checkRange(ps, "filter.block_ttl", f.BlockTTL, 0, 86400)
 	checkRange(ps, "filter.refresh_hours", f.RefreshHours, 1, 24*30)
+	checkRange(ps, "filter.max_names_per_list", f.MaxNamesPerList, 1, maxNamesBound)
+	checkRange(ps, "filter.max_names", f.MaxNames, 1, maxNamesBound)
 	if f.StateDir != "" && !filepath.IsAbs(f.StateDir) {
 		ps.add("filter.state_dir", CodeInvalidPath, "%q: want an absolute path", f.StateDir)
 	}

@@ -205,6 +205,9 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 		if mutating[r] {
 			responses["403"] = map[string]any{"description": "No password is set and web.listen is not a loopback address; or a login exists and the X-CSRF-Token header is missing or wrong; or the request is cross-origin."}
 		}
+		if r == "POST /api/filter/pause" || r == "POST /api/filter/resume" {
+			responses["404"] = map[string]any{"description": "client is neither an IP address nor a [[clients]] name (nor one with a pause): it would pause nobody; the body says so.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}
+		}
 		op := map[string]any{"summary": doc.summary, "responses": responses}
 		if params != nil {
 			op["parameters"] = params

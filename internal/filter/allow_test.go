@@ -78,7 +78,7 @@ func TestAllow_winsOverEveryBlockRule(t *testing.T) {
 	if _, ev := ask(t, s, &next{}, "192.168.1.5", "x.tracker.example.", dns.TypeA); ev.Source != query.SourceBlocked {
 		t.Error("still answered after the allow was removed")
 	}
-	if d := s.Check("x.tracker.example", netip.MustParseAddr("192.168.1.5"), "", time.Now()); !d.Blocked || d.Explanation != "blocked by list ads rule ||tracker.example^" {
+	if d := s.Check("x.tracker.example", netip.MustParseAddr("192.168.1.5"), "", time.Now()); !d.Blocked || d.Explanation != "blocked by list ads rule ||tracker.example^ of group default" {
 		t.Errorf("check after removal: %+v", d)
 	}
 	if _, _, err := e.Allow("not a name"); err == nil {

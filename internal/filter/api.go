@@ -27,8 +27,12 @@ type Route struct {
 // as Private or Mutating.
 func (e *Engine) Routes(current func() *Stage) []Route {
 	return []Route{
-		{Pattern: "POST /api/filter/pause", Handler: http.HandlerFunc(e.handlePause), Mutating: true},
-		{Pattern: "POST /api/filter/resume", Handler: http.HandlerFunc(e.handleResume), Mutating: true},
+		{Pattern: "POST /api/filter/pause", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.handlePause(w, r, current())
+		}), Mutating: true},
+		{Pattern: "POST /api/filter/resume", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.handleResume(w, r, current())
+		}), Mutating: true},
 		{Pattern: "GET /api/filter/check", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			e.handleCheck(w, r, current())
 		})},
@@ -49,7 +53,22 @@ func clientKey(s string) string {
 	return s
 }
 
-func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request) {
+// unknownClient answers 404 when client is a name the configuration does
+// not know (docs/filter.md): a pause for a mistyped name would report
+// success and pause nobody. An address, "" (everyone) and a name with a
+// pause still running (its [[clients]] entry was removed since) pass.
+func (e *Engine) unknownClient(w http.ResponseWriter, client string, s *Stage) bool {
+	if client == "" || s.policy.Knows(client) || e.pauses.has(client) {
+		return false
+	}
+	if _, err := netip.ParseAddr(client); err == nil {
+		return false
+	}
+	httpError(w, http.StatusNotFound, "client: "+strconv.Quote(client)+" is neither an IP address nor a [[clients]] name")
+	return true
+}
+
+func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request, s *Stage) {
 	q := r.URL.Query()
 	minutes, err := strconv.Atoi(q.Get("minutes"))
 	if err != nil || minutes < 1 || minutes > maxPauseMinutes {
@@ -57,6 +76,9 @@ func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := strings.TrimSpace(q.Get("client"))
+	if e.unknownClient(w, client, s) {
+		return
+	}
 	until := e.Pause(client, time.Duration(minutes)*time.Minute)
 	writeJSON(w, PauseAnswer{Paused: true, Client: client, Until: until})
 }
@@ -68,8 +90,11 @@ type PauseAnswer struct {
 	Until  time.Time `json:"until,omitzero"`
 }
 
-func (e *Engine) handleResume(w http.ResponseWriter, r *http.Request) {
+func (e *Engine) handleResume(w http.ResponseWriter, r *http.Request, s *Stage) {
 	client := strings.TrimSpace(r.URL.Query().Get("client"))
+	if e.unknownClient(w, client, s) {
+		return
+	}
 	e.Resume(client)
 	writeJSON(w, PauseAnswer{Client: client})
 }

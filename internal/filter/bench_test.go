@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,8 +121,49 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
+// BenchmarkEngine_bytesPerName is the memory a name costs, loaded through
+// the Engine as nxdns loads it, at the default names caps (one list of
+// config.DefaultMaxNamesPerList names, then config.DefaultMaxNames over two
+// lists): resident bytes per name once loaded (B/name-loaded) and at the
+// peak of a refresh that builds the new set beside the old
+// (B/name-peak). docs/performance.md states the figures; the caps'
+// defaults are chosen from them. Run alone, with -benchtime=1x:
+//
+//	go test -run '^$' -bench Engine_bytesPerName -benchtime=1x ./internal/filter/
+func BenchmarkEngine_bytesPerName(b *testing.B) {
+	for _, lists := range []int{1, 2} {
+		n := lists * config.DefaultMaxNamesPerList
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			dir := b.TempDir()
+			cfg := config.FilterDefaults()
+			one, err := os.ReadFile(synthetic(b, dir, config.DefaultMaxNamesPerList))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range lists { // each list its own names: another top-level label
+				path := filepath.Join(dir, fmt.Sprintf("l%d.txt", i))
+				if err := os.WriteFile(path, bytes.ReplaceAll(one, []byte(".example"), fmt.Appendf(nil, ".example%d", i)), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				cfg.Lists = append(cfg.Lists, config.FilterList{Name: fmt.Sprintf("l%d", i), Path: path})
+			}
+			one = nil
+			for b.Loop() {
+				e, m := loadAndRefresh(b, cfg)
+				base, loaded, peak := m.base, m.loaded, m.peak
+				if got := e.set.Load().Names(); got != n+1 { // and refresh.example
+					b.Fatalf("%d names loaded, want %d", got, n)
+				}
+				e.Close()
+				b.ReportMetric(float64(loaded-base)*1024/float64(n), "B/name-loaded")
+				b.ReportMetric(float64(peak-base)*1024/float64(n), "B/name-peak")
+			}
+		})
+	}
+}
+
 // rss reads the resident set and its peak (VmRSS, VmHWM) in KiB.
-func rss(t *testing.T) (cur, peak int) {
+func rss(t testing.TB) (cur, peak int) {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
@@ -141,6 +183,36 @@ func rss(t *testing.T) (cur, peak int) {
 	return cur, peak
 }
 
+// loadMemory is what loadAndRefresh measured: the resident set (KiB)
+// before, once loaded and at the refresh's peak, and how long the load took.
+type loadMemory struct {
+	base, loaded, peak int
+	took               time.Duration
+}
+
+// loadAndRefresh loads cfg's lists into a new Engine as nxdns does, then
+// refreshes them (a new set built beside the old), measuring the resident
+// set around both; the caller closes the engine.
+func loadAndRefresh(tb testing.TB, cfg config.Filter) (*Engine, loadMemory) {
+	tb.Helper()
+	var m loadMemory
+	settle()
+	m.base, _ = rss(tb)
+	e := New(Options{})
+	start := time.Now()
+	e.Update(cfg)
+	m.took = time.Since(start)
+	settle()
+	m.loaded, _ = rss(tb)
+	// Reset the peak (clear_refs 5), then refresh: a new set beside the old.
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	refresh := cfg
+	refresh.Block = append(slices.Clone(cfg.Block), "refresh.example")
+	e.Update(refresh)
+	_, m.peak = rss(tb)
+	return e, m
+}
+
 func settle() {
 	runtime.GC()
 	debug.FreeOSMemory()
@@ -158,21 +230,10 @@ func TestMemory_budget(t *testing.T) {
 	}
 	for _, n := range []int{100_000, 1_000_000} {
 		path := synthetic(t, t.TempDir(), n)
-		settle()
-		base, _ := rss(t)
-		e := New(Options{})
 		cfg := config.FilterDefaults()
 		cfg.Lists = []config.FilterList{{Name: "big", Path: path}}
-		start := time.Now()
-		e.Update(cfg)
-		took := time.Since(start)
-		settle()
-		loaded, _ := rss(t)
-		// Reset the peak (clear_refs 5), then refresh: a new set beside the old.
-		_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-		cfg.Block = []string{"refresh.example"}
-		e.Update(cfg)
-		_, peak := rss(t)
+		e, m := loadAndRefresh(t, cfg)
+		base, loaded, peak, took := m.base, m.loaded, m.peak, m.took
 		settle()
 		after, _ := rss(t)
 		e.Close()

@@ -14,11 +14,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/procs"
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // meta is what a downloaded list keeps beside its copy, across restarts:
@@ -29,11 +32,18 @@ type meta struct {
 	Fetched      time.Time `json:"fetched"`
 }
 
+// maxMetaBytes bounds a list's meta file: it holds two validators and a
+// time, a few hundred bytes.
+const maxMetaBytes = 64 << 10
+
+// readMeta reads a list's meta file with safefile.ReadFile, so a FIFO, a
+// device or a huge file there is refused before any byte is read (it never
+// hangs or fills memory at start); a missing, refused or damaged file only
+// costs one unconditional download.
 func readMeta(path string) meta {
 	var m meta
-	b, err := os.ReadFile(path)
-	if err == nil && len(b) < 64<<10 {
-		_ = json.Unmarshal(b, &m) // a damaged file only costs one unconditional download
+	if b, err := safefile.ReadFile(path, maxMetaBytes); err == nil {
+		_ = json.Unmarshal(b, &m)
 	}
 	return m
 }
@@ -77,7 +87,8 @@ func writeFileAtomic(path string, r io.Reader, limit int64) error {
 // httpClient downloads lists. Its dialer resolves names with the engine's
 // LookupHost (nxdns's upstreams), never with the system resolver, which on
 // an appliance is nxdns itself: a list download never loops through the
-// filter it feeds.
+// filter it feeds. Redirects are held to the scopes of the list's own host
+// (redirectGuard).
 type httpClient struct{ *http.Client }
 
 // downloadTimeout bounds one whole download, body included.
@@ -89,25 +100,23 @@ func newHTTPClient(lookup func(ctx context.Context, host string) ([]netip.Addr, 
 		Proxy:                 nil,
 		ResponseHeaderTimeout: 30 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
-		IdleConnTimeout:       30 * time.Second,
-		MaxIdleConns:          4,
+		// Every request dials, so every address a redirect leads to passes
+		// the redirect guard; a download a day gains nothing from idle
+		// connections.
+		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			host, port, err := net.SplitHostPort(addr)
 			if err != nil {
 				return nil, err
 			}
-			if ip, err := netip.ParseAddr(host); err == nil {
-				return d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
-			}
-			if lookup == nil {
-				return nil, fmt.Errorf("list host %s: a name, and no resolver was given", host)
-			}
-			ips, err := lookup(ctx, host)
+			ips, err := resolveListHost(ctx, host, lookup)
 			if err != nil {
-				return nil, fmt.Errorf("resolving list host %s through the upstreams: %w", host, err)
+				return nil, err
 			}
-			if len(ips) == 0 {
-				return nil, fmt.Errorf("list host %s has no address", host)
+			if g, ok := ctx.Value(guardKey{}).(*redirectGuard); ok {
+				if ips, err = g.admit(host, ips); err != nil {
+					return nil, err
+				}
 			}
 			var last error
 			for _, ip := range ips {
@@ -120,8 +129,130 @@ func newHTTPClient(lookup func(ctx context.Context, host string) ([]netip.Addr, 
 			return nil, last
 		},
 	}
-	return &httpClient{&http.Client{Transport: tr, Timeout: downloadTimeout}}
+	c := &http.Client{Transport: tr, Timeout: downloadTimeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			if g, ok := req.Context().Value(guardKey{}).(*redirectGuard); ok {
+				g.redirected()
+			}
+			return nil
+		}}
+	return &httpClient{c}
 }
+
+// resolveListHost is a list host's addresses: an IP literal as it is,
+// localhost and its subdomains as the loopback addresses (RFC 6761 §6.3:
+// never asked of anyone), anything else through lookup.
+func resolveListHost(ctx context.Context, host string, lookup func(ctx context.Context, host string) ([]netip.Addr, error)) ([]netip.Addr, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{ip}, nil
+	}
+	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}, nil
+	}
+	if lookup == nil {
+		return nil, fmt.Errorf("list host %s: a name, and no resolver was given", host)
+	}
+	ips, err := lookup(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("resolving list host %s through nxdns's local answers, forward zones and upstreams: %w", host, err)
+	}
+	if len(ips) == 0 {
+		return nil, fmt.Errorf("list host %s has no address", host)
+	}
+	return ips, nil
+}
+
+// scope is where an address leads: the host itself, the LAN, the link, or
+// the Internet.
+type scope uint8
+
+const (
+	scopePublic scope = 1 << iota
+	scopeLoopback
+	scopePrivate
+	scopeLinkLocal
+	scopeOther // multicast and the like: never reached by a redirect
+)
+
+var scopeNames = map[scope]string{scopePublic: "public", scopeLoopback: "loopback", scopePrivate: "private",
+	scopeLinkLocal: "link-local", scopeOther: "multicast or reserved"}
+
+// cgnat is the shared address space of RFC 6598, a provider's LAN.
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// scopeOf is ip's scope; a variable so a test can give loopback addresses
+// a public scope (only loopback is reachable from a test).
+var scopeOf = func(ip netip.Addr) scope {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback() || ip.IsUnspecified(): // 0.0.0.0 and :: reach the host itself
+		return scopeLoopback
+	case ip.IsPrivate() || cgnat.Contains(ip):
+		return scopePrivate
+	case ip.IsLinkLocalUnicast():
+		return scopeLinkLocal
+	case ip.IsMulticast() || ip.IsInterfaceLocalMulticast() || !ip.IsGlobalUnicast():
+		return scopeOther
+	}
+	return scopePublic
+}
+
+// guardKey is the context key of a download's redirectGuard.
+type guardKey struct{}
+
+// redirectGuard holds one download's redirects to the scopes of the list's
+// own host (docs/filter.md "Downloads"): a list URL on a public host that
+// redirects to a loopback, private or link-local address would make nxdns
+// fetch from inside the household for whoever controls the list host (an
+// SSRF path). Public addresses are always allowed; any other scope only
+// when the list's own host had an address in it. The check is made on the
+// addresses dialled, after resolution, so a name that resolves inward is
+// caught as well as an address literal.
+type redirectGuard struct {
+	mu     sync.Mutex
+	origin scope // the scopes of the list host's addresses
+	after  bool  // a redirect was followed: dials now go to its target
+}
+
+func (g *redirectGuard) redirected() {
+	g.mu.Lock()
+	g.after = true
+	g.mu.Unlock()
+}
+
+// admit returns the addresses of host a dial may use: all of them for the
+// list's own host (their scopes are noted), those in an allowed scope after
+// a redirect, or an error naming the refused address and scope.
+func (g *redirectGuard) admit(host string, ips []netip.Addr) ([]netip.Addr, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.after {
+		for _, ip := range ips {
+			g.origin |= scopeOf(ip)
+		}
+		return ips, nil
+	}
+	var ok []netip.Addr
+	var refused netip.Addr
+	for _, ip := range ips {
+		if sc := scopeOf(ip); sc == scopePublic || g.origin&sc != 0 {
+			ok = append(ok, ip)
+		} else if !refused.IsValid() {
+			refused = ip
+		}
+	}
+	if len(ok) == 0 {
+		return nil, fmt.Errorf("%w: %s (%s, %s) is not where the list's own host is", ErrRedirectRefused, host, refused, scopeNames[scopeOf(refused)])
+	}
+	return ok, nil
+}
+
+// ErrRedirectRefused is the download error of a redirect out of the list
+// host's scopes (redirectGuard).
+var ErrRedirectRefused = errors.New("redirect refused")
 
 // downloadLoop refreshes one URL list until ctx ends: at once when its copy
 // is missing or due, then every refresh interval with jitter; after a
@@ -200,6 +331,7 @@ func (e *Engine) Refresh(ctx context.Context, name string) error {
 func (e *Engine) download(ctx context.Context, u string, m meta, path string, prev int) (meta, *Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, downloadTimeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, guardKey{}, &redirectGuard{})
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return m, nil, err

@@ -31,6 +31,7 @@ import (
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/safefile"
 )
 
 // Options are what an Engine needs besides the configuration.
@@ -171,7 +172,8 @@ func (e *Engine) bitTaken(b int) bool {
 
 // listsKey is the part of the configuration the rule set depends on.
 func listsKey(f config.Filter) config.Filter {
-	return config.Filter{Lists: f.Lists, Block: f.Block, Allow: f.Allow, RefreshHours: f.RefreshHours, StateDir: f.StateDir}
+	return config.Filter{Lists: f.Lists, Block: f.Block, Allow: f.Allow, RefreshHours: f.RefreshHours, StateDir: f.StateDir,
+		MaxNamesPerList: f.MaxNamesPerList, MaxNames: f.MaxNames}
 }
 
 // Update applies a configuration. When its lists, inline rules, state
@@ -300,6 +302,7 @@ func (e *Engine) rebuild() {
 		jobs = append(jobs, job{st: st, path: path, allow: st.cfg.IsAllow(), loaded: !st.loaded.IsZero(), seen: seen})
 	}
 	block, allow, hint := e.cfg.Block, e.cfg.Allow, e.hint
+	perList, total := namesCaps(e.cfg)
 	e.mu.Unlock()
 
 	start := e.now()
@@ -317,18 +320,27 @@ func (e *Engine) rebuild() {
 	var failed []failure
 	for _, j := range jobs {
 		items, regexes := b.Mark()
-		dropped := 0
+		dropped, names, capped := 0, 0, 0
 		rep, err := parseFile(j.path, func(r Rule) {
+			if r.Kind != Regex {
+				// The names caps: this list's first perList names, and
+				// none past total in all (docs/filter.md "Names caps").
+				if names >= perList || items+names >= total {
+					capped++
+					return
+				}
+				names++
+			}
 			if !b.Add(j.st.bit, j.allow, r) {
 				dropped++
 			}
 		})
-		if dropped > 0 {
-			rep.Taken, rep.Rules = rep.Taken-dropped, rep.Rules-dropped
-			if rep.Ignored == nil {
-				rep.Ignored = map[Reason]int{}
-			}
-			rep.Ignored[ReasonManyRegexes] += dropped
+		leaveOut(&rep, ReasonManyRegexes, dropped)
+		leaveOut(&rep, ReasonNamesCap, capped)
+		if capped > 0 && err == nil {
+			e.log.Warn("list truncated at the names cap: its later names are not loaded", zap.String("list", j.st.cfg.Name),
+				zap.Int("names_loaded", names), zap.Int("names_left_out", capped),
+				zap.Int("max_names_per_list", perList), zap.Int("max_names", total))
 		}
 		if err != nil {
 			b.Truncate(items, regexes)
@@ -398,6 +410,32 @@ func (e *Engine) rebuild() {
 		zap.Duration("took", e.now().Sub(start)))
 }
 
+// leaveOut takes n rules the parser counted as taken out of rep, as
+// ignored for why.
+func leaveOut(rep *Report, why Reason, n int) {
+	if n == 0 {
+		return
+	}
+	rep.Taken, rep.Rules = rep.Taken-n, rep.Rules-n
+	if rep.Ignored == nil {
+		rep.Ignored = map[Reason]int{}
+	}
+	rep.Ignored[why] += n
+}
+
+// namesCaps are cfg's names caps; a zero (a configuration built in code,
+// not loaded) is the default.
+func namesCaps(cfg config.Filter) (perList, total int) {
+	perList, total = cfg.MaxNamesPerList, cfg.MaxNames
+	if perList <= 0 {
+		perList = config.DefaultMaxNamesPerList
+	}
+	if total <= 0 {
+		total = config.DefaultMaxNames
+	}
+	return perList, total
+}
+
 func (e *Engine) sortedNames() []string {
 	names := make([]string, 0, len(e.lists))
 	for _, l := range e.cfg.Lists {
@@ -427,26 +465,18 @@ func (e *Engine) succeed(st *listState) {
 	}
 }
 
-// parseFile parses a list file: a regular file only, read with the
-// parser's size cap, so a FIFO or a device fails at once (SPEC §9). It is
-// opened with O_NONBLOCK, as safefile.ReadFile does: opening a FIFO with no
-// writer would otherwise wait for one, and hang the reload.
+// parseFile parses a list file: opened by safefile.Open, so only a regular
+// file within the parser's size cap is read, and a FIFO or a device fails
+// at once instead of hanging the reload (docs/robustness.md).
 func parseFile(path string, emit func(Rule)) (Report, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := safefile.Open(path, listCap)
+	if errors.Is(err, safefile.ErrTooLarge) {
+		return Report{}, ErrTooBig
+	}
 	if err != nil {
 		return Report{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Report{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return Report{}, fmt.Errorf("%s is not a regular file", path)
-	}
-	if fi.Size() > listCap {
-		return Report{}, ErrTooBig
-	}
 	return Parse(f, emit)
 }
 
@@ -529,6 +559,9 @@ type ListStatus struct {
 	Error    string         `json:"last_error,omitempty"`
 	Failures uint64         `json:"refresh_failures"`
 	Blocked  uint64         `json:"blocked"`
+	// NamesOverCap is how many of the list's names the names caps left
+	// out of the copy in use (also in Ignored); 0 when it loaded whole.
+	NamesOverCap int `json:"names_over_cap"`
 }
 
 // Snapshot is the engine's state for metrics and health.
@@ -557,7 +590,7 @@ func (e *Engine) Snapshot() Snapshot {
 		s.Lists = append(s.Lists, ListStatus{
 			Name: name, Kind: kind, Source: redactURL(src), Rules: st.report.Rules, Taken: st.report.Taken,
 			Ignored: st.report.Ignored, Rejected: st.report.Rejected, Loaded: st.loaded, Error: st.err,
-			Failures: st.failures.Load(), Blocked: e.blocked[st.bit].Load(),
+			Failures: st.failures.Load(), Blocked: e.blocked[st.bit].Load(), NamesOverCap: st.report.Ignored[ReasonNamesCap],
 		})
 	}
 	return s

@@ -39,3 +39,46 @@ func TestUpdate_fifoListFailsAtOnce(t *testing.T) {
 		t.Errorf("FIFO list error %q", l.Error)
 	}
 }
+
+// TestUpdate_metaFileThatIsNoRegularFileIsRefused: a list's
+// state_dir/NAME.meta.json that is a FIFO with no writer, or /dev/zero, is
+// refused before any byte is read (safefile.ReadFile): the update returns
+// at once and the list serves its copy on disk; before, the FIFO hung start
+// with the engine's lock held and /dev/zero grew memory without end.
+func TestUpdate_metaFileThatIsNoRegularFileIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		make func(path string) error
+	}{
+		{"a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"/dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			dir := t.TempDir()
+			writeList(t, dir, "remote.list", "0.0.0.0 ads.example\n")
+			meta := filepath.Join(dir, "remote.meta.json")
+			if err := tc.make(meta); err != nil {
+				t.Fatal(err)
+			}
+			e := New(Options{})
+			done := make(chan struct{})
+			go func() {
+				// A URL no one answers: the download fails, the disk copy serves.
+				e.Update(urlCfg(dir, "http://127.0.0.1:1/list.txt"))
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				if f, err := os.OpenFile(meta, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					f.Close() // let a stuck open of the FIFO return, so the test can end
+				}
+				t.Fatalf("Update did not return with %s as the meta file", tc.what)
+			}
+			defer e.Close()
+			if !blocks(e, "ads.example") {
+				t.Error("the copy on disk does not serve")
+			}
+		})
+	}
+}

@@ -51,6 +51,7 @@ const (
 	ReasonManyRegexes Reason = "too many regexes"     // past MaxRegexes in one list
 	ReasonCosmetic    Reason = "cosmetic rule"        // ##, #@#, #?#: for a browser's page, not for DNS
 	ReasonURL         Reason = "url rule"             // ||host^/path, |https://…: a URL, not a name
+	ReasonNamesCap    Reason = "over the names cap"   // past filter.max_names_per_list, or filter.max_names in all
 )
 
 // Bounds on what one list may cost (SPEC §8.7: "count and length bounded").

@@ -56,6 +56,17 @@ func (p *pauses) resume(client string) {
 	p.clients.Store(&next)
 }
 
+// has reports whether client (a key as pause was given it) has a pause,
+// running or run out.
+func (p *pauses) has(client string) bool {
+	m := p.clients.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[client]
+	return ok
+}
+
 // paused reports whether filtering is paused for a client at now, and until
 // when.
 func (p *pauses) paused(client netip.Addr, name string, now time.Time) (time.Time, bool) {

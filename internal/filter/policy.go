@@ -23,6 +23,7 @@ type Policy struct {
 	fallback int    // index of the "default" group, or -1
 	all      uint64 // every configured list and the inline rules
 	loc      *time.Location
+	clients  map[string]bool // the [[clients]] names, the names a pause may name (Knows)
 }
 
 type group struct {
@@ -51,7 +52,9 @@ func NewPolicy(cfg config.Filter, clients []config.Client, bits map[string]int, 
 		}
 	}
 	byName := map[string][]netip.Addr{}
+	p.clients = map[string]bool{}
 	for _, c := range clients {
+		p.clients[c.Name] = true
 		if a, err := netip.ParseAddr(c.IP); err == nil {
 			byName[c.Name] = append(byName[c.Name], a.Unmap())
 		}
@@ -140,40 +143,84 @@ func (g *group) has(client netip.Addr, name string) bool {
 }
 
 // Lists returns the list bits that apply to a client now and the name of
-// its (first) group, "" when there are no groups. A client in no group
-// gets the default group, or every list when there is none (SPEC §8.7);
-// a group's lists apply only inside its schedule; the inline rules always.
+// the group it is filtered by now, "" when there are no groups
+// (docs/filter.md "Groups, schedules, pause"). The groups that apply are
+// the client's own groups whose schedule is on now, and `default` (when
+// its own schedule, if any, is on): a group's lists add to what every
+// client gets, they never take the default group's away. A client none of
+// whose groups is on now (outside every window, or in no group) is
+// filtered as a client in no group: by `default`, or by every list when
+// there is no `default` group. The inline rules always apply. The group
+// named is the first of the client's groups that applies now, else
+// `default`; GroupOf names the group of one list.
 func (p *Policy) Lists(client netip.Addr, name string, now time.Time) (uint64, string) {
+	return p.resolve(client, name, now, -1)
+}
+
+// GroupOf is the group whose list bit decided for a client now: the first
+// of the groups that apply (Lists) that has the list, its own groups before
+// `default`; "" for the inline rules or when no group has it (no groups, or
+// a client filtered by every list).
+func (p *Policy) GroupOf(client netip.Addr, name string, now time.Time, bit int) string {
+	if bit == inlineBit {
+		return ""
+	}
+	_, g := p.resolve(client, name, now, bit)
+	return g
+}
+
+// resolve is Lists; with bit ≥ 0 the group named is the first that applies
+// and has that list ("" if none has).
+func (p *Policy) resolve(client netip.Addr, name string, now time.Time, bit int) (uint64, string) {
 	if len(p.groups) == 0 {
 		return p.all, ""
 	}
 	client = client.Unmap()
 	local := now.In(p.loc)
 	mask, first := uint64(1<<inlineBit), ""
-	matched := false
+	own := false // one of the client's own groups is on now
 	for i := range p.groups {
 		g := &p.groups[i]
-		if !g.has(client, name) {
+		if i == p.fallback || !g.has(client, name) || !g.activeAt(local) {
 			continue
 		}
-		if !matched {
-			first, matched = g.name, true
+		own = true
+		mask |= g.mask
+		if first == "" && (bit < 0 || g.mask&(1<<bit) != 0) {
+			first = g.name
 		}
-		if g.activeAt(local) {
-			mask |= g.mask
-		}
-	}
-	if matched {
-		return mask, first
 	}
 	if p.fallback < 0 {
+		if own {
+			return mask, first
+		}
 		return p.all, ""
 	}
 	g := &p.groups[p.fallback]
 	if g.activeAt(local) {
 		mask |= g.mask
+		if first == "" && (bit < 0 || g.mask&(1<<bit) != 0) {
+			first = g.name
+		}
 	}
-	return mask, g.name
+	if first == "" && bit < 0 {
+		first = g.name
+	}
+	return mask, first
+}
+
+// Knows reports whether name is a client name of this configuration: a
+// [[clients]] name or a name a group lists.
+func (p *Policy) Knows(name string) bool {
+	if p.clients[name] {
+		return true
+	}
+	for i := range p.groups {
+		if p.groups[i].names[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // addrOf is the first address a [[clients]] name has, for explaining a

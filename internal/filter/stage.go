@@ -82,19 +82,28 @@ func (s *Stage) Check(name string, client netip.Addr, clientName string, now tim
 	v := s.e.set.Load().decide(name, mask)
 	if v.blocked || v.allowed {
 		d.List, d.Rule = s.names[v.why.list], v.why.ruleText()
+		d.Group = s.policy.GroupOf(client, clientName, now, v.why.list)
 	}
 	d.Blocked, d.Allowlisted = v.blocked && !d.Paused, v.allowed
 	switch {
 	case v.blocked && d.Paused:
-		d.Explanation = fmt.Sprintf("would be blocked by list %s rule %s, but filtering is paused until %s", d.List, d.Rule, d.PausedUntil.Format(time.RFC3339))
+		d.Explanation = fmt.Sprintf("would be blocked by list %s rule %s%s, but filtering is paused until %s", d.List, d.Rule, ofGroup(d.Group), d.PausedUntil.Format(time.RFC3339))
 	case v.blocked:
-		d.Explanation = fmt.Sprintf("blocked by list %s rule %s", d.List, d.Rule)
+		d.Explanation = fmt.Sprintf("blocked by list %s rule %s%s", d.List, d.Rule, ofGroup(d.Group))
 	case v.allowed:
-		d.Explanation = fmt.Sprintf("allowed by list %s rule %s", d.List, d.Rule)
+		d.Explanation = fmt.Sprintf("allowed by list %s rule %s%s", d.List, d.Rule, ofGroup(d.Group))
 	default:
 		d.Explanation = "not blocked: no rule of this client's lists matches"
 	}
 	return d
+}
+
+// ofGroup is the explanation's mention of the group whose list decided.
+func ofGroup(g string) string {
+	if g == "" {
+		return ""
+	}
+	return " of group " + g
 }
 
 // Answer blocks a blocked name without forwarding it, passes everything
@@ -110,14 +119,14 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 		return next.Answer(ctx, r)
 	}
 	if v := c.set.decide(name, c.mask); v.blocked {
-		return s.block(r, v, c.group), nil
+		return s.block(r, v, c), nil
 	}
 	resp, err := next.Answer(ctx, r)
 	if err != nil || resp == nil {
 		return resp, err
 	}
 	if v := c.cloaked(resp); v.blocked {
-		return s.block(r, v, c.group), nil
+		return s.block(r, v, c), nil
 	}
 	return resp, nil
 }
@@ -147,11 +156,13 @@ func (s *Stage) Passes(ev *query.Event, cnames []string) bool {
 }
 
 // check is what a query's names are checked against: the rule set and the
-// lists of the client's group at this moment.
+// lists of the client's groups at this moment, and the client and moment
+// themselves, to name the group of the list that blocks (Policy.GroupOf).
 type check struct {
-	set   *Set
-	mask  uint64
-	group string
+	set  *Set
+	mask uint64
+	ev   *query.Event
+	now  time.Time
 }
 
 // checks returns the client's check for a query of name (as normal gives
@@ -166,8 +177,8 @@ func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 	if _, ok := s.e.allow.match(name); ok {
 		return check{}, false
 	}
-	mask, group := s.policy.Lists(ev.Client, ev.ClientName, now)
-	return check{set: s.e.set.Load(), mask: mask, group: group}, true
+	mask, _ := s.policy.Lists(ev.Client, ev.ClientName, now)
+	return check{set: s.e.set.Load(), mask: mask, ev: ev, now: now}, true
 }
 
 // cloaked is the verdict on an answer's CNAME targets (CNAME cloaking: a
@@ -199,9 +210,11 @@ func normal(name string) string {
 }
 
 // block is the answer for a blocked query (filter.block_response) with EDE
-// 15 naming the list and the rule, and the event's decision.
-func (s *Stage) block(r *query.Request, v verdict, group string) *dns.Msg {
+// 15 naming the list and the rule, and the event's decision, which names
+// the group whose list blocked (docs/filter.md).
+func (s *Stage) block(r *query.Request, v verdict, c check) *dns.Msg {
 	list, rule := s.names[v.why.list], v.why.ruleText()
+	group := s.policy.GroupOf(c.ev.Client, c.ev.ClientName, c.now, v.why.list)
 	r.Event.Source = query.SourceBlocked
 	r.Event.Filter = query.Decision{Blocked: true, List: list, Rule: rule, Group: group}
 	s.e.blocked[v.why.list].Add(1)

@@ -21,6 +21,9 @@ var (
 	filterFailures = prometheus.NewDesc("nxdns_filter_list_refresh_failures_total",
 		"Downloads or loads of the list that were rejected (failure, HTML or binary body, over the size cap, shrunk by more than half); the last good copy stayed.",
 		[]string{"list"}, nil)
+	filterOverCap = prometheus.NewDesc("nxdns_filter_list_names_over_cap",
+		"Names of the list's copy in use left out by filter.max_names_per_list or filter.max_names; 0 when it loaded whole.",
+		[]string{"list"}, nil)
 )
 
 // filterCollector reads the filter engine's Snapshot at scrape time.
@@ -31,6 +34,7 @@ func (filterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- filterRules
 	ch <- filterAge
 	ch <- filterFailures
+	ch <- filterOverCap
 }
 
 func (c filterCollector) Collect(ch chan<- prometheus.Metric) {
@@ -42,6 +46,7 @@ func (c filterCollector) Collect(ch chan<- prometheus.Metric) {
 			send(ch, filterAge, prometheus.GaugeValue, s.Now.Sub(l.Loaded).Seconds(), l.Name)
 		}
 		send(ch, filterFailures, prometheus.CounterValue, float64(l.Failures), l.Name)
+		send(ch, filterOverCap, prometheus.GaugeValue, float64(l.NamesOverCap), l.Name)
 	}
 	send(ch, filterBlocked, prometheus.CounterValue, float64(s.Inline), filter.InlineList)
 }

@@ -6,6 +6,7 @@
 package safefile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -29,30 +30,55 @@ import (
 //
 // Errors name the path.
 func ReadFile(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err // *fs.PathError names the path and the reason
-	}
-	defer f.Close()
-	st, err := f.Stat()
+	f, err := Open(path, limit)
 	if err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("not a regular file (%s)", kind(st.Mode()))}
-	}
-	if st.Size() > limit {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%d bytes, over the %d-byte limit", st.Size(), limit)}
-	}
+	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(b)) > limit { // it grew since fstat
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("over the %d-byte limit", limit)}
+		return nil, &fs.PathError{Op: "read", Path: path, Err: tooLarge(fmt.Sprintf("over the %d-byte limit", limit))}
 	}
 	return b, nil
 }
+
+// Open opens the named file for reading with ReadFile's checks (O_NONBLOCK,
+// a regular file by fstat, at most limit bytes now), for a reader that
+// streams it rather than holding it whole (a filter list); the reader
+// keeps to limit itself, as the file may grow after the check.
+func Open(path string, limit int64) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err // *fs.PathError names the path and the reason
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("not a regular file (%s)", kind(st.Mode()))}
+	}
+	if st.Size() > limit {
+		f.Close()
+		return nil, &fs.PathError{Op: "read", Path: path, Err: tooLarge(fmt.Sprintf("%d bytes, over the %d-byte limit", st.Size(), limit))}
+	}
+	return f, nil
+}
+
+// ErrTooLarge is what errors.Is finds in the error for a file over its
+// limit, so a caller can answer with its own message.
+var ErrTooLarge = errors.New("over the size limit")
+
+// tooLarge is the size error: its own words, and Is ErrTooLarge.
+type tooLarge string
+
+func (e tooLarge) Error() string        { return string(e) }
+func (e tooLarge) Is(target error) bool { return target == ErrTooLarge }
 
 // kind names a non-regular file's type for the error message.
 func kind(m fs.FileMode) string {

@@ -1,0 +1,140 @@
+package filter
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/config"
+)
+
+// schoolCfg is the shipped example's shape (docs/examples/nxdns.toml): the
+// default group has the ad list, the kids' group adds the family list on
+// school days.
+func schoolCfg(t *testing.T) config.Config {
+	t.Helper()
+	dir := t.TempDir()
+	f := config.FilterDefaults()
+	f.Lists = []config.FilterList{
+		{Name: "ads", Path: writeList(t, dir, "ads.txt", "0.0.0.0 ads.example\n")},
+		{Name: "family", Path: writeList(t, dir, "family.txt", "||games.example^\n")},
+	}
+	f.Groups = []config.FilterGroup{
+		{Name: "default", Lists: []string{"ads"}},
+		{Name: "kids", Clients: []string{"192.168.1.30"}, Lists: []string{"family"},
+			Schedule: []config.Window{{Days: []string{"mon", "tue", "wed", "thu", "fri"}, From: "07:00", To: "20:00"}}},
+	}
+	return config.Config{Filter: f}
+}
+
+// TestStage_scheduledGroupFallsBackToDefault: outside the kids' window the
+// tablet keeps the default group's list (it is never unfiltered), inside
+// it gets the family list on top; the switch is followed both ways on a
+// fake clock (docs/filter.md "Groups, schedules, pause").
+func TestStage_scheduledGroupFallsBackToDefault(t *testing.T) {
+	cfg := schoolCfg(t)
+	var clock atomic.Int64
+	set := func(d time.Time) { clock.Store(d.UnixNano()) }
+	e := New(Options{Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	t.Cleanup(e.Close)
+	e.Update(cfg.Filter)
+	s := e.NewStage(cfg, time.UTC)
+	blocked := func(name string) bool {
+		_, ev := ask(t, s, &next{}, "192.168.1.30", name, dns.TypeA)
+		return ev.Filter.Blocked
+	}
+	thursday := func(h, m int) time.Time { return time.Date(2026, 12, 3, h, m, 0, 0, time.UTC) }
+	for _, step := range []struct {
+		at          time.Time
+		ads, family bool
+		what        string
+	}{
+		{thursday(6, 31), true, false, "06:31, before the window"},
+		{thursday(7, 0), true, true, "07:00, the window opens"},
+		{thursday(19, 59), true, true, "19:59, inside"},
+		{thursday(20, 0), true, false, "20:00, the window closed"},
+		{time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC), true, false, "Saturday"},
+		{thursday(12, 0), true, true, "back inside (the clock set back)"},
+	} {
+		set(step.at)
+		if got := blocked("ads.example."); got != step.ads {
+			t.Errorf("%s: ads.example blocked %v, want %v", step.what, got, step.ads)
+		}
+		if got := blocked("games.example."); got != step.family {
+			t.Errorf("%s: games.example blocked %v, want %v", step.what, got, step.family)
+		}
+	}
+	// A client in no group is filtered by default all the while.
+	set(thursday(12, 0))
+	if _, ev := ask(t, s, &next{}, "192.168.1.99", "games.example.", dns.TypeA); ev.Filter.Blocked {
+		t.Error("a client outside the kids' group got the family list")
+	}
+}
+
+// TestStage_decisionNamesTheGroupOfTheList: the query event and the check
+// endpoint name the group whose list decided, not the client's first group.
+func TestStage_decisionNamesTheGroupOfTheList(t *testing.T) {
+	cfg := schoolCfg(t)
+	cfg.Filter.Groups[1].Schedule = nil
+	e := newEngine(t, cfg.Filter)
+	s := e.NewStage(cfg, time.UTC)
+	for _, tc := range []struct{ name, list, group string }{
+		{"games.example.", "family", "kids"},
+		{"ads.example.", "ads", "default"},
+	} {
+		_, ev := ask(t, s, &next{}, "192.168.1.30", tc.name, dns.TypeA)
+		if !ev.Filter.Blocked || ev.Filter.List != tc.list || ev.Filter.Group != tc.group {
+			t.Errorf("%s: event %+v, want list %s group %s", tc.name, ev.Filter, tc.list, tc.group)
+		}
+		d := s.Check(tc.name, ev.Client, "", time.Now())
+		if d.Group != tc.group || !strings.Contains(d.Explanation, "of group "+tc.group) {
+			t.Errorf("%s: check says group %q: %s", tc.name, d.Group, d.Explanation)
+		}
+	}
+}
+
+// TestAPI_pauseOfAnUnknownClientNameIs404: a name no [[clients]] entry
+// has pauses nobody, so the API says so instead of reporting success;
+// addresses and known names are paused as before.
+func TestAPI_pauseOfAnUnknownClientNameIs404(t *testing.T) {
+	cfg := schoolCfg(t)
+	cfg.Clients = []config.Client{{Name: "tablet", IP: "192.168.1.30"}}
+	e := newEngine(t, cfg.Filter)
+	s := e.NewStage(cfg, time.UTC)
+	mux := http.NewServeMux()
+	for _, r := range e.Routes(func() *Stage { return s }) {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	post := func(path string) (int, string) {
+		resp, err := srv.Client().Post(srv.URL+path, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/api/filter/pause?minutes=5&client=tablett", "/api/filter/resume?client=tablett"} {
+		code, body := post(path)
+		if code != http.StatusNotFound || !strings.Contains(body, `\"tablett\" is neither an IP address nor a [[clients]] name`) {
+			t.Errorf("%s: %d %s, want 404 with the reason", path, code, body)
+		}
+	}
+	if _, paused := e.pauses.paused(netip.MustParseAddr("10.0.0.1"), "tablett", time.Now()); paused {
+		t.Error("the unknown name was paused anyway")
+	}
+	for _, path := range []string{"/api/filter/pause?minutes=5&client=tablet", "/api/filter/pause?minutes=5&client=192.168.1.77", "/api/filter/resume?client=tablet"} {
+		if code, body := post(path); code != http.StatusOK {
+			t.Errorf("%s: %d %s", path, code, body)
+		}
+	}
+}
