@@ -133,19 +133,7 @@ ns A 127.0.0.1
 www A 192.0.2.4`},
 }
 
-const diffUnboundCommon = `server:
-	verbosity: 1
-	use-syslog: no
-	logfile: ""
-	do-daemonize: no
-	chroot: ""
-	username: ""
-	directory: "{{dir}}"
-	pidfile: ""
-	num-threads: 1
-	do-ip6: no
-	interface-automatic: no
-	access-control: 127.0.0.0/8 allow
+const diffUnboundCommon = testutil.UnboundServerBase + `	access-control: 127.0.0.0/8 allow
 	do-not-query-localhost: no
 	module-config: "validator iterator"
 	ede: yes

@@ -80,20 +80,8 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 // same whether DDR is on or not.
 const negTTL = 60
 
-// soa is resolver.arpa's SOA as nxdns serves the zone, written like the
-// local stage's empty zones (RFC 6303 §3).
-func soa() dns.RR {
-	return &dns.SOA{
-		Hdr:     dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: negTTL},
-		Ns:      zone,
-		Mbox:    "nobody.invalid.",
-		Serial:  1,
-		Refresh: 3600,
-		Retry:   1200,
-		Expire:  604800,
-		Minttl:  negTTL,
-	}
-}
+// soa is resolver.arpa's SOA as nxdns serves the zone.
+func soa() dns.RR { return query.LocalSOA(zone, negTTL) }
 
 // Passes reports whether the stage would hand the query of ev on: any name
 // outside resolver.arpa (query.Passer, for the server's fast path).

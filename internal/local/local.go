@@ -374,19 +374,8 @@ func reply(req *dns.Msg, rcode int) *dns.Msg {
 	return resp
 }
 
-// soa is the SOA of a zone nxdns serves itself, as RFC 6303 §3 writes it.
-func soa(zone string) dns.RR {
-	return &dns.SOA{
-		Hdr:     dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: negTTL},
-		Ns:      zone,
-		Mbox:    "nobody.invalid.",
-		Serial:  1,
-		Refresh: 3600,
-		Retry:   1200,
-		Expire:  604800,
-		Minttl:  negTTL,
-	}
-}
+// soa is the SOA of a zone nxdns serves itself (RFC 6303 §3).
+func soa(zone string) dns.RR { return query.LocalSOA(zone, negTTL) }
 
 // parent is the zone a local name's negative answer names: its parent, or
 // the name itself when it is a single label.

@@ -180,7 +180,7 @@ func fileName(zone string) string {
 }
 
 // StartUnboundWith runs unbound with a configuration the test writes: conf
-// is an unbound.conf in which {{dir}} is a directory holding cert.pem and
+// is an unbound.conf (UnboundServerBase and more) in which {{dir}} is a directory holding cert.pem and
 // key.pem (a chain for name from ca) and {{port}} a free loopback port, for
 // whatever the configuration listens on there. It returns that port once
 // unbound serves. It skips the test when unbound is not installed.
