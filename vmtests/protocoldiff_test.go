@@ -400,7 +400,9 @@ func explainDiff(pr diffProbe, field string, nx, ub diffView) string {
 			return reasonClasses
 		}
 	case pr.msg.Opcode != dns.OpcodeQuery:
-		if field == "flags" || field == "rcode" && pr.msg.Opcode == dns.OpcodeNotify {
+		// Only while nxdns's NOTIMP carries the defined header alone.
+		if nx.rcode == "NOTIMP" && (nx.flags == "qr" || nx.flags == "qr rd") &&
+			(field == "flags" || field == "rcode" && pr.msg.Opcode == dns.OpcodeNotify) {
 			return reasonOpcode
 		}
 	case q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR:
@@ -412,12 +414,16 @@ func explainDiff(pr diffProbe, field string, nx, ub diffView) string {
 			return reasonRD0
 		}
 	case dns.IsSubDomain("resolver.arpa.", name):
-		return reasonResolverArpa
+		if nx.rcode == "NOERROR" && strings.Contains(diffSummary(nx.answer)+diffSummary(nx.authority), "resolver.arpa. SOA") {
+			return reasonResolverArpa // with the zone's SOA, in the answer at the apex
+		}
 	case section && pr.combo == "" && diffSummary(nx.section(field)) == diffSummary(ub.section(field)):
 		return reasonLocalZoneData // the same records, other rdata
 	case dns.CountLabel(name) == 1 && q.Qtype != dns.TypeDS && q.Qtype != dns.TypeDNSKEY &&
 		q.Qtype != dns.TypeSOA && q.Qtype != dns.TypeNS:
-		return reasonSingleLabel
+		if nx.rcode == "NOERROR" && len(nx.answer) == 0 { // NODATA, never NXDOMAIN
+			return reasonSingleLabel
+		}
 	case pr.combo == "ad" && field == "flags" && strings.Replace(ub.flags, " ad", "", 1) == nx.flags:
 		return reasonADWithoutDO
 	case q.Qtype == dns.TypeANY && !strings.HasPrefix(pr.combo, "do") && field == "answer" &&
