@@ -148,10 +148,11 @@ lists = ["ads", "games"]
 	}
 	// Local answers (SPEC §8.6): what a new user tried first never leaves.
 	before = up.counts().Queries
-	for _, q := range [][]string{{"-x", "10.1.2.3"}, {"nas", "A"}, {"printer.local", "A"}, {"use-application-dns.net", "A"}} {
+	// A single label is NODATA, not NXDOMAIN (docs/local.md).
+	for _, q := range [][]string{{"-x", "10.1.2.3", "NXDOMAIN"}, {"nas", "A", "NOERROR"}, {"printer.local", "A", "NXDOMAIN"}, {"use-application-dns.net", "A", "NXDOMAIN"}} {
 		out = p.kdig(t, "127.0.0.1", q[0], q[1])
-		if !strings.Contains(out, "NXDOMAIN") {
-			t.Errorf("%v: not NXDOMAIN\n%s", q, out)
+		if !strings.Contains(out, "status: "+q[2]) {
+			t.Errorf("%v: not %s\n%s", q[:2], q[2], out)
 		}
 	}
 	if got := up.counts().Queries - before; got != 0 {

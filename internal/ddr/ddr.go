@@ -59,11 +59,29 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	m := new(dns.Msg).SetReply(r.Msg)
 	m.Authoritative = true
 	m.RecursionAvailable = true
-	if name == owner && q.Qtype == dns.TypeSVCB {
+	switch {
+	case name == owner && q.Qtype == dns.TypeSVCB:
 		m.Answer = s.records(q.Name)
+	case name == zone && q.Qtype == dns.TypeSOA:
+		m.Answer = []dns.RR{soa()}
+	case name == zone && q.Qtype == dns.TypeNS:
+		m.Answer = []dns.RR{&dns.NS{Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: negTTL}, Ns: zone}}
+	}
+	if len(m.Answer) == 0 {
+		// An authoritative NODATA carries the zone's SOA, so the client
+		// knows how long to cache it (RFC 2308 §3).
+		m.Ns = []dns.RR{soa()}
 	}
 	return m, nil
 }
+
+// negTTL is the TTL of the zone's SOA and NS, and so of a NODATA: the local
+// stage's own (docs/local.md), so resolver.arpa's negative answers are the
+// same whether DDR is on or not.
+const negTTL = 60
+
+// soa is resolver.arpa's SOA as nxdns serves the zone.
+func soa() dns.RR { return query.LocalSOA(zone, negTTL) }
 
 // Passes reports whether the stage would hand the query of ev on: any name
 // outside resolver.arpa (query.Passer, for the server's fast path).

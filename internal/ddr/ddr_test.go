@@ -66,3 +66,27 @@ func TestStage_nodataAndPassThrough(t *testing.T) {
 		t.Errorf("a wildcard-only certificate was advertised: %v", m.Answer)
 	}
 }
+
+// Issue 29 item 6: with DDR on, resolver.arpa's NODATA carries the zone's
+// SOA (RFC 2308 §3), and its apex answers its own SOA and NS.
+func TestStage_nodataCarriesTheSOAAndTheApexAnswersIt(t *testing.T) {
+	s := New(Config{DoTPort: 853, Names: func() []string { return []string{"dns.home.example.org"} }})
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+	}{{"_dns.resolver.arpa.", dns.TypeA}, {"x.resolver.arpa.", dns.TypeSVCB}, {"resolver.arpa.", dns.TypeTXT}} {
+		m, _ := ask(t, s, q.name, q.qtype)
+		if len(m.Answer) != 0 || len(m.Ns) != 1 || m.Ns[0].Header().Rrtype != dns.TypeSOA || m.Ns[0].Header().Name != "resolver.arpa." {
+			t.Errorf("%s %s: answer %v authority %v, want NODATA with resolver.arpa's SOA", q.name, dns.TypeToString[q.qtype], m.Answer, m.Ns)
+		}
+	}
+	for _, qt := range []uint16{dns.TypeSOA, dns.TypeNS} {
+		m, _ := ask(t, s, "resolver.arpa.", qt)
+		if len(m.Answer) != 1 || m.Answer[0].Header().Rrtype != qt || len(m.Ns) != 0 || !m.Authoritative {
+			t.Errorf("resolver.arpa %s: answer %v authority %v, want the apex record", dns.TypeToString[qt], m.Answer, m.Ns)
+		}
+	}
+	if m, _ := ask(t, s, "_dns.resolver.arpa.", dns.TypeSVCB); len(m.Ns) != 0 {
+		t.Errorf("the SVCB answer carries an authority section: %v", m.Ns)
+	}
+}

@@ -186,6 +186,15 @@ func (s *Stage) answer(req *dns.Msg, q dns.Question, name string) *dns.Msg {
 		return negative(req, dns.RcodeSuccess, d.zone)
 	case loopbackAnswer:
 		return loopback(req, q)
+	case apexAnswer:
+		return apex(req, q, d.zone)
+	case localhostPTR:
+		resp := reply(req, dns.RcodeSuccess)
+		resp.Answer = append(resp.Answer, &dns.PTR{
+			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: negTTL},
+			Ptr: "localhost.",
+		})
+		return resp
 	default:
 		return nil
 	}
@@ -207,6 +216,8 @@ const (
 	nxdomain                         // the name does not exist
 	nodata                           // the name exists without data of the type
 	loopbackAnswer                   // localhost
+	apexAnswer                       // a zone nxdns serves, asked at its apex
+	localhostPTR                     // the loopback address's reverse name
 )
 
 // decide is the stage's decision for question q of name (lower case, fully
@@ -222,29 +233,71 @@ func (s *Stage) decide(q dns.Question, name string) decision {
 	case k == kindGuardNX && s.guards:
 		return decision{kind: nxdomain, zone: zone}
 	case k == kindGuardNoData && s.guards && !s.encrypted():
+		if name == zone {
+			return decision{kind: apexAnswer, zone: zone}
+		}
 		return decision{kind: nodata, zone: zone}
 	}
 	if s.forward || s.covered(name) {
 		return decision{}
 	}
 	switch {
+	case k == kindNXDomain && loopbackReverse(name) && q.Qtype == dns.TypePTR:
+		// 127.0.0.1 and ::1 are localhost, as Unbound answers them.
+		return decision{kind: localhostPTR}
+	case k == kindLoopback && name == zone && q.Qtype != dns.TypeA && q.Qtype != dns.TypeAAAA:
+		return decision{kind: apexAnswer, zone: zone}
 	case k == kindLoopback:
 		return decision{kind: loopbackAnswer}
 	case k == kindNXDomain:
-		// A name of the zone that has local records was answered above;
-		// every other name of it does not exist. The apex exists (it is a
-		// zone) but has no data nxdns would invent, so its SOA and NS
-		// questions are NODATA; any other question of it is NXDOMAIN, which
-		// is what RFC 6761 asks for "invalid." and what the ::1 reverse
-		// zone's one name means.
-		if name == zone && (q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeNS) {
-			return decision{kind: nodata, zone: zone}
+		// A name of the zone that has local records was answered above.
+		// The apex is the zone RFC 6303 §3 writes: its SOA and NS, NODATA
+		// for any other type. Below it, only the loopback address's reverse
+		// name exists; every other name does not.
+		if name == zone || loopbackReverse(name) {
+			return decision{kind: apexAnswer, zone: zone}
 		}
 		return decision{kind: nxdomain, zone: zone}
 	case singleLabel(name) && !infrastructure(q.Qtype):
-		return decision{kind: nxdomain, zone: name}
+		// NODATA, not NXDOMAIN: the name may well exist ("com."), and a
+		// downstream cache applying RFC 8020 would take NXDOMAIN as the
+		// non-existence of everything below it (docs/local.md).
+		return decision{kind: nodata, zone: name}
 	}
 	return decision{}
+}
+
+// loopbackReverse reports whether name (lower case) is the reverse name of
+// 127.0.0.1 or ::1.
+func loopbackReverse(name string) bool {
+	return name == "1.0.0.127.in-addr.arpa." || name == ip6Loopback
+}
+
+// ip6Loopback is ::1's reverse name, the apex of its own RFC 6303 zone.
+var ip6Loopback = "1." + strings.Repeat("0.", 31) + "ip6.arpa."
+
+// apex answers a question at the apex of a zone nxdns serves itself (or at
+// the loopback address's reverse name, for types other than PTR): the SOA
+// and NS of RFC 6303 §3 when asked for (ANY gets both), NODATA with the SOA
+// otherwise. The zone exists, so no question of its apex is NXDOMAIN.
+func apex(req *dns.Msg, q dns.Question, zone string) *dns.Msg {
+	resp := reply(req, dns.RcodeSuccess)
+	name := strings.ToLower(dns.Fqdn(q.Name))
+	if name == zone {
+		if q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeANY {
+			resp.Answer = append(resp.Answer, soa(zone))
+		}
+		if q.Qtype == dns.TypeNS || q.Qtype == dns.TypeANY {
+			resp.Answer = append(resp.Answer, &dns.NS{
+				Hdr: dns.RR_Header{Name: zone, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: negTTL},
+				Ns:  zone, // RFC 6303 §3: "@ NS @"
+			})
+		}
+	}
+	if len(resp.Answer) == 0 {
+		resp.Ns = append(resp.Ns, soa(zone))
+	}
+	return resp
 }
 
 // infrastructure reports the types a validating stub or a tool asks of a
@@ -321,19 +374,8 @@ func reply(req *dns.Msg, rcode int) *dns.Msg {
 	return resp
 }
 
-// soa is the SOA of a zone nxdns serves itself, as RFC 6303 §3 writes it.
-func soa(zone string) dns.RR {
-	return &dns.SOA{
-		Hdr:     dns.RR_Header{Name: zone, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: negTTL},
-		Ns:      zone,
-		Mbox:    "nobody.invalid.",
-		Serial:  1,
-		Refresh: 3600,
-		Retry:   1200,
-		Expire:  604800,
-		Minttl:  negTTL,
-	}
-}
+// soa is the SOA of a zone nxdns serves itself (RFC 6303 §3).
+func soa(zone string) dns.RR { return query.LocalSOA(zone, negTTL) }
 
 // parent is the zone a local name's negative answer names: its parent, or
 // the name itself when it is a single label.

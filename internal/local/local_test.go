@@ -180,20 +180,21 @@ func TestSpecial_neverPassedOn(t *testing.T) {
 		{"3.2.1.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
 		{"3.2.168.192.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
 		{"1.0.20.172.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
-		{"1.0.0.127.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
+		{"2.0.0.127.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
+		{"1.0.0.127.in-addr.arpa.", dns.TypeA, dns.RcodeSuccess},
 		{"1.1.254.169.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
 		{"1.0.64.100.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError},
 		{mustRev("fd12:3456::1"), dns.TypePTR, dns.RcodeNameError},
 		{mustRev("fe80::1"), dns.TypePTR, dns.RcodeNameError},
-		{mustRev("::1"), dns.TypePTR, dns.RcodeNameError},
-		{"168.192.in-addr.arpa.", dns.TypeSOA, dns.RcodeSuccess},
-		{"nas.", dns.TypeA, dns.RcodeNameError},
-		{"NAS.", dns.TypeAAAA, dns.RcodeNameError},
-		{"wpad.", dns.TypeA, dns.RcodeNameError},
+		{mustRev("::1"), dns.TypeA, dns.RcodeSuccess},
+		{"168.192.in-addr.arpa.", dns.TypeA, dns.RcodeSuccess},
+		{"nas.", dns.TypeA, dns.RcodeSuccess},
+		{"NAS.", dns.TypeAAAA, dns.RcodeSuccess},
+		{"wpad.", dns.TypeA, dns.RcodeSuccess},
 		{"printer.local.", dns.TypeA, dns.RcodeNameError},
 		{"x.home.arpa.", dns.TypeA, dns.RcodeNameError},
 		{"foo.invalid.", dns.TypeA, dns.RcodeNameError},
-		{"invalid.", dns.TypeA, dns.RcodeNameError},
+		{"invalid.", dns.TypeA, dns.RcodeSuccess},
 		{"hidden.onion.", dns.TypeA, dns.RcodeNameError},
 		{"use-application-dns.net.", dns.TypeA, dns.RcodeNameError},
 		{"_dns.resolver.arpa.", dns.TypeSVCB, dns.RcodeSuccess},
@@ -201,6 +202,65 @@ func TestSpecial_neverPassedOn(t *testing.T) {
 		resp := local(t, s, tc.name, tc.qtype, tc.rcode)
 		if len(resp.Answer) != 0 || len(resp.Ns) != 1 || resp.Ns[0].Header().Rrtype != dns.TypeSOA {
 			t.Errorf("%s: answer %v authority %v, want an empty answer and the zone's SOA", tc.name, resp.Answer, resp.Ns)
+		}
+	}
+}
+
+// Issue 29 item 6: the apex of a zone nxdns serves answers its own SOA and
+// NS (RFC 6303 §3: "@ SOA", "@ NS @"), never NODATA beside the SOA it
+// carries in the authority section; ANY gets both. localhost's apex and
+// resolver.arpa's (DDR off) likewise.
+func TestSpecial_apexAnswersItsSOAAndNS(t *testing.T) {
+	s := newStage(t, Options{BypassGuards: true})
+	for _, zone := range []string{"168.192.in-addr.arpa.", "10.in-addr.arpa.", "invalid.", "home.arpa.", mustRev("::1"), "localhost.", "resolver.arpa."} {
+		for _, qt := range []uint16{dns.TypeSOA, dns.TypeNS, dns.TypeANY} {
+			resp := local(t, s, zone, qt, dns.RcodeSuccess)
+			want := map[uint16]int{dns.TypeSOA: 1, dns.TypeNS: 1, dns.TypeANY: 2}[qt]
+			if len(resp.Answer) != want || len(resp.Ns) != 0 || !resp.Authoritative {
+				t.Errorf("%s %s: answer %v authority %v aa %v, want %d apex records and no authority",
+					zone, dns.TypeToString[qt], resp.Answer, resp.Ns, resp.Authoritative, want)
+				continue
+			}
+			for _, rr := range resp.Answer {
+				if rr.Header().Name != zone {
+					t.Errorf("%s %s: owner %s", zone, dns.TypeToString[qt], rr.Header().Name)
+				}
+				if ns, ok := rr.(*dns.NS); ok && ns.Ns != zone {
+					t.Errorf("%s NS %s, want the apex itself", zone, ns.Ns)
+				}
+			}
+		}
+		// Any other type at the apex: the name exists, NODATA with the SOA.
+		resp := local(t, s, zone, dns.TypeTXT, dns.RcodeSuccess)
+		if len(resp.Answer) != 0 || len(resp.Ns) != 1 || resp.Ns[0].Header().Rrtype != dns.TypeSOA {
+			t.Errorf("%s TXT: answer %v authority %v, want NODATA with the SOA", zone, resp.Answer, resp.Ns)
+		}
+	}
+}
+
+// Issue 29 item 8: the loopback addresses' reverse names are localhost, as
+// Unbound answers them.
+func TestSpecial_loopbackReverseIsLocalhost(t *testing.T) {
+	s := newStage(t, Options{})
+	for _, name := range []string{"1.0.0.127.in-addr.arpa.", mustRev("::1")} {
+		resp := local(t, s, name, dns.TypePTR, dns.RcodeSuccess)
+		if len(resp.Answer) != 1 || resp.Answer[0].(*dns.PTR).Ptr != "localhost." || resp.Answer[0].Header().Name != name {
+			t.Errorf("%s PTR: %v, want localhost.", name, resp.Answer)
+		}
+	}
+}
+
+// Issue 29 item 8: a single-label name is NODATA, not NXDOMAIN: "com."
+// exists, and a downstream cache applying RFC 8020 would prune every name
+// below an NXDOMAIN. The name stays off the upstreams all the same.
+func TestSpecial_singleLabelIsNODATA(t *testing.T) {
+	s := newStage(t, Options{})
+	for _, name := range []string{"com.", "nas.", "wpad."} {
+		for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeTXT} {
+			resp := local(t, s, name, qt, dns.RcodeSuccess)
+			if len(resp.Answer) != 0 || len(resp.Ns) != 1 || resp.Ns[0].Header().Rrtype != dns.TypeSOA {
+				t.Errorf("%s %s: answer %v authority %v, want NODATA with an SOA", name, dns.TypeToString[qt], resp.Answer, resp.Ns)
+			}
 		}
 	}
 }
@@ -247,7 +307,7 @@ func TestSpecial_forwardZoneCoversItsNames(t *testing.T) {
 	forwarded(t, s, "3.2.168.192.in-addr.arpa.", dns.TypePTR)
 	forwarded(t, s, "lan.", dns.TypeSOA)
 	local(t, s, "3.2.1.10.in-addr.arpa.", dns.TypePTR, dns.RcodeNameError)
-	local(t, s, "nas.", dns.TypeA, dns.RcodeNameError)
+	local(t, s, "nas.", dns.TypeA, dns.RcodeSuccess)
 }
 
 func TestSpecial_localRecordsCoverTheirNames(t *testing.T) {

@@ -117,17 +117,33 @@ func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 	case !ok:
 		return q.reply(dns.RcodeFormatError) // RFC 6891 §6.1.1: more than one OPT
 	case req.Opcode != dns.OpcodeQuery:
-		return q.reply(dns.RcodeNotImplemented)
+		return q.notImplemented()
 	case len(req.Question) != 1:
 		return q.reply(dns.RcodeFormatError)
 	case opt != nil && opt.Version() != 0:
 		return q.reply(dns.RcodeBadVers) // RFC 6891 §6.1.3
 	case isTransfer(req.Question[0].Qtype):
-		// A zone transfer is several messages and no forwarder's business;
-		// forwarded, the upstream's REFUSED would count against its health.
+		// A zone transfer is several messages and no forwarder's business.
 		return q.reply(dns.RcodeNotImplemented)
+	case req.Question[0].Qclass != dns.ClassINET:
+		// nxdns serves class IN only (docs/protocol.md "Classes"): CHAOS,
+		// Hesiod, NONE and ANY, version.bind and id.server included, are
+		// refused here and never forwarded, where a public upstream's
+		// refusal would say nothing a client needs.
+		return q.reply(dns.RcodeRefused)
 	}
 	return s.resolve(ctx, q)
+}
+
+// notImplemented answers an opcode nxdns does not implement with NOTIMP and
+// only the header RFC 1035 §4.1.1 defines for it: ID, opcode and RD copied,
+// QR set. RA and CD describe a query nxdns would resolve; an operation it
+// does not implement gets neither (genreport's opcode and opcodeflg tests).
+// The question and OPT are kept, as for every other error nxdns sends.
+func (q *pending) notImplemented() *dns.Msg {
+	m := q.reply(dns.RcodeNotImplemented)
+	m.RecursionAvailable, m.CheckingDisabled = false, false
+	return m
 }
 
 // resolve sends the query down the stage chain (SPEC §2: local answers,

@@ -96,6 +96,15 @@ func TestHandler_rejectsBadQueries(t *testing.T) {
 	badVers := newQuery("a.example.", dns.TypeA).SetEdns0(1232, false)
 	badVers.IsEdns0().SetVersion(1)
 	axfr := newQuery("example.", dns.TypeAXFR)
+	inClass := func(name string, qtype, class uint16) *dns.Msg {
+		m := newQuery(name, qtype)
+		m.Question[0].Qclass = class
+		return m
+	}
+	versionBind := inClass("version.bind.", dns.TypeTXT, dns.ClassCHAOS)
+	classNone := inClass("example.", dns.TypeA, dns.ClassNONE)
+	hesiod := inClass("example.", dns.TypeTXT, dns.ClassHESIOD)
+	classAny := inClass("example.", dns.TypeA, dns.ClassANY)
 
 	for _, tc := range []struct {
 		name   string
@@ -111,6 +120,12 @@ func TestHandler_rejectsBadQueries(t *testing.T) {
 		{"NOTIFY → NOTIMP", mustPack(t, notify), notify.Id, dns.RcodeNotImplemented, dns.OpcodeNotify},
 		{"EDNS version 1 → BADVERS", mustPack(t, badVers), badVers.Id, dns.RcodeBadVers, dns.OpcodeQuery},
 		{"AXFR → NOTIMP", mustPack(t, axfr), axfr.Id, dns.RcodeNotImplemented, dns.OpcodeQuery},
+		// Issue 29: never forwarded, where the upstream's refusal used to
+		// count against its health (docs/protocol.md "Classes").
+		{"CH TXT version.bind → REFUSED", mustPack(t, versionBind), versionBind.Id, dns.RcodeRefused, dns.OpcodeQuery},
+		{"class NONE → REFUSED", mustPack(t, classNone), classNone.Id, dns.RcodeRefused, dns.OpcodeQuery},
+		{"class HS → REFUSED", mustPack(t, hesiod), hesiod.Id, dns.RcodeRefused, dns.OpcodeQuery},
+		{"class ANY → REFUSED", mustPack(t, classAny), classAny.Id, dns.RcodeRefused, dns.OpcodeQuery},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialUDP(t, udpAddr(s))
@@ -129,6 +144,31 @@ func TestHandler_rejectsBadQueries(t *testing.T) {
 	waitFor(t, "three FORMERR counted", func() bool { return count(s.Snapshot(), query.SourceServer, "FORMERR") >= 3 })
 	if n := count(s.Snapshot(), query.SourceServer, "FORMERR"); n != 3 {
 		t.Errorf("server/FORMERR count = %d, want 3", n)
+	}
+}
+
+// Issue 29 item 7 (genreport's opcode and opcodeflg): NOTIMP to an
+// operation nxdns does not implement carries the header RFC 1035 §4.1.1
+// defines for it, ID, opcode and RD copied, and nothing that describes a
+// resolution: no RA, CD, AD, AA or TC, whatever the query set.
+func TestHandler_notImpToAnUnknownOpcodeSetsOnlyTheDefinedHeader(t *testing.T) {
+	r := resolverFunc(func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		t.Errorf("resolver called for opcode %d", q.Opcode)
+		return nil, "", errors.New("unreachable")
+	})
+	s := startServer(t, state(r))
+	for _, opcode := range []int{15, dns.OpcodeNotify, dns.OpcodeUpdate, dns.OpcodeStatus} {
+		for _, rd := range []bool{false, true} {
+			m := newQuery("example.", dns.TypeSOA)
+			m.Opcode, m.RecursionDesired = opcode, rd
+			m.CheckingDisabled, m.AuthenticatedData, m.Authoritative, m.Zero = true, true, true, true
+			resp := exchange(t, "udp", udpAddr(s), m)
+			h := resp.MsgHdr
+			if h.Rcode != dns.RcodeNotImplemented || h.Opcode != opcode || h.Id != m.Id || !h.Response || h.RecursionDesired != rd ||
+				h.RecursionAvailable || h.CheckingDisabled || h.AuthenticatedData || h.Authoritative || h.Truncated || h.Zero {
+				t.Errorf("opcode %d rd %v: header %+v, want NOTIMP with ID, opcode and RD copied and QR alone set", opcode, rd, h)
+			}
+		}
 	}
 }
 

@@ -46,19 +46,7 @@ type UnboundOptions struct {
 // LocalData does not hold with NXDOMAIN — the root too, so nxdns's start-up
 // probe (". NS") sees a serving resolver, where "." refuse would have put
 // the upstream in backoff at start.
-const unboundConf = `server:
-	verbosity: 1
-	use-syslog: no
-	logfile: ""
-	do-daemonize: no
-	chroot: ""
-	username: ""
-	directory: "{{dir}}"
-	pidfile: ""
-	num-threads: 1
-	do-ip6: no
-	interface-automatic: no
-	interface: 127.0.0.1@{{dot}}
+const unboundConf = UnboundServerBase + `	interface: 127.0.0.1@{{dot}}
 	interface: 127.0.0.1@{{doh}}
 	tls-port: {{dot}}
 	https-port: {{doh}}
@@ -70,6 +58,23 @@ const unboundConf = `server:
 	local-zone: "." static
 {{local}}remote-control:
 	control-enable: no
+`
+
+// UnboundServerBase opens the server clause of every test unbound's
+// configuration: in the foreground, logging to stderr, one thread, IPv4
+// only, in {{dir}}, no interface but those the rest names.
+const UnboundServerBase = `server:
+	verbosity: 1
+	use-syslog: no
+	logfile: ""
+	do-daemonize: no
+	chroot: ""
+	username: ""
+	directory: "{{dir}}"
+	pidfile: ""
+	num-threads: 1
+	do-ip6: no
+	interface-automatic: no
 `
 
 // StartUnbound runs unbound (Debian package unbound) until the test ends and

@@ -66,7 +66,7 @@ const (
 	KindBadResponse                      // not a DNS response, or malformed (SPEC §7)
 	KindResponseMismatch                 // a response, but not to this query (SPEC §7)
 	KindResponseTooLarge                 // over the size limit (SPEC §7)
-	KindRcode                            // REFUSED or NOTIMP from the upstream (SPEC §4.4)
+	KindRcode                            // REFUSED or NOTIMP from the upstream; health counts it from a probe only (docs/upstream-pool.md)
 	KindNoResources                      // out of memory, buffers or descriptors
 	KindCanceled                         // the client or the server went away
 	KindBudgetExhausted                  // the query's deadline passed

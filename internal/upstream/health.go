@@ -60,6 +60,20 @@ type health struct {
 	since time.Time  // when the current backoff episode began
 
 	kick chan struct{} // capacity 1: tells the prober an episode began
+	// verify (capacity 1) asks the prober for one probe of a serving entry:
+	// a query was refused, and only the probe can say whether the upstream
+	// refuses us or only that query (docs/upstream-pool.md "Health").
+	verify chan struct{}
+}
+
+// askVerify asks e's prober to check e with one probe, unless a request is
+// pending already. It never blocks: a refused query goes on failing over
+// while the probe runs.
+func (e *entry) askVerify() {
+	select {
+	case e.health.verify <- struct{}{}:
+	default:
+	}
 }
 
 // recordSuccess clears the failures and ends a backoff episode with one info

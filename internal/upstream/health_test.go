@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -161,5 +162,74 @@ func TestHealth_causeIsRedacted(t *testing.T) {
 				t.Errorf("cause = %q", got)
 			}
 		}
+	})
+}
+
+// Issue 29: a client's queries that every upstream refuses (a class, a
+// type, a name under the upstream's policy) are evidence about the query,
+// not the upstreams: a thousand of them leave both upstreams serving, and
+// cost each at most one verification probe per verifyQuiet. An upstream
+// that refuses the probe too is refusing us, and its probes, asked for by
+// the refused queries, put it in backoff.
+func TestPool_refusedQueriesLeaveTheUpstreamToTheProbe(t *testing.T) {
+	refuseQuery := func(_ context.Context, m *dns.Msg) (*dns.Msg, error) {
+		if poolTestIsProbe(m) {
+			return poolTestReply(m, dns.RcodeSuccess), nil
+		}
+		return poolTestReply(m, dns.RcodeRefused), nil
+	}
+	t.Run("client-shaped refusals", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			primary, standby := &fakeClient{onExchange: refuseQuery}, &fakeClient{onExchange: refuseQuery}
+			p := poolTestNew(t, poolTestShipped, primary, standby)
+			p.Start()
+			synctest.Wait() // the start-up probes
+			for i := range 1000 {
+				resp, _, err := p.Resolve(t.Context(), poolTestQuery("a.example."))
+				if resp != nil || poolTestKind(err) != KindRcode {
+					t.Fatalf("query %d: %v, %v; want the upstreams' refusal", i, resp, err)
+				}
+				synctest.Wait() // any verification probe it asked for
+				time.Sleep(10 * time.Millisecond)
+			}
+			for i, e := range p.entries {
+				if e.health.backoff.Load() || e.backoffs.Load() != 0 || e.failures.Load() != 0 {
+					t.Errorf("entry %d: backoff %v, episodes %d, failures %d; want serving, untouched",
+						i, e.health.backoff.Load(), e.backoffs.Load(), e.failures.Load())
+				}
+			}
+			// 1000 queries 10 ms apart span 10 s: a verification at most
+			// every verifyQuiet, plus the start-up probe.
+			if n, most := primary.probes.Load(), int64(10*time.Second/verifyQuiet)+2; n < 2 || n > most {
+				t.Errorf("primary probed %d times, want 2..%d", n, most)
+			}
+		})
+	})
+	t.Run("an upstream refusing us", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var refusingAll atomic.Bool
+			f := &fakeClient{onExchange: func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+				if refusingAll.Load() {
+					return poolTestReply(m, dns.RcodeRefused), nil
+				}
+				return refuseQuery(ctx, m)
+			}}
+			p := poolTestNew(t, poolTestShipped, f)
+			p.Start()
+			synctest.Wait()
+			refusingAll.Store(true) // its ACL changed after it started serving us
+			for i := range backoffThreshold {
+				if p.entries[0].health.backoff.Load() {
+					t.Fatalf("in backoff after %d refused queries, want %d", i, backoffThreshold)
+				}
+				if _, _, err := p.Resolve(t.Context(), poolTestQuery("a.example.")); poolTestKind(err) != KindRcode {
+					t.Fatalf("query %d: %v", i, err)
+				}
+				synctest.Wait()
+			}
+			if !p.entries[0].health.backoff.Load() {
+				t.Errorf("not in backoff after %d refused probes", backoffThreshold)
+			}
+		})
 	})
 }

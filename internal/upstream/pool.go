@@ -143,7 +143,7 @@ func New(opts Options, members []Member) (*Pool, error) {
 			client:   m.Client,
 			slots:    slots,
 			sem:      semaphore.NewWeighted(int64(slots)),
-			health:   health{kick: make(chan struct{}, 1)},
+			health:   health{kick: make(chan struct{}, 1), verify: make(chan struct{}, 1)},
 		})
 	}
 	p.probeCtx, p.stopProbes = context.WithCancel(context.Background())
@@ -307,16 +307,20 @@ func (p *Pool) record(qs *query, e *entry, resp *dns.Msg, err *AttemptError) (do
 }
 
 // recordAnswer handles an attempt that returned a response. REFUSED and
-// NOTIMP mean this upstream will not serve us; a SERVFAIL without a DNSSEC
+// NOTIMP may mean this upstream will not serve us, or only that it will not
+// serve this query (a class, a type, a name its policy refuses), which a
+// client chooses: so the query tries the next upstream, but health is left
+// to the prober, asked for one probe (askVerify), whose `. NS` every serving
+// upstream answers. A client's queries alone can never put an upstream in
+// backoff (docs/upstream-pool.md "Health"). A SERVFAIL without a DNSSEC
 // reason may be one upstream's outage, so the query tries the next, but it
-// is never held against health (health means reachable and serving).
+// is never held against health either (health means reachable and serving).
 func (p *Pool) recordAnswer(qs *query, e *entry, resp *dns.Msg) (done bool) {
 	qs.started(e)
 	switch {
 	case resp.Rcode == dns.RcodeRefused || resp.Rcode == dns.RcodeNotImplemented:
 		err := &AttemptError{Upstream: e.url, Kind: KindRcode, Err: rcodeError(resp.Rcode)}
-		e.failures.Add(1)
-		p.recordFailure(e, err, false)
+		e.askVerify()
 		qs.attributed, qs.last = e.url, err
 		return false
 	case resp.Rcode == dns.RcodeServerFailure && !dnssecFailure(resp):

@@ -164,10 +164,12 @@ func TestPool_upstreamRcodes(t *testing.T) {
 		primary, standby func(context.Context, *dns.Msg) (*dns.Msg, error)
 		want             want
 	}{
+		// Failing over is all a refusal does: the probe judges the upstream
+		// (TestPool_refusedQueriesLeaveTheUpstreamToTheProbe).
 		{"refused fails over", rcode(dns.RcodeRefused), poolTestAnswer,
-			want{dns.RcodeSuccess, 1, true, 1, 0}},
+			want{dns.RcodeSuccess, 1, true, 0, 0}},
 		{"notimp fails over", rcode(dns.RcodeNotImplemented), poolTestAnswer,
-			want{dns.RcodeSuccess, 1, true, 1, 0}},
+			want{dns.RcodeSuccess, 1, true, 0, 0}},
 		{"nxdomain is an answer", rcode(dns.RcodeNameError), poolTestAnswer,
 			want{dns.RcodeNameError, 0, false, 0, 0}},
 		{"dnssec servfail is the answer", servfail(dns.ExtendedErrorCodeDNSBogus), poolTestAnswer,

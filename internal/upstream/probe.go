@@ -18,9 +18,18 @@ import (
 // upstream that needs more than a second for it is not one to send users to.
 const probeTimeout = time.Second
 
+// verifyQuiet is how long a verification probe that found the upstream
+// serving stands for it: refused queries within it ask for no new probe, so
+// a client sending nothing but queries an upstream refuses costs that
+// upstream at most one `. NS` per interval. A failed verification leaves no
+// quiet: the next refused query probes again, so an upstream that refuses
+// everything reaches backoff after backoffThreshold of them.
+const verifyQuiet = backoffFirst
+
 // probeLoop probes e once at start (a failure starts it in backoff), then
 // waits for each backoff episode and probes on the jittered schedule until
-// the entry is back, until ctx ends.
+// the entry is back, and probes a serving entry once when a refused query
+// asks (askVerify), until ctx ends.
 func (p *Pool) probeLoop(ctx context.Context, e *entry) {
 	switch err := p.countedProbe(ctx, e); {
 	case err == nil:
@@ -31,14 +40,28 @@ func (p *Pool) probeLoop(ctx context.Context, e *entry) {
 	default:
 		p.recordFailure(e, err, true)
 	}
+	var quietUntil time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-e.health.verify:
+			if e.health.backoff.Load() || time.Now().Before(quietUntil) {
+				continue // the backoff probes decide, or a probe just did
+			}
+			switch err := p.countedProbe(ctx, e); {
+			case err == nil:
+				p.recordSuccess(e)
+				quietUntil = time.Now().Add(verifyQuiet)
+			case err.Kind.Group() == Cancellation:
+				return
+			default:
+				p.recordFailure(e, err, false) // may begin an episode: kick is then pending
+			}
 		case <-e.health.kick:
-		}
-		if !p.probeUntilBack(ctx, e) {
-			return
+			if !p.probeUntilBack(ctx, e) {
+				return
+			}
 		}
 	}
 }
