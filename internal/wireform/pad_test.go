@@ -1,6 +1,7 @@
 package wireform
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -65,4 +66,36 @@ func TestPad_refusesWhatItCannotPad(t *testing.T) {
 	if _, ok := Pad(wire[:len(wire)-1], QueryBlock, 0xFFFF); ok {
 		t.Error("padded a message cut short")
 	}
+}
+
+// FuzzPad: whatever message miekg/dns reads and Pad pads, miekg/dns still
+// reads, ending in a Padding option, a multiple of the block long or max.
+func FuzzPad(f *testing.F) {
+	q := query("www.example.com.", dns.TypeA)
+	q.SetEdns0(1232, true)
+	f.Add(pack(f, q), uint16(300))
+	f.Add(answer(f, 60), uint16(0xFFFF))
+	f.Fuzz(func(t *testing.T, wire []byte, max uint16) {
+		if new(dns.Msg).Unpack(wire) != nil {
+			return
+		}
+		out, ok := Pad(append([]byte(nil), wire...), ResponseBlock, int(max))
+		if !ok {
+			if !bytes.Equal(out, wire) {
+				t.Fatal("a message Pad refused was changed")
+			}
+			return
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(out); err != nil {
+			t.Fatalf("padded message does not decode: %v", err)
+		}
+		o := m.IsEdns0()
+		if o == nil || len(o.Option) == 0 || o.Option[len(o.Option)-1].Option() != dns.EDNS0PADDING {
+			t.Fatalf("no Padding option last: %v", o)
+		}
+		if len(out) > int(max) || len(out)%ResponseBlock != 0 && len(out) != int(max) {
+			t.Fatalf("%d bytes padded to %d under max %d", len(wire), len(out), max)
+		}
+	})
 }
