@@ -16,22 +16,21 @@ const optPadding = 12
 
 // Pad appends an EDNS(0) Padding option (RFC 7830) to the packed message
 // wire, whose last record must be its OPT record, so that its length is a
-// multiple of block — or as close below max as it can get when the next
-// multiple is larger — and returns the result. Appending may reuse wire's
-// spare capacity. It reports false, returning wire unchanged, when the last
-// record is not an OPT, the message does not parse, or not even an empty
-// option fits under max.
-func Pad(wire []byte, block, max int) ([]byte, bool) {
+// multiple of block — or limit when the next multiple is larger — and
+// returns the result, which may share wire's array. It reports false,
+// returning wire unchanged, when the last record is not an OPT, the message
+// does not parse, or not even an empty option fits within limit.
+func Pad(wire []byte, block, limit int) ([]byte, bool) {
 	opt, ok := lastRecord(wire)
 	if !ok || be16(wire[opt:]) != 41 {
 		return wire, false
 	}
 	n := len(wire) + 4
-	if n > max || n > 0xFFFF {
+	if n > limit || n > 0xFFFF {
 		return wire, false
 	}
 	pad := (block - n%block) % block
-	pad = min(pad, max-n)
+	pad = min(pad, limit-n)
 	rdlen := int(be16(wire[opt+8:])) + 4 + pad
 	if rdlen > 0xFFFF {
 		return wire, false

@@ -57,11 +57,11 @@ func TestPad_refusesWhatItCannotPad(t *testing.T) {
 	q.SetEdns0(1232, false)
 	wire := pack(t, q)
 	if _, ok := Pad(wire, QueryBlock, len(wire)+3); ok {
-		t.Error("padded past max")
+		t.Error("padded past the limit")
 	}
 	out, ok := Pad(wire, QueryBlock, len(wire)+10)
 	if !ok || len(out) != len(wire)+10 {
-		t.Errorf("padded to %d bytes (ok %v) under a max of %d, want exactly max", len(out), ok, len(wire)+10)
+		t.Errorf("padded to %d bytes (ok %v) within %d, want exactly that", len(out), ok, len(wire)+10)
 	}
 	if _, ok := Pad(wire[:len(wire)-1], QueryBlock, 0xFFFF); ok {
 		t.Error("padded a message cut short")
@@ -69,17 +69,17 @@ func TestPad_refusesWhatItCannotPad(t *testing.T) {
 }
 
 // FuzzPad: whatever message miekg/dns reads and Pad pads, miekg/dns still
-// reads, ending in a Padding option, a multiple of the block long or max.
+// reads, ending in a Padding option, a multiple of the block long or limit.
 func FuzzPad(f *testing.F) {
 	q := query("www.example.com.", dns.TypeA)
 	q.SetEdns0(1232, true)
 	f.Add(pack(f, q), uint16(300))
 	f.Add(answer(f, 60), uint16(0xFFFF))
-	f.Fuzz(func(t *testing.T, wire []byte, max uint16) {
+	f.Fuzz(func(t *testing.T, wire []byte, limit uint16) {
 		if new(dns.Msg).Unpack(wire) != nil {
 			return
 		}
-		out, ok := Pad(append([]byte(nil), wire...), ResponseBlock, int(max))
+		out, ok := Pad(append([]byte(nil), wire...), ResponseBlock, int(limit))
 		if !ok {
 			if !bytes.Equal(out, wire) {
 				t.Fatal("a message Pad refused was changed")
@@ -94,8 +94,8 @@ func FuzzPad(f *testing.F) {
 		if o == nil || len(o.Option) == 0 || o.Option[len(o.Option)-1].Option() != dns.EDNS0PADDING {
 			t.Fatalf("no Padding option last: %v", o)
 		}
-		if len(out) > int(max) || len(out)%ResponseBlock != 0 && len(out) != int(max) {
-			t.Fatalf("%d bytes padded to %d under max %d", len(wire), len(out), max)
+		if len(out) > int(limit) || len(out)%ResponseBlock != 0 && len(out) != int(limit) {
+			t.Fatalf("%d bytes padded to %d within %d", len(wire), len(out), limit)
 		}
 	})
 }
