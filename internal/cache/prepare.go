@@ -61,7 +61,8 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	m.Extra = filterRRs(resp.Extra, func(rr dns.RR) bool { return rr.Header().Rrtype != dns.TypeOPT && keep(rr) })
 	// AD stays whatever the key: nxdns asks every upstream with AD=1 (RFC
 	// 6840 §5.7), and the server's reply gives it to the clients that set
-	// DO or AD (§5.8), from the same entry (docs/cache.md "Key, clamps and what is never cached").
+	// DO or AD (§5.8), from the same entry (docs/cache.md "Key, clamps and
+	// what is never cached").
 	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
 	e.setAnswer(k.name, m)
 	e.negative = m.Rcode == dns.RcodeNameError || !answers(m.Answer, k.name, k.qtype)

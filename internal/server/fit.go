@@ -16,10 +16,10 @@ import (
 // counts an NSEC3 12 bytes and an RRSIG up to 2 bytes longer than they
 // pack; and it sends a message uncompressed whenever that fits.
 //
-// Every answer is compressed (RFC 1035 §4.1.4; docs/server.md
-// "Handler"), and the whole answer is packed first: a message that fits whole
-// is never cut on Truncate's estimate, so TC means a record was left out
-// (RFC 2181 §9).
+// Every answer is compressed (RFC 1035 §4.1.4; docs/server.md "Handler"),
+// and the whole answer is packed first: a message that fits whole is never
+// cut on Truncate's estimate, so TC means a record was left out (RFC 2181
+// §9).
 //
 // Guarantee: a non-nil result is at most max(limit, the header plus the
 // question plus a bare OPT) bytes — under 512 for any question — and what
