@@ -36,6 +36,13 @@ type tlsNode struct {
 func startTLSNxdns(t *testing.T, lan *testutil.Dnsmasq) *tlsNode {
 	t.Helper()
 	ca := newTestCA(t)
+	return startTLSNxdnsWith(t, ca, lan, startUpstream(t, ca, "dot://127.0.0.1:0"))
+}
+
+// startTLSNxdnsWith is startTLSNxdns over the upstream up, whose
+// certificate ca issued.
+func startTLSNxdnsWith(t *testing.T, ca testCA, lan *testutil.Dnsmasq, up *upstreamNode) *tlsNode {
+	t.Helper()
 	leaf, err := ca.IssueValid(time.Now().Add(-time.Hour), time.Now().Add(90*24*time.Hour), "dns.home.test", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +59,7 @@ func startTLSNxdns(t *testing.T, lan *testutil.Dnsmasq) *tlsNode {
 	if lan != nil {
 		extra += forwardZones("udp://"+lan.Addr.String(), "lan")
 	}
-	n.nxdnsProc = startNxdns(t, ca, settings{queryLog: true, extra: extra}, startUpstream(t, ca, "dot://127.0.0.1:0"))
+	n.nxdnsProc = startNxdns(t, ca, settings{queryLog: true, extra: extra}, up)
 	return n
 }
 

@@ -50,12 +50,19 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	m := &dns.Msg{MsgHdr: resp.MsgHdr, Question: resp.Question}
 	m.Id = 0
 	keep := func(rr dns.RR) bool { return k.do() || !dnssecOnly(rr.Header().Rrtype, k.qtype) }
-	m.Answer = filterRRs(resp.Answer, keep)
+	// RFC 3225 §3: an explicit ANY asks for every record at the name, its
+	// signatures and NSEC among them, DO or not.
+	keepAnswer := keep
+	if k.qtype == dns.TypeANY {
+		keepAnswer = func(dns.RR) bool { return true }
+	}
+	m.Answer = filterRRs(resp.Answer, keepAnswer)
 	m.Ns = filterRRs(resp.Ns, keep)
 	m.Extra = filterRRs(resp.Extra, func(rr dns.RR) bool { return rr.Header().Rrtype != dns.TypeOPT && keep(rr) })
-	if !k.do() {
-		m.AuthenticatedData = false // RFC 6840 §5.8: AD only for clients that asked with DO
-	}
+	// AD stays whatever the key: nxdns asks every upstream with AD=1 (RFC
+	// 6840 §5.7), and the server's reply gives it to the clients that set
+	// DO or AD (§5.8), from the same entry (docs/cache.md "Key, clamps and
+	// what is never cached").
 	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
 	e.setAnswer(k.name, m)
 	e.negative = m.Rcode == dns.RcodeNameError || !answers(m.Answer, k.name, k.qtype)
@@ -88,7 +95,8 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 }
 
 // dnssecOnly reports whether a record of type t exists only for DNSSEC and
-// so goes only to DO clients (RFC 4035 §3.2.1), unless it was asked for.
+// so goes only to DO clients (RFC 4035 §3.2.1), unless it was asked for by
+// its type or, in the answer section, by ANY (RFC 3225 §3).
 func dnssecOnly(t, qtype uint16) bool {
 	switch t {
 	case dns.TypeRRSIG, dns.TypeNSEC, dns.TypeNSEC3:

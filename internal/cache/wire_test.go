@@ -541,3 +541,75 @@ func TestWarmRestart_firstQueryFromCacheFile(t *testing.T) {
 		t.Errorf("upstream asked %d times, want 1", n)
 	}
 }
+
+// validating answers as a validating resolver does (RFC 6840 §5.7–5.8): AD
+// only to a query that set AD or DO.
+func validating(q *dns.Msg) *dns.Msg {
+	m := answerA("192.0.2.1", 300)(q)
+	o := q.IsEdns0()
+	m.AuthenticatedData = q.AuthenticatedData || o != nil && o.Do()
+	return m
+}
+
+// One entry serves every client, and the reply decides AD per client (RFC
+// 6840 §5.8): a client that set AD gets it without DO — on its own miss,
+// and on a hit of the entry a client without AD or DO filled — and a
+// client that set neither never does.
+func TestAD_decidedPerClientFromOneEntry(t *testing.T) {
+	r := newRig(t)
+	r.up.set(validating)
+	ask := func(name string, ad bool) *dns.Msg {
+		m := new(dns.Msg).SetQuestion(name, dns.TypeA)
+		m.AuthenticatedData = ad
+		return r.ask(t, m)
+	}
+	if resp := ask("first.example.", true); !resp.AuthenticatedData {
+		t.Error("an AD=1 DO=0 client's miss came back without AD")
+	}
+	if resp := ask("first.example.", true); !resp.AuthenticatedData {
+		t.Error("an AD=1 DO=0 client's hit came back without AD")
+	}
+	if resp := ask("plain.example.", false); resp.AuthenticatedData {
+		t.Error("a client with neither AD nor DO got AD")
+	}
+	for i := range 3 { // the general path, then the fast path's template
+		if resp := ask("plain.example.", true); !resp.AuthenticatedData {
+			t.Errorf("hit %d: an AD=1 client got no AD from the entry a plain client filled", i+1)
+		}
+		if resp := ask("plain.example.", false); resp.AuthenticatedData {
+			t.Errorf("hit %d: a client with neither AD nor DO got AD", i+1)
+		}
+	}
+	if n := r.up.asked("plain.example."); n != 1 {
+		t.Errorf("upstream asked %d times, want 1: AD is not part of the key", n)
+	}
+}
+
+// An explicit ANY without DO gets the RRSIG and NSEC records at the name
+// (RFC 3225 §3), on the miss and from the cache.
+func TestANY_keepsSignaturesWithoutDO(t *testing.T) {
+	r := newRig(t)
+	r.up.set(func(q *dns.Msg) *dns.Msg {
+		name := q.Question[0].Name
+		m := answerA("192.0.2.1", 300)(q)
+		hdr := func(t uint16) dns.RR_Header {
+			return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: 300}
+		}
+		m.Answer[0].Header().Name = name
+		m.Answer = append(m.Answer,
+			&dns.RRSIG{Hdr: hdr(dns.TypeRRSIG), TypeCovered: dns.TypeA, Algorithm: dns.ECDSAP256SHA256, Labels: 2, OrigTtl: 300,
+				Expiration: 2000000000, Inception: 1000000000, KeyTag: 1, SignerName: "example.", Signature: "AAAA"},
+			&dns.NSEC{Hdr: hdr(dns.TypeNSEC), NextDomain: "z.example.", TypeBitMap: []uint16{dns.TypeA, dns.TypeRRSIG, dns.TypeNSEC}})
+		return m
+	})
+	for _, what := range []string{"miss", "hit"} {
+		resp := r.ask(t, new(dns.Msg).SetQuestion("any.example.", dns.TypeANY))
+		var types []string
+		for _, rr := range resp.Answer {
+			types = append(types, dns.TypeToString[rr.Header().Rrtype])
+		}
+		if len(types) != 3 {
+			t.Errorf("%s: ANY without DO answered %v, want A, RRSIG and NSEC", what, types)
+		}
+	}
+}

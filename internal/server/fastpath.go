@@ -57,9 +57,8 @@ func newFastPath(stages []query.Stage) *fastPath {
 
 // canonicalLimit reports whether a query's size limit is the one its
 // shape's template is made for: 512 bytes without EDNS, 1232 with. An
-// answer packed under another limit may differ (miekg's Truncate
-// compresses or drops additional records to fit), so other clients take
-// the general path.
+// answer packed under another limit may differ (fit drops records to fit
+// a smaller one), so other clients take the general path.
 func canonicalLimit(q wireform.Query) bool {
 	edns := q.Shape&wireform.ShapeEDNS != 0
 	lim := udpLimit(edns, q.UDPSize)

@@ -53,10 +53,14 @@ func newFastRig(t *testing.T, before ...query.Stage) *fastRig {
 	upstream := resolverFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
 		r.asked.Add(1)
 		name := q.Question[0].Name
-		return reply(q,
+		m := reply(q,
 			&dns.CNAME{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 300}, Target: "edge.example.net."},
 			&dns.A{Hdr: dns.RR_Header{Name: "edge.example.net.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 600}, A: []byte{192, 0, 2, 7}},
-		), "tls://upstream", nil
+		)
+		// A validating resolver's AD: only to a query that set AD or DO
+		// (RFC 6840 §5.8); nxdns asks with AD=1.
+		m.AuthenticatedData = q.AuthenticatedData || q.IsEdns0() != nil && q.IsEdns0().Do()
+		return m, "tls://upstream", nil
 	})
 	stages := append(append([]query.Stage{}, before...), r.gate, st)
 	r.s = startServer(t, &State{Router: pool(upstream), Allow: loopback, Stages: stages, Sinks: []query.Sink{r.sink}})
@@ -102,6 +106,11 @@ func shapes() map[string]func() *dns.Msg {
 			m.SetEdns0(1232, false)
 			return m
 		},
+		"AD without EDNS": func() *dns.Msg {
+			m := q()
+			m.AuthenticatedData = true
+			return m
+		},
 		"a cookie": func() *dns.Msg {
 			m := q()
 			m.SetEdns0(1232, false)
@@ -140,6 +149,11 @@ func TestFastPath_sendsWhatTheGeneralPathSends(t *testing.T) {
 				t.Fatal("the second hit took the general path")
 			}
 			sameAnswer(t, what, quick, general)
+			m := shape()
+			wantAD := m.AuthenticatedData || m.IsEdns0() != nil && m.IsEdns0().Do() // RFC 6840 §5.8
+			if quick.AuthenticatedData != wantAD {
+				t.Fatalf("AD %v, want %v", quick.AuthenticatedData, wantAD)
+			}
 
 			r.advance(100 * time.Second)
 			quick, fast = r.ask(t, shape())

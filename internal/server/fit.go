@@ -8,11 +8,18 @@ import (
 
 // fit encodes m so that its wire form is at most limit bytes, the client's
 // limit (SPEC §9 "Robustness": the size is checked after packing, not
-// assumed). It is the one place every answer's size is decided, for three
+// assumed). It is the one place every answer's size is decided, for four
 // reasons Msg.Truncate alone does not cover: Truncate never shrinks the OPT
 // record, so an Extended DNS Error with a long EXTRA-TEXT (an upstream's, or
 // ours naming long URLs on a long name) overflows any limit; it skips a
-// message whose last record is a TSIG; and it works on an estimate.
+// message whose last record is a TSIG; it works on an estimate, which
+// counts an NSEC3 12 bytes and an RRSIG up to 2 bytes longer than they
+// pack; and it sends a message uncompressed whenever that fits.
+//
+// Every answer is compressed (RFC 1035 §4.1.4; docs/server.md "Handler"),
+// and the whole answer is packed first: a message that fits whole is never
+// cut on Truncate's estimate, so TC means a record was left out (RFC 2181
+// §9).
 //
 // Guarantee: a non-nil result is at most max(limit, the header plus the
 // question plus a bare OPT) bytes — under 512 for any question — and what
@@ -22,15 +29,21 @@ import (
 // The result is packed into buf when it fits (Msg.PackBuffer), so the
 // caller may hand in a reused buffer.
 func fit(m *dns.Msg, limit int, buf []byte) ([]byte, error) {
-	m.Truncate(limit)
+	m.Compress = true
 	wire, err := m.PackBuffer(buf)
 	if err != nil || len(wire) <= limit {
+		return wire, err
+	}
+	m.Truncate(limit)
+	m.Compress = true // Truncate turns it off when its estimate fits uncompressed
+	if wire, err = m.PackBuffer(buf); err != nil || len(wire) <= limit {
 		return wire, err
 	}
 	// The OPT is what Truncate could not shrink: cut the EDE texts by the
 	// excess and size the records again around the smaller OPT.
 	if shortenEDE(m, len(wire)-limit) {
 		m.Truncate(limit)
+		m.Compress = true
 		if wire, err = m.PackBuffer(buf); err != nil || len(wire) <= limit {
 			return wire, err
 		}

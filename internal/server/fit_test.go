@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdns/nxdns/internal/fakeup"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
@@ -132,6 +133,50 @@ func TestAnswer_fitsClientLimitWhateverTheUpstreamSent(t *testing.T) {
 				t.Errorf("%d EDE options relayed, want at most %d", len(opt.Option), maxRelayedEDEs)
 			}
 		})
+	}
+}
+
+// A signed negative answer that packs to 494 bytes reaches a 512-byte
+// client whole, without TC (RFC 2181 §9), although miekg/dns's estimate of
+// it is over 512 (fakeup.NSEC3Negative).
+func TestFit_sendsWholeAnAnswerTheEstimateSaysIsTooLarge(t *testing.T) {
+	up := fakeup.NSEC3Negative(newQuery("c3.example.", dns.TypeTXT))
+	if up.Len() <= 512 {
+		t.Fatalf("the estimate is %d bytes: the answer does not test the estimate", up.Len())
+	}
+	s := New(Options{}, state(resolverFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		return fakeup.NSEC3Negative(q), testUpstream, nil
+	})))
+	q := newQuery("c3.example.", dns.TypeTXT)
+	q.SetEdns0(512, true)
+	wire := s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), query.UDP)
+	m := new(dns.Msg)
+	if err := m.Unpack(wire); err != nil {
+		t.Fatal(err)
+	}
+	if len(wire) > 512 || m.Truncated || len(m.Answer) != len(up.Answer) || len(m.Ns) != len(up.Ns) {
+		t.Fatalf("%d bytes, TC %v, %d answer and %d authority records; want at most 512 bytes, no TC, %d and %d",
+			len(wire), m.Truncated, len(m.Answer), len(m.Ns), len(up.Answer), len(up.Ns))
+	}
+}
+
+// Every answer is compressed, also one that would fit uncompressed
+// (docs/server.md "Handler"), over UDP and TCP.
+func TestFit_compressesEveryAnswer(t *testing.T) {
+	const name = "www.compressed-answer.example."
+	s := New(Options{}, state(resolverFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		return reply(q, aRecord(name, "192.0.2.1"), aRecord(name, "192.0.2.2")), testUpstream, nil
+	})))
+	for _, tcp := range []bool{false, true} {
+		wire := s.handle(context.Background(), mustPack(t, newQuery(name, dns.TypeA)), netip.MustParseAddr("127.0.0.1"), protoOf(tcp))
+		m := new(dns.Msg)
+		if err := m.Unpack(wire); err != nil {
+			t.Fatal(err)
+		}
+		m.Compress = true
+		if want := m.Len(); len(wire) != want || len(m.Answer) != 2 {
+			t.Errorf("TCP %v: %d bytes with %d records, want the two records compressed: %d bytes", tcp, len(wire), len(m.Answer), want)
+		}
 	}
 }
 

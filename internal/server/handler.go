@@ -180,8 +180,10 @@ const upstreamUDPSize = 1232
 //     would help spoof a forward zone's UDP answers;
 //   - RD always set: nxdns is the client's recursive service, and an upstream
 //     answering an RD=0 query with REFUSED would be blamed as a peer fault;
-//   - CD and AD as the client set them, so DNSSEC signalling reaches the
-//     validating upstream (RFC 6840 §5.7, §5.9);
+//   - CD as the client set it (RFC 6840 §5.9), and AD always set (§5.7):
+//     the upstream then says whether it validated the answer, which the
+//     cache keeps for every client, and the reply gives AD to those that
+//     set DO or AD (§5.8; reply.go relay);
 //   - nxdns's own OPT record, never the client's: its options are hop-by-hop
 //     (cookies, padding, keepalive) or private (client subnet, RFC 7871), and
 //     its buffer size describes the client's path, not ours. Only the DO bit
@@ -196,7 +198,7 @@ func (q *pending) upstreamQuery() *dns.Msg {
 			Opcode:            dns.OpcodeQuery,
 			RecursionDesired:  true,
 			CheckingDisabled:  req.CheckingDisabled,
-			AuthenticatedData: req.AuthenticatedData,
+			AuthenticatedData: true,
 		},
 		Question: req.Question[:1:1],
 	}

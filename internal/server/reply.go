@@ -12,6 +12,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/upstream"
+	"github.com/nxdns/nxdns/internal/wireform"
 )
 
 // base is the skeleton of every answer to a parsed query: the client's ID,
@@ -230,6 +231,22 @@ func (q *pending) sizeLimit() int {
 	}
 }
 
+// padded reports whether the answer is to be padded (RFC 7830 §3: a
+// responder pads when the query was padded; RFC 8467 §4.1: to a multiple
+// of 468 octets): a query over DoT or DoH whose OPT carries the Padding
+// option. Never over plain UDP or TCP, whose bytes are readable anyway.
+func (q *pending) padded() bool {
+	if q.opt == nil || q.ev.Proto != query.DoT && q.ev.Proto != query.DoH {
+		return false
+	}
+	for _, o := range q.opt.Option {
+		if o.Option() == dns.EDNS0PADDING {
+			return true
+		}
+	}
+	return false
+}
+
 // udpLimit is a UDP answer's size limit: 512 bytes without EDNS, else the
 // client's payload size within 512 and nxdns's own 1232.
 func udpLimit(edns bool, size uint16) int {
@@ -257,6 +274,9 @@ func (s *Server) pack(q *pending, m *dns.Msg, buf []byte) []byte {
 	}
 	if err != nil || len(wire) > limit {
 		return nil // cannot happen for a question that parsed (see fit); never send oversize
+	}
+	if q.padded() {
+		wire, _ = wireform.Pad(wire, wireform.ResponseBlock, limit)
 	}
 	q.ev.Rcode = m.Rcode
 	q.ev.Reply = m

@@ -154,3 +154,32 @@ func TestRelay_leavesResolverAnswerUntouched(t *testing.T) {
 		t.Errorf("resolver's answer changed: %d answers, %d extra, TC %v", len(shared.Answer), len(shared.Extra), shared.Truncated)
 	}
 }
+
+// A padded query over DoT or DoH gets an answer padded to a multiple of
+// 468 octets (RFC 7830 §3, RFC 8467 §4.1); an unpadded one, and any query
+// over plain UDP or TCP, gets no padding.
+func TestPack_padsDoTAndDoHAnswersToPaddedQueries(t *testing.T) {
+	s := New(Options{}, state(answerA("192.0.2.1")))
+	for _, proto := range []query.Proto{query.DoT, query.DoH, query.TCP, query.UDP} {
+		for _, paddedQuery := range []bool{true, false} {
+			q := newQuery("pad.example.", dns.TypeA)
+			q.SetEdns0(1232, false)
+			if paddedQuery {
+				q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_PADDING{Padding: make([]byte, 20)})
+			}
+			wire := s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), proto)
+			m := new(dns.Msg)
+			if err := m.Unpack(wire); err != nil || len(m.Answer) != 1 {
+				t.Fatalf("%s: %v, %v", proto, m, err)
+			}
+			var padding bool
+			for _, o := range m.IsEdns0().Option {
+				padding = padding || o.Option() == dns.EDNS0PADDING
+			}
+			want := paddedQuery && (proto == query.DoT || proto == query.DoH)
+			if padding != want || want && len(wire)%468 != 0 {
+				t.Errorf("%s, padded query %v: %d bytes, padding %v; want padding %v to a multiple of 468", proto, paddedQuery, len(wire), padding, want)
+			}
+		}
+	}
+}

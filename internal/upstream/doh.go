@@ -119,7 +119,7 @@ func (d *DoH) Dials() Dials { return d.dials.load() }
 // Exchange sends m and returns the validated response with m's ID restored.
 // Failures are *AttemptError; none of them names more than the redacted URL.
 func (d *DoH) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	wire, err := m.Pack()
+	wire, err := packPadded(m)
 	if err != nil {
 		// The handler parsed this query: failing to pack it is our bug.
 		return nil, &AttemptError{Upstream: d.name, Kind: KindNoResources, Err: fmt.Errorf("pack query: %w", err)}

@@ -123,7 +123,7 @@ func (f *dotFailure) retry() bool {
 // reused connection is retried once on a fresh one (SPEC §5); every other
 // failure is an *AttemptError.
 func (d *DoT) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	wire, err := m.Pack()
+	wire, err := packPadded(m)
 	if err != nil {
 		// The handler parsed this query: failing to pack it is our bug, which
 		// blames no upstream.

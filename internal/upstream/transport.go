@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/miekg/dns"
 	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/wireform"
 )
 
 // transportSessionCacheSize bounds the TLS session cache of one upstream. The
@@ -157,4 +160,18 @@ func (d *dialCounts) count(tc *tls.Conn, err error) {
 
 func (d *dialCounts) load() Dials {
 	return Dials{New: d.new.Load(), Resumed: d.resumed.Load(), Failed: d.failed.Load()}
+}
+
+// packPadded packs a query for an encrypted upstream with EDNS(0) Padding
+// to a multiple of 128 octets (RFC 8467 §4.1), so its length says little
+// about the name asked: this is the hop that crosses the internet. A query
+// without an OPT record goes unpadded (RFC 7830 §3: padding is an EDNS
+// option); nxdns's own queries always have one.
+func packPadded(m *dns.Msg) ([]byte, error) {
+	wire, err := m.Pack()
+	if err != nil {
+		return nil, err
+	}
+	wire, _ = wireform.Pad(wire, wireform.QueryBlock, dns.MaxMsgSize)
+	return wire, nil
 }

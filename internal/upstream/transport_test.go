@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/testutil"
 )
@@ -67,5 +71,37 @@ func TestNewClient_dispatchesBySchemeAndTrustsCAFile(t *testing.T) {
 	}
 	if _, err := NewClient(Endpoint{Scheme: "udp"}, nil, nil); err == nil {
 		t.Error("NewClient accepted scheme udp")
+	}
+}
+
+// Queries to DoT and DoH upstreams are padded to a multiple of 128 octets
+// (RFC 8467 §4.1) with one EDNS(0) Padding option, and the answer is the
+// upstream's as ever.
+func TestTransport_padsQueriesTo128OctetBlocks(t *testing.T) {
+	var sizes sync.Map // transport → packed length of the query the server read
+	record := func(name string) testutil.Handler {
+		return func(ctx context.Context, q *dns.Msg) *dns.Msg {
+			if o := q.IsEdns0(); o != nil && len(o.Option) > 0 && o.Option[len(o.Option)-1].Option() == dns.EDNS0PADDING {
+				if wire, err := q.Pack(); err == nil {
+					sizes.Store(name, len(wire))
+				}
+			}
+			return testutil.AnswerA("192.0.2.1")(ctx, q)
+		}
+	}
+	_, dot, _ := dotTestSetup(t, "dot.test", record("dot"))
+	_, doh := dohTestSetup(t, "doh.test", record("doh"))
+	for name, c := range map[string]Client{"dot": dot, "doh": doh} {
+		for _, qname := range []string{"a.example.", strings.Repeat("long-label.", 12) + "example."} {
+			q := transportQuery(qname)
+			q.SetEdns0(1232, false) // as nxdns's own queries: always an OPT record
+			if r, err := c.Exchange(transportCtx(t), q); err != nil || len(r.Answer) != 1 {
+				t.Fatalf("%s, %s: %v, %v", name, qname, r, err)
+			}
+			n, ok := sizes.LoadAndDelete(name)
+			if !ok || n.(int)%128 != 0 {
+				t.Errorf("%s, %s: query of %v bytes (padded %v), want a padded multiple of 128", name, qname, n, ok)
+			}
+		}
 	}
 }

@@ -60,7 +60,9 @@ func ValidateStream(q, resp *dns.Msg) error {
 }
 
 // Unpack decodes a wire response, enforcing the size limit. Decoding errors
-// are peer faults: the upstream sent something that is not DNS.
+// are peer faults: the upstream sent something that is not DNS. A TTL with
+// its top bit set is read as 0 here, where every transport's answer comes in
+// (RFC 2181 §8), so neither the cache nor a client ever sees 4294967295.
 func Unpack(wire []byte) (*dns.Msg, error) {
 	if len(wire) > MaxResponseSize {
 		return nil, &AttemptError{Kind: KindResponseTooLarge, Err: fmt.Errorf("%d bytes", len(wire))}
@@ -69,5 +71,16 @@ func Unpack(wire []byte) (*dns.Msg, error) {
 	if err := m.Unpack(wire); err != nil {
 		return nil, &AttemptError{Kind: KindBadResponse, Err: err}
 	}
+	for _, sec := range [...][]dns.RR{m.Answer, m.Ns, m.Extra} {
+		for _, rr := range sec {
+			// An OPT record's TTL field holds its flags, not a TTL.
+			if h := rr.Header(); h.Ttl > maxTTL && h.Rrtype != dns.TypeOPT {
+				h.Ttl = 0
+			}
+		}
+	}
 	return m, nil
 }
+
+// maxTTL is the largest TTL field RFC 2181 §8 gives a meaning: 2^31 - 1.
+const maxTTL = 1<<31 - 1

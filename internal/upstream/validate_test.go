@@ -104,3 +104,39 @@ func TestUnpack(t *testing.T) {
 		t.Errorf("Unpack(too large) kind = %v, want response too large", Classify(err))
 	}
 }
+
+// A TTL with the top bit set reads as 0 (RFC 2181 §8) in every section, and
+// the OPT record's flags, which sit in its TTL field, are left alone.
+func TestUnpack_topBitTTLIsZero(t *testing.T) {
+	q := new(dns.Msg)
+	q.SetQuestion("example.org.", dns.TypeA)
+	r := new(dns.Msg)
+	r.SetReply(q)
+	hdr := func(sec string) dns.RR_Header {
+		return dns.RR_Header{Name: sec + ".example.org.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1 << 31}
+	}
+	r.Answer = []dns.RR{&dns.A{Hdr: hdr("answer"), A: []byte{192, 0, 2, 1}}, &dns.A{Hdr: dns.RR_Header{Name: "kept.example.org.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 1<<31 - 1}, A: []byte{192, 0, 2, 2}}}
+	r.Ns = []dns.RR{&dns.A{Hdr: hdr("authority"), A: []byte{192, 0, 2, 3}}}
+	r.Extra = []dns.RR{&dns.A{Hdr: hdr("additional"), A: []byte{192, 0, 2, 4}}}
+	r.SetEdns0(1232, true)
+	r.Rcode = 0x800 // extended rcode 0x80: the top bit of the OPT's TTL field
+	wire, err := r.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Unpack(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rr := range []dns.RR{m.Answer[0], m.Ns[0], m.Extra[0]} {
+		if rr.Header().Ttl != 0 {
+			t.Errorf("%s: TTL %d, want 0", rr.Header().Name, rr.Header().Ttl)
+		}
+	}
+	if ttl := m.Answer[1].Header().Ttl; ttl != 1<<31-1 {
+		t.Errorf("the largest valid TTL became %d", ttl)
+	}
+	if o := m.IsEdns0(); o == nil || !o.Do() || o.Hdr.Ttl>>31 != 1 || m.Rcode != 0x800 {
+		t.Errorf("the OPT record's flags changed: %v", o)
+	}
+}

@@ -117,7 +117,9 @@ func TestParseQuery_leavesTheUnusualToTheGeneralPath(t *testing.T) {
 func FuzzParseQuery(f *testing.F) {
 	e := query("host.example.", dns.TypeA)
 	e.SetEdns0(1232, true)
-	for _, m := range []*dns.Msg{query("www.example.com.", dns.TypeA), e} {
+	ad := query("ad.example.", dns.TypeA)
+	ad.AuthenticatedData = true
+	for _, m := range []*dns.Msg{query("www.example.com.", dns.TypeA), e, ad} {
 		f.Add(pack(f, m))
 	}
 	f.Fuzz(func(t *testing.T, wire []byte) {
