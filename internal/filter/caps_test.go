@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -93,5 +94,28 @@ func TestMemory_hugeListCapped(t *testing.T) {
 	}
 	if loaded-base > 32<<10 {
 		t.Errorf("%d KiB loaded for the capped list", loaded-base)
+	}
+}
+
+// TestDownload_shrinkGateCountsTheNamesOverTheCap: a downloaded list that
+// the names cap truncated is still held to the shrink gate by the names
+// its file had, not by the names the cap let in: a list of 100 names
+// capped at 10 that comes back with 20 shrank by more than half, and the
+// last good copy stays.
+func TestDownload_shrinkGateCountsTheNamesOverTheCap(t *testing.T) {
+	ls := newListServer(t, names("ad", 100))
+	cfg := urlCfg(t.TempDir(), ls.URL+"/list.txt")
+	cfg.MaxNamesPerList = 10
+	e := New(Options{})
+	t.Cleanup(e.Close)
+	e.Update(cfg)
+	waitFor(t, "the first download", func() bool { return e.Snapshot().Lists[0].Rules == 10 })
+	ls.set(200, "text/plain", `"v2"`, names("ad", 20))
+	err := e.Refresh(t.Context(), "remote")
+	if err == nil || !strings.Contains(err.Error(), "shrank from 100 to 20") {
+		t.Fatalf("a list of 100 names that came back with 20: %v", err)
+	}
+	if st := e.Snapshot().Lists[0]; st.Rules != 10 || st.NamesOverCap != 90 {
+		t.Errorf("the last good copy is not the one in use: %+v", st)
 	}
 }

@@ -298,7 +298,9 @@ func (e *Engine) Refresh(ctx context.Context, name string) error {
 		e.mu.Unlock()
 		return fmt.Errorf("no downloaded list %q", name)
 	}
-	m, prev, path, metaPath := st.meta, st.report.Rules, e.listPath(name), e.metaPath(name)
+	// The shrink gate compares with the names the copy had, not those the
+	// names caps let in: the download's own parse is not capped.
+	m, prev, path, metaPath := st.meta, st.report.Rules+st.report.Ignored[ReasonNamesCap], e.listPath(name), e.metaPath(name)
 	if _, err := os.Stat(path); err != nil {
 		m.ETag, m.LastModified = "", "" // no copy to revalidate
 	}
