@@ -180,15 +180,29 @@ const (
 var scopeNames = map[scope]string{scopePublic: "public", scopeLoopback: "loopback", scopePrivate: "private",
 	scopeLinkLocal: "link-local", scopeOther: "multicast or reserved"}
 
-// cgnat is the shared address space of RFC 6598, a provider's LAN.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// cgnat is the shared address space of RFC 6598, a provider's LAN;
+// thisNetwork is 0.0.0.0/8 (RFC 791, RFC 6890), which Linux answers as the
+// host itself; nat64 is the NAT64 well-known prefix (RFC 6052 §2.1), whose
+// last 32 bits are the IPv4 address a translator reaches.
+var (
+	cgnat       = netip.MustParsePrefix("100.64.0.0/10")
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+	nat64       = netip.MustParsePrefix("64:ff9b::/96")
+)
 
 // scopeOf is ip's scope; a variable so a test can give loopback addresses
-// a public scope (only loopback is reachable from a test).
+// a public scope (only loopback is reachable from a test). An address
+// behind the NAT64 prefix has the scope of the IPv4 address it stands for:
+// a household's IPv6-only router translates 64:ff9b::192.168.1.1 into its
+// own LAN.
 var scopeOf = func(ip netip.Addr) scope {
 	ip = ip.Unmap()
+	if nat64.Contains(ip) {
+		a := ip.As16()
+		ip = netip.AddrFrom4([4]byte(a[12:]))
+	}
 	switch {
-	case ip.IsLoopback() || ip.IsUnspecified(): // 0.0.0.0 and :: reach the host itself
+	case ip.IsLoopback() || ip.IsUnspecified() || thisNetwork.Contains(ip): // 0.0.0.0 and :: reach the host itself
 		return scopeLoopback
 	case ip.IsPrivate() || cgnat.Contains(ip):
 		return scopePrivate

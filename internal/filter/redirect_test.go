@@ -2,6 +2,7 @@ package filter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -114,5 +115,32 @@ func TestDownload_localhostIsNeverLookedUp(t *testing.T) {
 	}
 	if asked.Load() != 0 {
 		t.Error("localhost was looked up")
+	}
+}
+
+// TestRedirectGuard_refusesEveryInwardSpelling: after a redirect from a
+// public list host, an address that leads inward is refused however it is
+// spelt — IPv6 loopback, IPv4-mapped, the unspecified addresses and the
+// rest of "this network" (0.0.0.0/8, which reaches the host itself), the
+// cloud metadata address, a zone-scoped link-local one, and a private or
+// loopback IPv4 address behind the NAT64 prefix 64:ff9b::/96 (RFC 6052),
+// which a household's IPv6-only router translates into its own LAN — while
+// public addresses, NAT64'd ones included, pass.
+func TestRedirectGuard_refusesEveryInwardSpelling(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		pass bool
+	}{
+		{"::1", false}, {"::ffff:127.0.0.1", false}, {"0.0.0.0", false}, {"::", false},
+		{"0.1.2.3", false}, {"169.254.169.254", false}, {"fe80::1%eth0", false},
+		{"::ffff:192.168.1.1", false}, {"100.64.0.1", false}, {"fd00::1", false},
+		{"64:ff9b::c0a8:101", false}, {"64:ff9b::7f00:1", false}, {"64:ff9b::a9fe:a9fe", false},
+		{"192.0.2.1", true}, {"2001:db8::1", true}, {"64:ff9b::c000:201", true},
+	} {
+		g := &redirectGuard{origin: scopePublic, after: true}
+		_, err := g.admit("inward.test", []netip.Addr{netip.MustParseAddr(tc.addr)})
+		if refused := errors.Is(err, ErrRedirectRefused); refused == tc.pass {
+			t.Errorf("%s: admitted %v, want %v (%v)", tc.addr, !refused, tc.pass, err)
+		}
 	}
 }
