@@ -119,3 +119,27 @@ func TestDownload_shrinkGateCountsTheNamesOverTheCap(t *testing.T) {
 		t.Errorf("the last good copy is not the one in use: %+v", st)
 	}
 }
+
+// TestRebuild_namesCapCountsHostsLinesOfManyNames: a hosts line may name
+// several names, so the names cap counts names (names_over_cap) apart from
+// lines (lines_taken, lines_ignored): ten lines of five names capped at 7
+// load the first line whole and two names of the second, so two lines were
+// taken and eight ignored — never a negative line count.
+func TestRebuild_namesCapCountsHostsLinesOfManyNames(t *testing.T) {
+	var b strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&b, "0.0.0.0 a%d-0.example a%d-1.example a%d-2.example a%d-3.example a%d-4.example\n", i, i, i, i, i)
+	}
+	f := config.FilterDefaults()
+	f.MaxNamesPerList = 7
+	f.Lists = []config.FilterList{{Name: "hosts", Path: writeList(t, t.TempDir(), "hosts.txt", b.String())}}
+	e := newEngine(t, f)
+	l := e.Snapshot().Lists[0]
+	if l.Rules != 7 || l.NamesOverCap != 43 || l.Taken != 2 || l.Ignored[ReasonNamesCap] != 8 {
+		t.Errorf("rules %d, names over the cap %d, lines taken %d, lines ignored %v; want 7, 43, 2 and 8 over the cap",
+			l.Rules, l.NamesOverCap, l.Taken, l.Ignored)
+	}
+	if !blocks(e, "a1-1.example") || blocks(e, "a1-2.example") {
+		t.Error("the names kept are not the first seven")
+	}
+}

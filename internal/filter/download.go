@@ -314,7 +314,7 @@ func (e *Engine) Refresh(ctx context.Context, name string) error {
 	}
 	// The shrink gate compares with the names the copy had, not those the
 	// names caps let in: the download's own parse is not capped.
-	m, prev, path, metaPath := st.meta, st.report.Rules+st.report.Ignored[ReasonNamesCap], e.listPath(name), e.metaPath(name)
+	m, prev, path, metaPath := st.meta, st.report.Rules+st.report.NamesOverCap, e.listPath(name), e.metaPath(name)
 	if _, err := os.Stat(path); err != nil {
 		m.ETag, m.LastModified = "", "" // no copy to revalidate
 	}
@@ -382,7 +382,7 @@ func (e *Engine) download(ctx context.Context, u string, m meta, path string, pr
 		return m, nil, err
 	}
 	release := procs.Hold() // the quality gate parses the whole list (procs.Hold)
-	rep, err := parseFile(tmp, func(Rule) {})
+	rep, err := parseFile(tmp, func(Rule) {}, nil)
 	release()
 	if err != nil {
 		return m, nil, err
