@@ -144,13 +144,18 @@ func newHTTPClient(lookup func(ctx context.Context, host string) ([]netip.Addr, 
 
 // resolveListHost is a list host's addresses: an IP literal as it is,
 // localhost and its subdomains as the loopback addresses (RFC 6761 §6.3:
-// never asked of anyone), anything else through lookup.
+// never asked of anyone), anything else through lookup — except a host
+// whose last label is a number, refused (numericTLD).
 func resolveListHost(ctx context.Context, host string, lookup func(ctx context.Context, host string) ([]netip.Addr, error)) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{ip}, nil
 	}
-	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}, nil
+	}
+	if numericTLD(h) {
+		return nil, fmt.Errorf("list host %s: its last label is a number, so it is no name (RFC 3696 §2) and no IP address nxdns reads (a browser reads 127.1 or 2130706433 as 127.0.0.1): write the address in full", host)
 	}
 	if lookup == nil {
 		return nil, fmt.Errorf("list host %s: a name, and no resolver was given", host)
@@ -163,6 +168,19 @@ func resolveListHost(ctx context.Context, host string, lookup func(ctx context.C
 		return nil, fmt.Errorf("list host %s has no address", host)
 	}
 	return ips, nil
+}
+
+// numericTLD reports whether h's last label is a number, decimal or 0x
+// hex: a browser and inet_aton read such a host as an IPv4 address
+// (127.1, 2130706433, 0177.0.0.1), Go's parser does not, and no top-level
+// domain is one (RFC 3696 §2). Asked as a name, it would go to the
+// upstream pool, where it can only leak or mislead.
+func numericTLD(h string) bool {
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // scope is where an address leads: the host itself, the LAN, the link, or

@@ -144,3 +144,40 @@ func TestRedirectGuard_refusesEveryInwardSpelling(t *testing.T) {
 		}
 	}
 }
+
+// TestDownload_numericHostIsNeitherLookedUpNorDialled: a host whose last
+// label is a number — 127.1, 2130706433, 0177.0.0.1, 0x7f.1 — is an IPv4
+// address to a browser (and to inet_aton) but no address Go parses, and no
+// name (RFC 3696 §2: a top-level label is not all-numeric). It is refused
+// with the reason, in a list URL and in a redirect, and never asked of
+// anyone: before, it went to the upstream pool as a name.
+func TestDownload_numericHostIsNeitherLookedUpNorDialled(t *testing.T) {
+	var asked atomic.Int64
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		asked.Add(1)
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	ls := newListServer(t, names("ad", 5))
+	_, port, _ := net.SplitHostPort(ls.Listener.Addr().String())
+	for _, host := range []string{"127.1", "2130706433", "0177.0.0.1", "0x7f.1", "lists.0x7F"} {
+		e := New(Options{LookupHost: lookup})
+		e.Update(urlCfg(t.TempDir(), "http://"+host+":"+port+"/list.txt"))
+		err := e.Refresh(t.Context(), "remote")
+		e.Close()
+		if err == nil || !strings.Contains(err.Error(), "last label is a number") {
+			t.Errorf("%s: %v, want the reason", host, err)
+		}
+	}
+	redirect := serveOn(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://127.1:"+port+"/list.txt", http.StatusFound)
+	}))
+	e := New(Options{LookupHost: lookup})
+	defer e.Close()
+	e.Update(urlCfg(t.TempDir(), redirect.URL+"/list.txt"))
+	if err := e.Refresh(t.Context(), "remote"); err == nil || !strings.Contains(err.Error(), "last label is a number") {
+		t.Errorf("a redirect to http://127.1: %v, want the reason", err)
+	}
+	if asked.Load() != 0 || ls.requests.Load() != 0 {
+		t.Errorf("%d lookups, %d requests to the list server; want none", asked.Load(), ls.requests.Load())
+	}
+}
