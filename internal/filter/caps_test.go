@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -93,5 +94,52 @@ func TestMemory_hugeListCapped(t *testing.T) {
 	}
 	if loaded-base > 32<<10 {
 		t.Errorf("%d KiB loaded for the capped list", loaded-base)
+	}
+}
+
+// TestDownload_shrinkGateCountsTheNamesOverTheCap: a downloaded list that
+// the names cap truncated is still held to the shrink gate by the names
+// its file had, not by the names the cap let in: a list of 100 names
+// capped at 10 that comes back with 20 shrank by more than half, and the
+// last good copy stays.
+func TestDownload_shrinkGateCountsTheNamesOverTheCap(t *testing.T) {
+	ls := newListServer(t, names("ad", 100))
+	cfg := urlCfg(t.TempDir(), ls.URL+"/list.txt")
+	cfg.MaxNamesPerList = 10
+	e := New(Options{})
+	t.Cleanup(e.Close)
+	e.Update(cfg)
+	waitFor(t, "the first download", func() bool { return e.Snapshot().Lists[0].Rules == 10 })
+	ls.set(200, "text/plain", `"v2"`, names("ad", 20))
+	err := e.Refresh(t.Context(), "remote")
+	if err == nil || !strings.Contains(err.Error(), "shrank from 100 to 20") {
+		t.Fatalf("a list of 100 names that came back with 20: %v", err)
+	}
+	if st := e.Snapshot().Lists[0]; st.Rules != 10 || st.NamesOverCap != 90 {
+		t.Errorf("the last good copy is not the one in use: %+v", st)
+	}
+}
+
+// TestRebuild_namesCapCountsHostsLinesOfManyNames: a hosts line may name
+// several names, so the names cap counts names (names_over_cap) apart from
+// lines (lines_taken, lines_ignored): ten lines of five names capped at 7
+// load the first line whole and two names of the second, so two lines were
+// taken and eight ignored — never a negative line count.
+func TestRebuild_namesCapCountsHostsLinesOfManyNames(t *testing.T) {
+	var b strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&b, "0.0.0.0 a%d-0.example a%d-1.example a%d-2.example a%d-3.example a%d-4.example\n", i, i, i, i, i)
+	}
+	f := config.FilterDefaults()
+	f.MaxNamesPerList = 7
+	f.Lists = []config.FilterList{{Name: "hosts", Path: writeList(t, t.TempDir(), "hosts.txt", b.String())}}
+	e := newEngine(t, f)
+	l := e.Snapshot().Lists[0]
+	if l.Rules != 7 || l.NamesOverCap != 43 || l.Taken != 2 || l.Ignored[ReasonNamesCap] != 8 {
+		t.Errorf("rules %d, names over the cap %d, lines taken %d, lines ignored %v; want 7, 43, 2 and 8 over the cap",
+			l.Rules, l.NamesOverCap, l.Taken, l.Ignored)
+	}
+	if !blocks(e, "a1-1.example") || blocks(e, "a1-2.example") {
+		t.Error("the names kept are not the first seven")
 	}
 }

@@ -144,13 +144,18 @@ func newHTTPClient(lookup func(ctx context.Context, host string) ([]netip.Addr, 
 
 // resolveListHost is a list host's addresses: an IP literal as it is,
 // localhost and its subdomains as the loopback addresses (RFC 6761 §6.3:
-// never asked of anyone), anything else through lookup.
+// never asked of anyone), anything else through lookup — except a host
+// whose last label is a number, refused (numericTLD).
 func resolveListHost(ctx context.Context, host string, lookup func(ctx context.Context, host string) ([]netip.Addr, error)) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{ip}, nil
 	}
-	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}, nil
+	}
+	if numericTLD(h) {
+		return nil, fmt.Errorf("list host %s: its last label is a number, so it is no name (RFC 3696 §2) and no IP address nxdns reads (a browser reads 127.1 or 2130706433 as 127.0.0.1): write the address in full", host)
 	}
 	if lookup == nil {
 		return nil, fmt.Errorf("list host %s: a name, and no resolver was given", host)
@@ -163,6 +168,19 @@ func resolveListHost(ctx context.Context, host string, lookup func(ctx context.C
 		return nil, fmt.Errorf("list host %s has no address", host)
 	}
 	return ips, nil
+}
+
+// numericTLD reports whether h's last label is a number, decimal or 0x
+// hex: a browser and inet_aton read such a host as an IPv4 address
+// (127.1, 2130706433, 0177.0.0.1), Go's parser does not, and no top-level
+// domain is one (RFC 3696 §2). Asked as a name, it would go to the
+// upstream pool, where it can only leak or mislead.
+func numericTLD(h string) bool {
+	last := h[strings.LastIndexByte(h, '.')+1:]
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		return strings.Trim(hex, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // scope is where an address leads: the host itself, the LAN, the link, or
@@ -180,15 +198,29 @@ const (
 var scopeNames = map[scope]string{scopePublic: "public", scopeLoopback: "loopback", scopePrivate: "private",
 	scopeLinkLocal: "link-local", scopeOther: "multicast or reserved"}
 
-// cgnat is the shared address space of RFC 6598, a provider's LAN.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+// cgnat is the shared address space of RFC 6598, a provider's LAN;
+// thisNetwork is 0.0.0.0/8 (RFC 791, RFC 6890), which Linux answers as the
+// host itself; nat64 is the NAT64 well-known prefix (RFC 6052 §2.1), whose
+// last 32 bits are the IPv4 address a translator reaches.
+var (
+	cgnat       = netip.MustParsePrefix("100.64.0.0/10")
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+	nat64       = netip.MustParsePrefix("64:ff9b::/96")
+)
 
 // scopeOf is ip's scope; a variable so a test can give loopback addresses
-// a public scope (only loopback is reachable from a test).
+// a public scope (only loopback is reachable from a test). An address
+// behind the NAT64 prefix has the scope of the IPv4 address it stands for:
+// a household's IPv6-only router translates 64:ff9b::192.168.1.1 into its
+// own LAN.
 var scopeOf = func(ip netip.Addr) scope {
 	ip = ip.Unmap()
+	if nat64.Contains(ip) {
+		a := ip.As16()
+		ip = netip.AddrFrom4([4]byte(a[12:]))
+	}
 	switch {
-	case ip.IsLoopback() || ip.IsUnspecified(): // 0.0.0.0 and :: reach the host itself
+	case ip.IsLoopback() || ip.IsUnspecified() || thisNetwork.Contains(ip): // 0.0.0.0 and :: reach the host itself
 		return scopeLoopback
 	case ip.IsPrivate() || cgnat.Contains(ip):
 		return scopePrivate
@@ -298,7 +330,9 @@ func (e *Engine) Refresh(ctx context.Context, name string) error {
 		e.mu.Unlock()
 		return fmt.Errorf("no downloaded list %q", name)
 	}
-	m, prev, path, metaPath := st.meta, st.report.Rules, e.listPath(name), e.metaPath(name)
+	// The shrink gate compares with the names the copy had, not those the
+	// names caps let in: the download's own parse is not capped.
+	m, prev, path, metaPath := st.meta, st.report.Rules+st.report.NamesOverCap, e.listPath(name), e.metaPath(name)
 	if _, err := os.Stat(path); err != nil {
 		m.ETag, m.LastModified = "", "" // no copy to revalidate
 	}
@@ -366,7 +400,7 @@ func (e *Engine) download(ctx context.Context, u string, m meta, path string, pr
 		return m, nil, err
 	}
 	release := procs.Hold() // the quality gate parses the whole list (procs.Hold)
-	rep, err := parseFile(tmp, func(Rule) {})
+	rep, err := parseFile(tmp, func(Rule) {}, nil)
 	release()
 	if err != nil {
 		return m, nil, err

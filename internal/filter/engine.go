@@ -321,22 +321,34 @@ func (e *Engine) rebuild() {
 	for _, j := range jobs {
 		items, regexes := b.Mark()
 		dropped, names, capped := 0, 0, 0
+		// The lines the names caps left out: a hosts line names several
+		// names, and one line's names may be cut at the cap (its line is
+		// still taken). Once a cap is met every later name is over it.
+		line, lastLoaded, lastCapped, cappedLines := 0, 0, 0, 0
 		rep, err := parseFile(j.path, func(r Rule) {
 			if r.Kind != Regex {
 				// The names caps: this list's first perList names, and
 				// none past total in all (docs/filter.md "Names caps").
 				if names >= perList || items+names >= total {
 					capped++
+					if line != lastCapped {
+						lastCapped = line
+						if line != lastLoaded {
+							cappedLines++
+						}
+					}
 					return
 				}
 				names++
+				lastLoaded = line
 			}
 			if !b.Add(j.st.bit, j.allow, r) {
 				dropped++
 			}
-		})
-		leaveOut(&rep, ReasonManyRegexes, dropped)
-		leaveOut(&rep, ReasonNamesCap, capped)
+		}, func() { line++ })
+		leaveOut(&rep, ReasonManyRegexes, dropped, dropped)
+		leaveOut(&rep, ReasonNamesCap, cappedLines, capped)
+		rep.NamesOverCap = capped
 		if capped > 0 && err == nil {
 			e.log.Warn("list truncated at the names cap: its later names are not loaded", zap.String("list", j.st.cfg.Name),
 				zap.Int("names_loaded", names), zap.Int("names_left_out", capped),
@@ -410,17 +422,20 @@ func (e *Engine) rebuild() {
 		zap.Duration("took", e.now().Sub(start)))
 }
 
-// leaveOut takes n rules the parser counted as taken out of rep, as
-// ignored for why.
-func leaveOut(rep *Report, why Reason, n int) {
-	if n == 0 {
+// leaveOut takes rules the parser counted as taken out of rep, and the
+// lines none of whose rules are left, as ignored for why.
+func leaveOut(rep *Report, why Reason, lines, rules int) {
+	if rules == 0 {
 		return
 	}
-	rep.Taken, rep.Rules = rep.Taken-n, rep.Rules-n
+	rep.Taken, rep.Rules = rep.Taken-lines, rep.Rules-rules
+	if lines == 0 {
+		return
+	}
 	if rep.Ignored == nil {
 		rep.Ignored = map[Reason]int{}
 	}
-	rep.Ignored[why] += n
+	rep.Ignored[why] += lines
 }
 
 // namesCaps are cfg's names caps; a zero (a configuration built in code,
@@ -468,7 +483,8 @@ func (e *Engine) succeed(st *listState) {
 // parseFile parses a list file: opened by safefile.Open, so only a regular
 // file within the parser's size cap is read, and a FIFO or a device fails
 // at once instead of hanging the reload (docs/robustness.md).
-func parseFile(path string, emit func(Rule)) (Report, error) {
+// next, when not nil, is called before each line (parse).
+func parseFile(path string, emit func(Rule), next func()) (Report, error) {
 	f, err := safefile.Open(path, listCap)
 	if errors.Is(err, safefile.ErrTooLarge) {
 		return Report{}, ErrTooBig
@@ -477,7 +493,7 @@ func parseFile(path string, emit func(Rule)) (Report, error) {
 		return Report{}, err
 	}
 	defer f.Close()
-	return Parse(f, emit)
+	return parse(f, emit, next)
 }
 
 func modTime(path string) time.Time {
@@ -560,7 +576,8 @@ type ListStatus struct {
 	Failures uint64         `json:"refresh_failures"`
 	Blocked  uint64         `json:"blocked"`
 	// NamesOverCap is how many of the list's names the names caps left
-	// out of the copy in use (also in Ignored); 0 when it loaded whole.
+	// out of the copy in use (Ignored counts the lines none of whose names
+	// is left); 0 when it loaded whole.
 	NamesOverCap int `json:"names_over_cap"`
 }
 
@@ -590,7 +607,7 @@ func (e *Engine) Snapshot() Snapshot {
 		s.Lists = append(s.Lists, ListStatus{
 			Name: name, Kind: kind, Source: redactURL(src), Rules: st.report.Rules, Taken: st.report.Taken,
 			Ignored: st.report.Ignored, Rejected: st.report.Rejected, Loaded: st.loaded, Error: st.err,
-			Failures: st.failures.Load(), Blocked: e.blocked[st.bit].Load(), NamesOverCap: st.report.Ignored[ReasonNamesCap],
+			Failures: st.failures.Load(), Blocked: e.blocked[st.bit].Load(), NamesOverCap: st.report.NamesOverCap,
 		})
 	}
 	return s

@@ -52,6 +52,13 @@ func TestUpdate_metaFileThatIsNoRegularFileIsRefused(t *testing.T) {
 	}{
 		{"a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
 		{"/dev/zero", func(p string) error { return os.Symlink("/dev/zero", p) }},
+		{"a symlink to a FIFO", func(p string) error {
+			fifo := p + ".fifo"
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(fifo, p)
+		}},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			dir := t.TempDir()

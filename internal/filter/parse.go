@@ -77,6 +77,9 @@ type Report struct {
 	Ignored  map[Reason]int // recognised lines the DNS cannot apply, by reason
 	Rejected int            // lines of no recognised format
 	Bytes    int64          // bytes read
+	// NamesOverCap is how many names (not lines) the names caps left out
+	// of the set when the list was loaded; Ignored counts their lines.
+	NamesOverCap int
 }
 
 // IgnoredTotal is the sum of Ignored.
@@ -114,7 +117,12 @@ var listCap int64 = MaxListBytes
 // format is counted as rejected and skipped. Parse returns an error only
 // when the list must be rejected whole (ErrBinary, ErrHTML, ErrTooBig, a
 // read error); the rules already emitted must then be discarded.
-func Parse(r io.Reader, emit func(Rule)) (Report, error) {
+func Parse(r io.Reader, emit func(Rule)) (Report, error) { return parse(r, emit, nil) }
+
+// parse is Parse; next, when not nil, is called before each line is
+// parsed, so a caller can tell one line's rules from the next's (a hosts
+// line may name several).
+func parse(r io.Reader, emit func(Rule), next func()) (Report, error) {
 	var rep Report
 	br := bufio.NewReaderSize(io.LimitReader(r, listCap+1), 64<<10)
 	regexes := 0
@@ -137,6 +145,9 @@ func Parse(r io.Reader, emit func(Rule)) (Report, error) {
 				return rep, ErrHTML
 			}
 			first = false
+			if next != nil {
+				next()
+			}
 			parseLine(string(line), &rep, &regexes, emit)
 		}
 		if err == io.EOF {
