@@ -20,8 +20,9 @@ import (
 // the real binary over every transport it serves: AD for a client that sets
 // AD without DO (RFC 6840 §5.7–5.8), EDNS padding on DoT and DoH (RFC 7830,
 // RFC 8467), no TC on an answer that fits (RFC 2181 §9), RRSIG and NSEC for
-// ANY without DO (RFC 3225 §3), compressed answers, and a TTL with the top
-// bit set sent as 0 (RFC 2181 §8).
+// ANY without DO (RFC 3225 §3), compressed answers, a TTL with the top
+// bit set sent as 0 (RFC 2181 §8), and DDR's NODATA with its SOA (RFC 2308
+// §3).
 
 // wireUpstream answers as a validating resolver over DoT would, by name,
 // and keeps what it saw of nxdns's queries.
@@ -271,6 +272,29 @@ func TestWireProtocol(t *testing.T) {
 			r := n.kdig(t, transport, "topbit.example.", "A")
 			if len(r.answer) != 1 || len(r.answer) > 0 && r.answer[0][1] != "0" {
 				t.Errorf("%q: answer %v, want one A with TTL 0\n%s", transport, r.answer, r.out)
+			}
+		}
+	})
+
+	// Item 6 with DDR on (nxdns serves DoT and DoH here, so the DDR stage
+	// answers resolver.arpa): its SVCB records, the zone's SOA and NS at
+	// the apex, and every other question an authoritative NODATA that
+	// carries the SOA (RFC 2308 §3).
+	t.Run("resolver.arpa with DDR on", func(t *testing.T) {
+		if r := n.kdig(t, "", "_dns.resolver.arpa.", "SVCB"); r.counts["ANSWER"] == 0 {
+			t.Fatalf("no SVCB records: DDR is off\n%s", r.out)
+		}
+		for _, q := range [][2]string{{"resolver.arpa.", "SOA"}, {"resolver.arpa.", "NS"}} {
+			r := n.kdig(t, "", q[0], q[1])
+			if len(r.answer) != 1 || r.answer[0][3] != q[1] || !r.flag("aa") {
+				t.Errorf("%s %s: answer %v, flags %v; want its %s, aa\n%s", q[0], q[1], r.answer, r.flags, q[1], r.out)
+			}
+		}
+		for _, q := range [][2]string{{"resolver.arpa.", "A"}, {"_dns.resolver.arpa.", "A"}, {"x.resolver.arpa.", "TXT"}} {
+			r := n.kdig(t, "", q[0], q[1])
+			if !strings.Contains(r.out, "status: NOERROR") || r.counts["ANSWER"] != 0 || r.counts["AUTHORITY"] != 1 ||
+				!strings.Contains(r.out, "SOA") || !r.flag("aa") {
+				t.Errorf("%s %s: want an authoritative NODATA with resolver.arpa.'s SOA\n%s", q[0], q[1], r.out)
 			}
 		}
 	})

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"unicode/utf8"
 
 	"github.com/miekg/dns"
@@ -19,7 +20,10 @@ import (
 // Every answer is compressed (RFC 1035 §4.1.4; docs/server.md "Handler"),
 // and the whole answer is packed first: a message that fits whole is never
 // cut on Truncate's estimate, so TC means a record was left out (RFC 2181
-// §9).
+// §9). An answer that is cut keeps no signed RRset in part: Truncate cuts
+// after the last record that fits, often an NSEC3 whose RRSIG did not, and
+// wholeSigned drops such a set (RFC 4035 §3.1.1: the signatures go with the
+// set), as Unbound's truncation does.
 //
 // Guarantee: a non-nil result is at most max(limit, the header plus the
 // question plus a bare OPT) bytes — under 512 for any question — and what
@@ -34,16 +38,14 @@ func fit(m *dns.Msg, limit int, buf []byte) ([]byte, error) {
 	if err != nil || len(wire) <= limit {
 		return wire, err
 	}
-	m.Truncate(limit)
-	m.Compress = true // Truncate turns it off when its estimate fits uncompressed
+	truncate(m, limit)
 	if wire, err = m.PackBuffer(buf); err != nil || len(wire) <= limit {
 		return wire, err
 	}
 	// The OPT is what Truncate could not shrink: cut the EDE texts by the
 	// excess and size the records again around the smaller OPT.
 	if shortenEDE(m, len(wire)-limit) {
-		m.Truncate(limit)
-		m.Compress = true
+		truncate(m, limit)
 		if wire, err = m.PackBuffer(buf); err != nil || len(wire) <= limit {
 			return wire, err
 		}
@@ -74,6 +76,62 @@ func fit(m *dns.Msg, limit int, buf []byte) ([]byte, error) {
 	m.Truncated = true
 	m.Compress = true
 	return m.PackBuffer(buf)
+}
+
+// truncate is m.Truncate(limit), compressed (Truncate turns compression
+// off when its estimate fits uncompressed), without the part of a signed
+// RRset the cut left in the answer or authority section (wholeSigned).
+func truncate(m *dns.Msg, limit int) {
+	answer, ns := m.Answer, m.Ns
+	m.Truncate(limit)
+	m.Answer, m.Ns = wholeSigned(m.Answer, answer), wholeSigned(m.Ns, ns)
+	m.Compress = true
+}
+
+// wholeSigned is kept, the first records of section that Truncate kept,
+// without the records of every signed RRset the cut went through: the
+// set's records and RRSIGs alike, since a set without its signatures, or
+// signatures without all of the set, validate nothing (RFC 4035 §3.1.1).
+// An unsigned set may stay in part, as RFC 2181 §9 allows once TC is set.
+// kept shares section's array, which the caller may share with the cache:
+// it is never written to.
+func wholeSigned(kept, section []dns.RR) []dns.RR {
+	if len(kept) == len(section) {
+		return kept
+	}
+	type rrset struct {
+		name  string
+		rtype uint16
+	}
+	of := func(rr dns.RR) rrset {
+		t := rr.Header().Rrtype
+		if sig, ok := rr.(*dns.RRSIG); ok {
+			t = sig.TypeCovered
+		}
+		return rrset{strings.ToLower(rr.Header().Name), t}
+	}
+	signed := map[rrset]bool{}
+	for _, rr := range section {
+		if rr.Header().Rrtype == dns.TypeRRSIG {
+			signed[of(rr)] = true
+		}
+	}
+	cut := map[rrset]bool{}
+	for _, rr := range section[len(kept):] {
+		if k := of(rr); signed[k] {
+			cut[k] = true
+		}
+	}
+	if len(cut) == 0 {
+		return kept
+	}
+	out := make([]dns.RR, 0, len(kept))
+	for _, rr := range kept {
+		if !cut[of(rr)] {
+			out = append(out, rr)
+		}
+	}
+	return out
 }
 
 // shortenEDE cuts the EXTRA-TEXT of m's Extended DNS Errors by at least

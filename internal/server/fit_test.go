@@ -215,3 +215,64 @@ func TestTruncateUTF8(t *testing.T) {
 		}
 	}
 }
+
+// A signed answer too large for a 512-byte client goes out with TC and only
+// RRsets it can send with their signatures: never an NSEC3 whose RRSIG was
+// cut, nor an RRSIG without its records (RFC 4035 §3.1.1; Unbound's
+// truncation, docs/protocol.md). Names of every length put the cut at every
+// place in the authority section.
+func TestFit_truncatedAnswerKeepsSignedRRsetsWhole(t *testing.T) {
+	big := func(q *dns.Msg) *dns.Msg {
+		r := fakeup.NSEC3Negative(q)
+		// Two more NSEC3 records with their RRSIGs, as an NXDOMAIN proof
+		// has: the answer no longer fits 512 bytes.
+		for _, owner := range []string{"0p9mhaveqvm6t7vbl5lop2u3t2rp3tom.example.", "k8udemvp1j2f7eg6jebps17vp3n8i58h.example."} {
+			n := dns.Copy(r.Ns[2]).(*dns.NSEC3)
+			n.Hdr.Name = owner
+			sig := dns.Copy(r.Ns[3]).(*dns.RRSIG)
+			sig.Hdr.Name = owner
+			r.Ns = append(r.Ns, n, sig)
+		}
+		return r
+	}
+	s := New(Options{}, state(resolverFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+		return big(q), testUpstream, nil
+	})))
+	type set struct {
+		name string
+		t    uint16
+	}
+	for n := 1; n <= 60; n++ {
+		name := strings.Repeat("x", n) + ".example."
+		q := newQuery(name, dns.TypeTXT)
+		q.SetEdns0(512, true)
+		wire := s.handle(context.Background(), mustPack(t, q), netip.MustParseAddr("127.0.0.1"), query.UDP)
+		m := new(dns.Msg)
+		if err := m.Unpack(wire); err != nil {
+			t.Fatal(err)
+		}
+		if len(wire) > 512 || !m.Truncated {
+			t.Fatalf("%s: %d bytes, TC %v; want at most 512 with TC", name, len(wire), m.Truncated)
+		}
+		for _, sec := range [][]dns.RR{m.Answer, m.Ns} {
+			records, sigs := map[set]int{}, map[set]int{}
+			for _, rr := range sec {
+				if sig, ok := rr.(*dns.RRSIG); ok {
+					sigs[set{strings.ToLower(rr.Header().Name), sig.TypeCovered}]++
+				} else {
+					records[set{strings.ToLower(rr.Header().Name), rr.Header().Rrtype}]++
+				}
+			}
+			for k := range records {
+				if sigs[k] == 0 {
+					t.Errorf("%s: %s %s sent without its RRSIG", name, k.name, dns.TypeToString[k.t])
+				}
+			}
+			for k := range sigs {
+				if records[k] == 0 {
+					t.Errorf("%s: RRSIG of %s %s sent without its records", name, k.name, dns.TypeToString[k.t])
+				}
+			}
+		}
+	}
+}
