@@ -12,6 +12,7 @@
 package history
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -421,35 +422,38 @@ const day = 24 * time.Hour
 const maxRollUps = 48
 
 // rollUp writes the bucket of each ended period (an hour, a day) of level
-// to from the finer level from, oldest first, starting after the newest
-// bucket to has; periods with nothing in them are skipped.
+// to that the finer level from has buckets for and to has none yet, oldest
+// first; periods with nothing in them are skipped. It is keyed by period
+// and idempotent, so a clock stepped back or forward delays a roll-up at
+// most until its period has ended by the clock and never skips one (a
+// roll-up that started after the newest bucket skipped every period before
+// it once a step back put new queries there). A bucket that exists already
+// is complete: foldBuckets adds later rows to it.
 func rollUp(tx kvTx, from, to []byte, size time.Duration, cap int, now time.Time) error {
 	src, dst := tx.bucket(from), tx.bucket(to)
-	var next time.Time // the first period not rolled up
-	if k, _ := dst.cursor().Last(); k != nil {
-		next = bucketTime(k).Add(size)
-	}
 	current := now.Truncate(size)
-	for range maxRollUps {
-		c := src.cursor()
-		k, _ := c.Seek(bucketKey(next))
-		if k == nil {
-			return nil
-		}
+	done := 0
+	k, _ := src.cursor().First()
+	for k != nil && done < maxRollUps {
 		p := bucketTime(k).Truncate(size)
 		if !p.Before(current) {
-			return nil // still running
+			return nil // still running, or after a step back, not begun by the clock
 		}
-		sum := newAgg(cap)
-		for k, v := c.Seek(bucketKey(p)); k != nil && bucketTime(k).Before(p.Add(size)); k, v = c.Next() {
-			if a, err := decodeAgg(v, 0, false); err == nil {
-				sum.merge(a)
+		end := bucketKey(p.Add(size))
+		if dst.get(bucketKey(p)) == nil {
+			sum := newAgg(cap)
+			c := src.cursor()
+			for k, v := c.Seek(bucketKey(p)); k != nil && bytes.Compare(k, end) < 0; k, v = c.Next() {
+				if a, err := decodeAgg(v, 0, false); err == nil {
+					sum.merge(a)
+				}
 			}
+			if err := dst.put(bucketKey(p), sum.encode()); err != nil {
+				return err
+			}
+			done++
 		}
-		if err := dst.put(bucketKey(p), sum.encode()); err != nil {
-			return err
-		}
-		next = p.Add(size)
+		k, _ = src.cursor().Seek(end)
 	}
 	return nil
 }
