@@ -526,7 +526,7 @@ func (h *History) prune(target float64) {
 			var sz float64
 			count := 0
 			for k, v := c.First(); k != nil && sz < excess && count < expireChunk; k, v = c.Next() {
-				sz += float64(len(k)+len(v)) * rowOverhead
+				sz += h.kv.rowCost(len(k), len(v))
 				count++
 			}
 			if count == 0 {
@@ -551,10 +551,6 @@ func (h *History) prune(target float64) {
 
 // maxKey is above every row key.
 var maxKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-
-// rowOverhead scales a row's key and value to the space it takes in a page
-// (bbolt's per-element header and the pages' fill).
-const rowOverhead = 1.3
 
 // degrade records why the history is not working, logging only the first
 // time (a full disk fails every flush; one line says it).
