@@ -132,11 +132,12 @@ func TestScenarioSaturatedPrimary(t *testing.T) {
 			// also counts the start-up probe, which holds no slot); and burst
 			// A's overflow answered by the standby (its attempt counter
 			// excludes probes), so B finds all 32 of the standby's slots
-			// free. Without the last condition the wait could end while the
-			// burst client had sent only the 32 queries that fill the
-			// primary: on a loaded machine its last 10 then reached the
-			// standby during B, and 30 + 10 - 32 = 8 of them queued
-			// ("queued_total = 8 after burst B").
+			// free. Without the last condition the wait can end while the
+			// burst client has sent only the 32 queries that fill the
+			// primary (its queries are goroutines; a loaded machine runs the
+			// last ones late): its last 10 then reach the standby during B,
+			// and 30 + 10 - 32 = 8 of B queue — the "queued_total = 8 after
+			// burst B" of a cold full run.
 			testutil.WaitFor(t, "the primary's slots to fill with stalled queries and the standby to answer the overflow", 10*time.Second, func() bool {
 				m := p.metrics(t)
 				return metric(m, "nxdns_upstream_in_flight", "index", "0") == float64(upstream.DefaultSlots) &&
