@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -91,9 +92,10 @@ func CheckExit(err error) int {
 
 // ExecCheck returns a Precheck that runs `exe history-check path` and
 // reads its verdict: nil for a sound file, an error wrapping ErrCorrupt
-// for a damaged one (the child said so, or crashed: a panic or a fault
-// signal), any other error when the file could not be checked (the child
-// could not start, or took longer than checkTimeout).
+// for a damaged one (the child said so, or crashed: a Go panic or fatal
+// fault, or a fault signal), any other error when the file could not be
+// checked (the child could not start or ended otherwise, or took longer
+// than checkTimeout).
 func ExecCheck(exe string) func(path string) error {
 	return func(path string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
@@ -115,9 +117,26 @@ func ExecCheck(exe string) func(path string) error {
 			return fmt.Errorf("checking %s: %s", path, said)
 		case exit.ExitCode() == CheckCorrupt:
 			return fmt.Errorf("%w: %s", ErrCorrupt, said)
+		case crashed(exit, out.String()):
+			return fmt.Errorf("%w: reading it crashed the checking process (%v: %s)", ErrCorrupt, err, said)
 		}
-		return fmt.Errorf("%w: reading it crashed the checking process (%v: %s)", ErrCorrupt, err, said)
+		// Anything else (a binary without the subcommand, killed for
+		// memory) says nothing about the file: it stays.
+		return fmt.Errorf("checking %s: %v: %s", path, err, said)
 	}
+}
+
+// crashed reports whether the child died of reading the file: a Go panic
+// or fatal fault (exit 2 with the runtime's report), or a fault signal.
+func crashed(exit *exec.ExitError, out string) bool {
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		switch ws.Signal() {
+		case syscall.SIGBUS, syscall.SIGSEGV, syscall.SIGABRT:
+			return true
+		}
+		return false
+	}
+	return exit.ExitCode() == 2 && (strings.Contains(out, "panic:") || strings.Contains(out, "fatal error:"))
 }
 
 // verdictLine is what the child said, at most 300 bytes: the line of its
