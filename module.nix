@@ -325,7 +325,7 @@ let
           only (nxdns's own default), lost on restart.
         '';
       };
-      max_bytes = optional (types.ints.between 1048576 68719476736) "The store never grows past this many bytes; oldest rows go first (default 268435456, 256 MiB).";
+      max_bytes = optional (types.ints.between 1048576 68719476736) "The store never grows past this many bytes; oldest rows go first (default 268435456, 256 MiB). With path = null it is resident memory: 64 MiB suits a Pi with 512 MB.";
       max_days = optional (types.ints.between 1 366) "Rows older than this many days are deleted (default 30).";
       flush_seconds = optional (types.ints.between 1 3600) "Events are written in one transaction per interval; a power cut loses at most one (default 60).";
     };

@@ -130,16 +130,29 @@ func TestScenarioSaturatedPrimary(t *testing.T) {
 			}()
 			// nxdns's own gauges, not the upstream's stalled count (that one
 			// also counts the start-up probe, which holds no slot); and burst
-			// A's overflow answered by the standby, so B finds all 32 of the
-			// standby's slots free.
-			testutil.WaitFor(t, "the primary's slots to fill with stalled queries", 10*time.Second, func() bool {
+			// A's overflow answered by the standby (its attempt counter
+			// excludes probes), so B finds all 32 of the standby's slots
+			// free. Without the last condition the wait can end while the
+			// burst client has sent only the 32 queries that fill the
+			// primary (its queries are goroutines; a loaded machine runs the
+			// last ones late): its last 10 then reach the standby during B,
+			// and 30 + 10 - 32 = 8 of B queue — the "queued_total = 8 after
+			// burst B" of a cold full run.
+			testutil.WaitFor(t, "the primary's slots to fill with stalled queries and the standby to answer the overflow", 10*time.Second, func() bool {
 				m := p.metrics(t)
 				return metric(m, "nxdns_upstream_in_flight", "index", "0") == float64(upstream.DefaultSlots) &&
-					metric(m, "nxdns_listener_udp_in_flight") == float64(upstream.DefaultSlots)
+					metric(m, "nxdns_listener_udp_in_flight") == float64(upstream.DefaultSlots) &&
+					metric(m, "nxdns_upstream_requests_total", "index", "1", "outcome", "success") == float64(n-upstream.DefaultSlots)
 			})
 			// Burst B while the primary is saturated: the standby answers at once.
 			during := p.burst(t, func(c *burst.Config) { c.Baseline = 0 })
-			queued := metric(p.metrics(t), "nxdns_upstream_queued_total")
+			mB := p.metrics(t)
+			queued := metric(mB, "nxdns_upstream_queued_total")
+			// B ran inside the primary's stall if no stalled attempt had
+			// expired by the end of B (2000 ms after A; B takes tens of
+			// milliseconds, 200 ms on a machine loaded to 20): only then is
+			// the standby B's alone, which is lesson 2's premise.
+			inStall := metric(mB, "nxdns_upstream_requests_total", "index", "0", "outcome", "failure") == 0
 			// Burst C, hundreds at once.
 			many := p.burst(t, func(c *burst.Config) { c.N = hundreds; c.Baseline = 0 })
 			a := <-first
@@ -151,7 +164,10 @@ func TestScenarioSaturatedPrimary(t *testing.T) {
 				checkAllAnswered(t, "burst "+name, r)
 			}
 			// Lesson 2: the standby had free slots, so no query of B queued.
-			if queued != 0 {
+			switch {
+			case !inStall:
+				t.Logf("burst B outlasted the primary's 2000 ms stall (a machine slower than any seen): its stalled queries failed over during B, so queued_total (%v) is not lesson 2's to judge", queued)
+			case queued != 0:
 				t.Errorf("queued_total = %v after burst B, want 0: the standby had free slots", queued)
 			}
 			// "Fast" is shaped: the standby's 5 ms plus the 30 ms path, far

@@ -54,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], stderr)
 	case "check":
 		return cmdCheck(ctx, args[1:], stdout, stderr)
+	case "history-check": // hidden: run starts it (historycheck.go)
+		return cmdHistoryCheck(args[1:], stderr)
 	case "hash-password":
 		return cmdHashPassword(args[1:], os.Stdin, stdout, stderr)
 	case "version":

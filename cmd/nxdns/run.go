@@ -57,7 +57,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	a, err := app.Start(cfg, app.Options{Logger: log, Level: level, Listen: listen})
+	a, err := app.Start(cfg, app.Options{Logger: log, Level: level, Listen: listen, HistoryCheck: historyCheck(log)})
 	if err != nil {
 		log.Error("start failed", zap.Error(err))
 		return exitProblems

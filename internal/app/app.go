@@ -52,6 +52,10 @@ type Options struct {
 	Level  zap.AtomicLevel
 	Listen []string       // nxdns run --listen: replaces dns.listen of every file ReloadFile loads
 	Clock  *clock.Watcher // nil: the system's clock (clock.System), polled every clockPoll
+	// HistoryCheck checks an existing history file before it is opened
+	// (history.Options.Precheck; the binary runs itself as `nxdns
+	// history-check`). nil opens the file unchecked.
+	HistoryCheck func(path string) error
 }
 
 // App is a running nxdns.
@@ -107,7 +111,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
 	a.webHash = a.startPassword(cfg.Web)
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
-	a.history, a.historyCfg = openHistory(cfg.History, log), cfg.History
+	a.history, a.historyCfg = openHistory(cfg.History, log, opts.HistoryCheck), cfg.History
 	a.episodes = episodes.New(episodes.Options{Store: a.history})
 	gen, err := build(cfg, log, a.filter, a.episodes)
 	if err != nil {

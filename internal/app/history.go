@@ -22,9 +22,13 @@ func historyOptions(cfg config.History, log *zap.Logger) history.Options {
 
 // openHistory starts the query history of cfg (SPEC §9). It never fails:
 // a store that cannot be opened keeps the history in memory and says so
-// in /api/health, and DNS starts either way.
-func openHistory(cfg config.History, log *zap.Logger) *history.History {
-	return history.Open(historyOptions(cfg, log))
+// in /api/health, and DNS starts either way. check, when set, vets a file
+// before this process opens it, at start and at every reload that opens
+// one (docs/history.md, "Degraded, never DNS").
+func openHistory(cfg config.History, log *zap.Logger, check func(string) error) *history.History {
+	opts := historyOptions(cfg, log)
+	opts.Precheck = check
+	return history.Open(opts)
 }
 
 // historyStore names where the history lives, for /api/health.

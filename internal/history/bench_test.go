@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -202,4 +203,57 @@ func BenchmarkFlushFull(b *testing.B) {
 		h.Flush()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*h.opts.MaxPending), "ns/event")
+}
+
+// BenchmarkMemResident is what the memory store really costs against
+// history.max_bytes (issue 30 item 9: a 128 MiB budget reached 330–372 MB
+// of RSS). A memory History with a 64 MiB budget is fed twice what fits,
+// flushed every 10 000 rows, so the byte budget prunes; then, after a
+// collection, the live heap and the resident set it added are compared
+// with the budget and, per row kept, with what the store counts for a row
+// (Stats.UsedBytes: the rows' live heap at the collector's headroom).
+func BenchmarkMemResident(b *testing.B) {
+	const budget = 128 << 20
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rss0 := residentBytes(b)
+		h := Open(Options{MaxBytes: budget, MaxAge: 1000 * time.Hour, Flush: time.Hour})
+		at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+		i := 0
+		for ; h.Snapshot().Pruned < int64(i/2) || i < 100_000; i++ {
+			h.Record(event(at, i))
+			at = at.Add(100 * time.Millisecond)
+			if i%10_000 == 9_999 {
+				h.Flush()
+			}
+		}
+		h.Flush()
+		s := h.Snapshot()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		rss := residentBytes(b) - rss0
+		heap := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+		kept := float64(s.Recorded - s.Pruned)
+		b.ReportMetric(float64(rss)/budget, "rss/budget")
+		b.ReportMetric(float64(heap)/budget, "heap/budget")
+		b.ReportMetric(float64(heap)/kept, "heap-B/row")
+		b.ReportMetric(float64(s.UsedBytes)/kept, "counted-B/row")
+		b.ReportMetric(kept, "rows-kept")
+		h.Close()
+	}
+}
+
+// residentBytes is the process's resident set (/proc/self/statm).
+func residentBytes(b *testing.B) int64 {
+	s, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		b.Skip("no /proc/self/statm:", err)
+	}
+	var size, res int64
+	if _, err := fmt.Sscan(string(s), &size, &res); err != nil {
+		b.Fatal(err)
+	}
+	return res * int64(os.Getpagesize())
 }

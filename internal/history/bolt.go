@@ -123,6 +123,10 @@ func (k *boltKV) used() (used, size int64) {
 	return size - int64(st.FreeAlloc), size
 }
 
+// rowCost: a row's key and value scaled to the space they take in a page
+// (bbolt's per-element header and the pages' fill).
+func (k *boltKV) rowCost(klen, vlen int) float64 { return float64(klen+vlen) * 1.3 }
+
 func (k *boltKV) close() error { return k.db.Close() }
 
 // setMaxBytes changes bbolt's bound on the file's growth. bbolt reads

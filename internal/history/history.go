@@ -12,8 +12,10 @@
 package history
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,12 @@ type Options struct {
 	MaxPending int           // events buffered between flushes; 0 means DefaultMaxPending
 	Logger     *zap.Logger
 	Now        func() time.Time // tests; nil means time.Now
+	// Precheck, when set, checks an existing file before this process
+	// opens it (check.go: ExecCheck runs CheckFile in a child process). A
+	// result wrapping ErrCorrupt moves the file aside and starts a fresh
+	// store; any other error keeps the history in memory, the file left
+	// in place.
+	Precheck func(path string) error
 }
 
 // History is the store and its flusher. It is owned by the composition root
@@ -84,6 +92,7 @@ type History struct {
 	pruned       atomic.Int64 // rows deleted by the budgets
 
 	problem atomic.Pointer[string] // why the history is degraded; nil when it is not
+	moved   atomic.Pointer[string] // a damaged file moved aside at open (precheck); kept until restart
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -124,7 +133,7 @@ func Open(opts Options) *History {
 	h := &History{opts: opts, log: opts.Logger.Named("history"), stop: make(chan struct{}), interval: make(chan time.Duration, 1)}
 	h.opts.MaxBytes = fitBudget(opts.MaxBytes, h.log)
 	var err error
-	h.kv, h.mem, err = openStore(h.opts.Path, h.opts.MaxBytes)
+	h.kv, h.mem, err = h.openStore(h.opts.Path, h.opts.MaxBytes)
 	if err != nil {
 		h.degrade(fmt.Sprintf("%v; keeping the history in memory until restart or a reload that opens it", err))
 	}
@@ -134,15 +143,45 @@ func Open(opts Options) *History {
 
 // openStore is the store for path: a bbolt file, or memory for "" or for a
 // file that cannot be opened (then err says why).
-func openStore(path string, maxBytes int64) (kv, bool, error) {
+func (h *History) openStore(path string, maxBytes int64) (kv, bool, error) {
 	if path == "" {
 		return newMem(), true, nil
+	}
+	if err := h.precheck(path); err != nil {
+		return newMem(), true, fmt.Errorf("history: %w", err)
 	}
 	k, err := safeOpenBolt(path, maxBytes)
 	if err != nil {
 		return newMem(), true, err
 	}
 	return k, false, nil
+}
+
+// precheck runs Options.Precheck on an existing, non-empty file. A damaged
+// one is moved aside, so the open that follows starts a fresh store in its
+// place, and the move is logged and kept for Problem until restart: the
+// history it held is gone from the dashboard, and the operator should
+// know (the moved file stays for a look).
+func (h *History) precheck(path string) error {
+	if h.opts.Precheck == nil {
+		return nil
+	}
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return nil // nothing to check: the open says what is wrong, or creates the file
+	}
+	err := h.opts.Precheck(path)
+	if !errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	aside, qerr := quarantine(path, h.opts.Now())
+	if qerr != nil {
+		return fmt.Errorf("%s is damaged (%v), and %v", path, err, qerr)
+	}
+	note := fmt.Sprintf("%s was damaged (%v); moved aside to %s, a fresh store started in its place", path, err, aside)
+	h.moved.Store(&note)
+	h.log.Error("history file damaged; moved aside and started afresh, DNS is not affected",
+		zap.String("file", path), zap.String("moved_to", aside), zap.String("problem", err.Error()))
+	return nil
 }
 
 // safeOpenBolt turns a panic inside bbolt (a page of garbage can trip its
@@ -383,35 +422,38 @@ const day = 24 * time.Hour
 const maxRollUps = 48
 
 // rollUp writes the bucket of each ended period (an hour, a day) of level
-// to from the finer level from, oldest first, starting after the newest
-// bucket to has; periods with nothing in them are skipped.
+// to that the finer level from has buckets for and to has none yet, oldest
+// first; periods with nothing in them are skipped. It is keyed by period
+// and idempotent, so a clock stepped back or forward delays a roll-up at
+// most until its period has ended by the clock and never skips one (a
+// roll-up that started after the newest bucket skipped every period before
+// it once a step back put new queries there). A bucket that exists already
+// is complete: foldBuckets adds later rows to it.
 func rollUp(tx kvTx, from, to []byte, size time.Duration, cap int, now time.Time) error {
 	src, dst := tx.bucket(from), tx.bucket(to)
-	var next time.Time // the first period not rolled up
-	if k, _ := dst.cursor().Last(); k != nil {
-		next = bucketTime(k).Add(size)
-	}
 	current := now.Truncate(size)
-	for range maxRollUps {
-		c := src.cursor()
-		k, _ := c.Seek(bucketKey(next))
-		if k == nil {
-			return nil
-		}
+	done := 0
+	k, _ := src.cursor().First()
+	for k != nil && done < maxRollUps {
 		p := bucketTime(k).Truncate(size)
 		if !p.Before(current) {
-			return nil // still running
+			return nil // still running, or after a step back, not begun by the clock
 		}
-		sum := newAgg(cap)
-		for k, v := c.Seek(bucketKey(p)); k != nil && bucketTime(k).Before(p.Add(size)); k, v = c.Next() {
-			if a, err := decodeAgg(v, 0, false); err == nil {
-				sum.merge(a)
+		end := bucketKey(p.Add(size))
+		if dst.get(bucketKey(p)) == nil {
+			sum := newAgg(cap)
+			c := src.cursor()
+			for k, v := c.Seek(bucketKey(p)); k != nil && bytes.Compare(k, end) < 0; k, v = c.Next() {
+				if a, err := decodeAgg(v, 0, false); err == nil {
+					sum.merge(a)
+				}
 			}
+			if err := dst.put(bucketKey(p), sum.encode()); err != nil {
+				return err
+			}
+			done++
 		}
-		if err := dst.put(bucketKey(p), sum.encode()); err != nil {
-			return err
-		}
-		next = p.Add(size)
+		k, _ = src.cursor().Seek(end)
 	}
 	return nil
 }
@@ -484,7 +526,7 @@ func (h *History) prune(target float64) {
 			var sz float64
 			count := 0
 			for k, v := c.First(); k != nil && sz < excess && count < expireChunk; k, v = c.Next() {
-				sz += float64(len(k)+len(v)) * rowOverhead
+				sz += h.kv.rowCost(len(k), len(v))
 				count++
 			}
 			if count == 0 {
@@ -509,10 +551,6 @@ func (h *History) prune(target float64) {
 
 // maxKey is above every row key.
 var maxKey = []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-
-// rowOverhead scales a row's key and value to the space it takes in a page
-// (bbolt's per-element header and the pages' fill).
-const rowOverhead = 1.3
 
 // degrade records why the history is not working, logging only the first
 // time (a full disk fails every flush; one line says it).
@@ -548,9 +586,14 @@ func (h *History) view(fn func(kvTx) error) error {
 	return h.kv.view(fn)
 }
 
-// Problem is why the history is degraded, or "" when it is not.
+// Problem is why the history is degraded, or "" when it is not. A file
+// moved aside as damaged (precheck) is reported until restart once no
+// other problem is.
 func (h *History) Problem() string {
 	if p := h.problem.Load(); p != nil {
+		return *p
+	}
+	if p := h.moved.Load(); p != nil {
 		return *p
 	}
 	return ""

@@ -11,9 +11,13 @@ type kv interface {
 	update(fn func(tx kvTx) error) (written int64, err error)
 	// view runs fn in a read transaction that sees one consistent state.
 	view(fn func(tx kvTx) error) error
-	// used is how many bytes the data takes (for the byte budget); size the
+	// used is how many bytes the data takes (for the byte budget): the
+	// pages of a file, the resident memory of the memory store; size the
 	// file's size on disk (0 in memory).
 	used() (used, size int64)
+	// rowCost is about what a row with a key and value of these lengths
+	// adds to used (prune's estimate of how many rows free a byte count).
+	rowCost(klen, vlen int) float64
 	// setMaxBytes changes the byte bound of a store that enforces one
 	// itself (the file's); called with no transaction running.
 	setMaxBytes(n int64)

@@ -124,7 +124,8 @@ func readBuckets(tx kvTx, name []byte, cap int, from, to time.Time, countsOnly f
 // readLongRange reads a range at hour resolution: the hour buckets (the
 // hours of days that have a day bucket without their maps), those days'
 // buckets for the top lists, and, for the hours not rolled up yet (the
-// current one, usually), their minute buckets summed per hour.
+// current one, usually; after a clock step, any hour without its bucket),
+// their minute buckets summed per hour.
 func readLongRange(tx kvTx, from, to time.Time) (hours, days []bucketAt) {
 	days = readBuckets(tx, bucketDay, dayCap, from.Add(day-1).Truncate(day), to.Truncate(day), nil)
 	rolled := map[int64]bool{}
@@ -132,17 +133,25 @@ func readLongRange(tx kvTx, from, to time.Time) (hours, days []bucketAt) {
 		rolled[d.t.Unix()] = true
 	}
 	hours = readBuckets(tx, bucketHour, hourCap, from, to, func(t time.Time) bool { return rolled[t.Truncate(day).Unix()] })
-	unrolled := from
-	if k, _ := tx.bucket(bucketHour).cursor().Last(); k != nil {
-		unrolled = later(from, bucketTime(k).Add(time.Hour))
+	hourly := map[int64]bool{}
+	for _, h := range hours {
+		hourly[h.t.Unix()] = true
 	}
 	perHour := map[int64]*Agg{}
-	for _, m := range readBuckets(tx, bucketMinute, minuteCap, unrolled, to, nil) {
-		t := m.t.Truncate(time.Hour).Unix()
+	c := tx.bucket(bucketMinute).cursor()
+	for k, v := c.Seek(bucketKey(from)); k != nil && bucketTime(k).Before(to); k, v = c.Next() {
+		t := bucketTime(k).Truncate(time.Hour).Unix()
+		if hourly[t] {
+			continue // in its hour bucket
+		}
+		a, err := decodeAgg(v, minuteCap, false)
+		if err != nil {
+			continue // a damaged bucket costs itself
+		}
 		if perHour[t] == nil {
 			perHour[t] = newAgg(hourCap)
 		}
-		perHour[t].merge(m.a)
+		perHour[t].merge(a)
 	}
 	for t, a := range perHour {
 		hours = append(hours, bucketAt{time.Unix(t, 0), a})

@@ -173,3 +173,63 @@ func TestOverview_lateQueryReachesItsRolledUpDay(t *testing.T) {
 		t.Fatalf("total %d, top domains %+v: want both queries in the day's top list", o.Total, o.TopDomains)
 	}
 }
+
+// TestRollUp_clockSteppedBackAndForwardKeepsEveryRollUp: a clock stepped
+// back two days and then forward again still gets every hour and day
+// rolled up, and the week's overview counts every query (issue 30 item
+// 16: the roll-ups started after the newest hour bucket, so after a step
+// back none of the 1 200 queries reached the week overview).
+func TestRollUp_clockSteppedBackAndForwardKeepsEveryRollUp(t *testing.T) {
+	c := &clock{now: t0}
+	h := openTest(t, filePath(t), c, nil)
+	record := func(n int) {
+		for i := range n {
+			h.Record(event(c.now, i))
+		}
+		h.Flush()
+	}
+	for i := range 4 { // before the step: 100 queries in each of the 4 hours up to t0
+		c.now = t0.Add(time.Duration(i-3)*time.Hour + 30*time.Minute)
+		record(100)
+	}
+	c.now = t0.Add(time.Hour + 5*time.Minute)
+	h.Flush()
+
+	back := t0.Add(-2 * day) // the step back: 6 hours of 200 queries
+	for i := range 6 * 4 {
+		c.now = back.Add(time.Duration(i) * 15 * time.Minute)
+		record(50)
+	}
+	c.now = t0.Add(12 * time.Hour) // and forward again
+	h.Flush()
+
+	want := map[string]map[time.Time]int64{"hour": {}, "day": {back.Truncate(day): 1200, t0.Truncate(day): 400}}
+	for i := range 6 {
+		want["hour"][back.Add(time.Duration(i)*time.Hour)] = 200
+	}
+	for i := range 4 {
+		want["hour"][t0.Add(time.Duration(i-3)*time.Hour)] = 100
+	}
+	err := h.view(func(tx kvTx) error {
+		for level, buckets := range want {
+			for at, n := range buckets {
+				v := tx.bucket([]byte(level)).get(bucketKey(at))
+				if v == nil {
+					t.Errorf("no %s bucket for %v", level, at)
+					continue
+				}
+				if a, err := decodeAgg(v, 0, true); err != nil || a.Total != n {
+					t.Errorf("%s bucket %v: total %d (%v), want %d", level, at, a.Total, err, n)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := h.Overview(c.now.Add(-7*day), c.now, 10)
+	if err != nil || o.Total != 1600 || o.Resolution != time.Hour {
+		t.Errorf("week overview: total %d at %v (%v), want 1600 at hour resolution", o.Total, o.Resolution, err)
+	}
+}

@@ -60,7 +60,7 @@ func (h *History) Reconfigure(opts Options) {
 		h.flushLocked() // what is buffered stays with the store it was meant for
 	}
 	h.opts.MaxBytes, h.opts.MaxAge = opts.MaxBytes, opts.MaxAge
-	next, mem, err := openStore(opts.Path, opts.MaxBytes) // up to a second when another process holds the file
+	next, mem, err := h.openStore(opts.Path, opts.MaxBytes) // up to a second when another process holds the file
 	if err != nil && h.mem {
 		// Already in memory: keep that store and what it holds.
 		h.opts.Path = opts.Path

@@ -83,21 +83,16 @@ func Start(listen, target string, path Path) (*Relay, error) {
 	case path.Loss < 0 || path.Loss > 1:
 		return nil, fmt.Errorf("pathemu: loss %v, want a probability in [0, 1]", path.Loss)
 	}
-	tl, err := net.Listen("tcp", listen)
+	tl, ul, err := listenPair(listen)
 	if err != nil {
-		return nil, fmt.Errorf("pathemu: %w", err)
+		return nil, err
 	}
 	addr := tl.Addr().(*net.TCPAddr).AddrPort()
-	ul, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
-	if err != nil {
-		tl.Close()
-		return nil, fmt.Errorf("pathemu: udp on the tcp port %s: %w", addr, err)
-	}
 	r := &Relay{
 		Addr:   addr,
 		target: target,
 		path:   path,
-		tcp:    tl.(*net.TCPListener),
+		tcp:    tl,
 		udp:    ul,
 		stop:   make(chan struct{}),
 		conns:  make(map[net.Conn]struct{}),
@@ -106,6 +101,33 @@ func Start(listen, target string, path Path) (*Relay, error) {
 	r.wg.Go(func() { r.acceptLoop(r.tcp) })
 	r.wg.Go(r.udpLoop)
 	return r, nil
+}
+
+// listenPair listens on TCP and on UDP at the same port. With port 0 the
+// kernel picks a TCP port whose UDP twin another process may hold (the
+// machine runs other tests): then it tries another, a bounded number of
+// times.
+func listenPair(listen string) (*net.TCPListener, *net.UDPConn, error) {
+	_, port, _ := net.SplitHostPort(listen)
+	tries := 1
+	if port == "0" {
+		tries = 20
+	}
+	var err error
+	for range tries {
+		var tl net.Listener
+		if tl, err = net.Listen("tcp", listen); err != nil {
+			return nil, nil, fmt.Errorf("pathemu: %w", err)
+		}
+		addr := tl.Addr().(*net.TCPAddr).AddrPort()
+		var ul *net.UDPConn
+		if ul, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr)); err == nil {
+			return tl.(*net.TCPListener), ul, nil
+		}
+		tl.Close()
+		err = fmt.Errorf("pathemu: udp on the tcp port %s: %w", addr, err)
+	}
+	return nil, nil, err
 }
 
 // Close stops the relay: the listeners and every relayed connection close,

@@ -1,0 +1,53 @@
+package history
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A file the precheck calls damaged is moved aside, a fresh store starts
+// in its place, Problem names the move; only the newest keepCorrupt moved
+// files stay. A precheck that could not decide (a timeout) leaves the file
+// in place and the history in memory. The real check in a child process is
+// tested through the binary (cmd/nxdns TestRun_damagedHistoryFileIsMovedAsideAndDNSServes).
+func TestOpen_damagedFileIsMovedAsideAndAFreshStoreStarts(t *testing.T) {
+	path := filePath(t)
+	c := &clock{now: t0}
+	damaged := func(string) error { return fmt.Errorf("%w: page 7: garbage", ErrCorrupt) }
+	for i := range keepCorrupt + 2 {
+		if err := os.WriteFile(path, []byte("not a store"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.now = t0.Add(time.Duration(i) * time.Second)
+		h := Open(Options{Path: path, MaxBytes: 8 << 20, MaxAge: time.Hour, Now: c.Now, Precheck: damaged})
+		if h.InMemory() {
+			t.Fatalf("open %d: in memory (%s), want a fresh file", i, h.Problem())
+		}
+		if p := h.Problem(); !strings.Contains(p, "page 7: garbage") || !strings.Contains(p, "moved aside to "+path+".corrupt-") {
+			t.Errorf("open %d: Problem = %q, want the damage and the move", i, p)
+		}
+		h.Close()
+		os.Remove(path)
+	}
+	aside, _ := filepath.Glob(path + ".corrupt-*")
+	if len(aside) != keepCorrupt || !strings.HasSuffix(aside[len(aside)-1], t0.Add(time.Duration(keepCorrupt+1)*time.Second).Format("20060102T150405.000Z")) {
+		t.Errorf("moved-aside files %v, want the newest %d", aside, keepCorrupt)
+	}
+
+	undecided := func(string) error { return errors.New("checking took longer than 60s; left in place") }
+	if err := os.WriteFile(path, []byte("not a store"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := openTest(t, path, c, func(o *Options) { o.Precheck = undecided })
+	if !h.InMemory() || !strings.Contains(h.Problem(), "left in place") {
+		t.Errorf("undecided check: in memory %v, Problem %q", h.InMemory(), h.Problem())
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "not a store" {
+		t.Errorf("undecided check changed the file: %q, %v", b, err)
+	}
+}
