@@ -235,7 +235,9 @@ func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 	if c.flushes.covers(flushes, k.name) {
 		return
 	}
-	st.put(k, e)
+	if !st.put(k, e) {
+		return
+	}
 	c.changes.Add(1)
 	if c.flushes.covers(flushes, k.name) { // a flush while storing: see Flush
 		st.remove(k, e)
