@@ -35,6 +35,13 @@ type tlsNode struct {
 
 func startTLSNxdns(t *testing.T, lan *testutil.Dnsmasq) *tlsNode {
 	t.Helper()
+	return startTLSNxdnsWith(t, lan, "dot://127.0.0.1:0")
+}
+
+// startTLSNxdnsWith is startTLSNxdns with its pool upstream listening as
+// upstream says (a fakeup listen URL: its latency, its behaviour).
+func startTLSNxdnsWith(t *testing.T, lan *testutil.Dnsmasq, upstream string) *tlsNode {
+	t.Helper()
 	ca := newTestCA(t)
 	leaf, err := ca.IssueValid(time.Now().Add(-time.Hour), time.Now().Add(90*24*time.Hour), "dns.home.test", "127.0.0.1")
 	if err != nil {
@@ -52,7 +59,7 @@ func startTLSNxdns(t *testing.T, lan *testutil.Dnsmasq) *tlsNode {
 	if lan != nil {
 		extra += forwardZones("udp://"+lan.Addr.String(), "lan")
 	}
-	n.nxdnsProc = startNxdns(t, ca, settings{queryLog: true, extra: extra}, startUpstream(t, ca, "dot://127.0.0.1:0"))
+	n.nxdnsProc = startNxdns(t, ca, settings{queryLog: true, extra: extra}, startUpstream(t, ca, upstream))
 	return n
 }
 
