@@ -104,8 +104,10 @@ func resetFlood(addr string, conf *tls.Config, n int, sent *atomic.Int64) error 
 		c.Write([]byte(http2.ClientPreface))
 		fr := http2.NewFramer(c, c)
 		fr.WriteSettings()
-		var closing atomic.Bool // the server sent GOAWAY or closed
-		go func() { // drain the server's frames so its writes never block
+		// Drain the server's frames so its writes never block; closing is
+		// set once it sends GOAWAY or closes.
+		var closing atomic.Bool
+		go func() {
 			defer closing.Store(true)
 			for {
 				f, err := fr.ReadFrame()
