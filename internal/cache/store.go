@@ -36,7 +36,10 @@ const entryShare = 64
 
 // newStore returns a store of at most limit entries and maxBytes of weight.
 // Both bounds are otter's one weight bound: an entry weighs at least
-// maxBytes/limit, so at most limit of them fit.
+// maxBytes/limit, so at most limit of them fit. (A weight is a uint32: past
+// 4 GiB a budget per entry, possible only with a handful of entries and a
+// budget of many gigabytes, the floor is 4 GiB and the byte bound alone
+// holds.)
 func newStore(limit int, maxBytes int64) *store {
 	s := &store{limit: limit, maxBytes: maxBytes}
 	floor := uint32(min(maxBytes/int64(max(limit, 1)), 1<<32-1))
