@@ -17,19 +17,25 @@ import (
 
 // TestFairness_uniqueNameFloodFromOneHost: the real binary with one DoT
 // upstream answering in 100 ms (32 slots, so about 320 misses a second).
-// One host, 127.0.0.1, asks 3 000 unique names a second for 6 s, ten times
+// One host, 127.0.0.1, asks 1 000 unique names a second for 6 s, four times
 // what the upstream's slots carry; another host, 127.0.0.2, asks 20 misses
 // of its own one after another, idle first, then inside the flood. Its
 // median under the flood stays within twice its idle median and none of
 // its misses fails: the flooder holds at most half the slots while the
 // other host's query waits (docs/upstream-pool.md "One client's share").
-// The shape through the binary; internal/upstream's
-// TestPool_floodFromOneClientLeavesAnothersMissesFast is the sharp check of
-// the share itself (docs/robustness.md has both runs' figures).
+// The shape through the binary: without the share it passes too, mostly
+// (0–1 of 20 failed), because the flood's next query crosses sockets
+// before it can take a freed slot. internal/upstream's
+// TestPool_floodFromOneClientLeavesAnothersMissesFast is the check that
+// fails without the share (docs/robustness.md has both runs' figures).
 func TestFairness_uniqueNameFloodFromOneHost(t *testing.T) {
 	ca := newTestCA(t)
 	up := startUpstream(t, ca, "dot://127.0.0.1:0?latency=100ms")
-	p := startNxdns(t, ca, settings{}, up)
+	// attempt_timeout_ms = total_timeout_ms: an attempt is cut only by its
+	// query's budget, which is no evidence against the upstream, so a
+	// machine too busy to finish exchanges in time (shared CI cores) cannot
+	// put the upstream in backoff and turn the test into one about health.
+	p := startNxdns(t, ca, settings{attemptMS: 4000, totalMS: 4000}, up)
 
 	c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)}, net.UDPAddrFromAddrPort(mustAddrPort(t, p.dns)))
 	if err != nil {
@@ -73,7 +79,7 @@ func TestFairness_uniqueNameFloodFromOneHost(t *testing.T) {
 	flood := make(chan *burst.Report, 1)
 	go func() {
 		cfg := burst.DefaultConfig()
-		cfg.Target, cfg.Rate, cfg.Duration, cfg.Baseline, cfg.Timeout = p.dns, 3000, 6*time.Second, 0, 2*time.Second
+		cfg.Target, cfg.Rate, cfg.Duration, cfg.Baseline, cfg.Timeout = p.dns, 1000, 6*time.Second, 0, 2*time.Second
 		cfg.Suffix = "flood.test."
 		r, err := burst.Run(context.Background(), cfg)
 		if err != nil {
@@ -94,7 +100,7 @@ func TestFairness_uniqueNameFloodFromOneHost(t *testing.T) {
 		metric(m, "nxdns_listener_dropped_total", "reason", "udp_over_capacity"),
 		metric(m, "nxdns_upstream_budget_exhausted_total"))
 	if metric(m, "nxdns_upstream_backoff_episodes_total") > 0 {
-		t.Log("the upstream entered backoff during the flood: the machine starved its exchanges")
+		t.Log("the upstream entered backoff during the flood")
 	}
 
 	t.Logf("other host's misses: p50 idle %v (%d failed), under the flood %v (%d failed); flood: %d sent, p50 %.0f ms, %d timeouts",
