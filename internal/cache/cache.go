@@ -38,7 +38,7 @@ type Options struct {
 // DefaultMaxBytes is dns.cache_max_bytes's default: 32 MiB holds the
 // default 10 000 entries of ordinary answers (about 2 KiB each at their
 // largest) with room, and leaves a 512 MB Raspberry Pi most of its memory
-// (docs/performance.md "Memory").
+// (docs/cache.md "Memory").
 const DefaultMaxBytes = 32 << 20
 
 func (o Options) maxBytes() int64 {
@@ -126,9 +126,10 @@ func (c *Cache) state() (*store, *settings) {
 }
 
 // Reconfigure applies a reloaded configuration. Entries are kept unless the
-// change makes them wrong: a new size or byte budget starts an empty store of that size, and
-// new TTL clamps flush, since every entry's lifetime was computed under the
-// old ones. Prefetch, stale_max_age and cache_file apply from the next query.
+// change makes them wrong: a new size or byte budget starts an empty store
+// of those bounds, and new TTL clamps flush, since every entry's lifetime
+// was computed under the old ones. Prefetch, stale_max_age and cache_file
+// apply from the next query.
 // It reports whether the entries were dropped.
 func (c *Cache) Reconfigure(opts Options) (flushed bool) {
 	c.mu.Lock()
