@@ -29,6 +29,7 @@ import (
 // TestPool_floodFromOneClientLeavesAnothersMissesFast is the check that
 // fails without the share (docs/robustness.md has both runs' figures).
 func TestFairness_uniqueNameFloodFromOneHost(t *testing.T) {
+	skipShort(t)
 	ca := newTestCA(t)
 	up := startUpstream(t, ca, "dot://127.0.0.1:0?latency=100ms")
 	// attempt_timeout_ms = total_timeout_ms: an attempt is cut only by its
