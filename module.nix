@@ -85,6 +85,7 @@ let
         REFUSED. `null` keeps nxdns's default, ${allowDefaultText}.
       '';
       cache_size = optional (types.ints.between 0 1000000) "Answers the cache holds; 0 turns it off (default 10000).";
+      cache_max_bytes = optional (types.ints.between 1048576 68719476736) "Memory the cached answers may hold, in bytes; an answer over 1/64 of it is not cached (default 33554432, 32 MiB).";
       cache_min_ttl = optional (types.ints.between 0 3600) "Shorter TTLs are cached this long, in seconds (default 0).";
       cache_max_ttl = optional (types.ints.between 1 604800) "Longer TTLs are cached only this long, in seconds (default 86400).";
       stale_max_age = optional (types.ints.between 0 604800) "How long past expiry an answer may be served stale, in seconds; 0 turns serve-stale off (default 86400).";

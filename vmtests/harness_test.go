@@ -150,6 +150,7 @@ type settings struct {
 	attemptMS, totalMS int // 0 means the shipped defaults (2000, 4000)
 	queryLog           bool
 	extra              string // TOML appended as is: forward zones, clients
+	dns                string // more keys of [dns], one per line: "cache_max_bytes = 1048576\n"
 }
 
 // startNxdns writes a configuration for the given upstreams (in priority
@@ -160,7 +161,7 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 	dir := t.TempDir()
 	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), web: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), logs: &logLines{}, exited: make(chan struct{})}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, p.web, s.queryLog)
+	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n%s[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, s.dns, p.web, s.queryLog)
 	if s.attemptMS > 0 {
 		fmt.Fprintf(&b, "[upstream]\nattempt_timeout_ms = %d\ntotal_timeout_ms = %d\n", s.attemptMS, s.totalMS)
 	}

@@ -15,6 +15,7 @@ func cacheOptions(cfg config.Config, log *zap.Logger) cache.Options {
 	d := cfg.DNS
 	return cache.Options{
 		Size:        d.CacheSize,
+		MaxBytes:    d.CacheBytes,
 		MinTTL:      d.MinTTL(),
 		MaxTTL:      d.MaxTTL(),
 		StaleMaxAge: d.StaleAge(),
@@ -30,7 +31,7 @@ func cacheOptions(cfg config.Config, log *zap.Logger) cache.Options {
 // before, and a LAN name must not keep a public resolver's answer (SPEC §8).
 func (a *App) reconfigureCache(old, cfg config.Config) {
 	if a.cache.Reconfigure(cacheOptions(cfg, a.log)) {
-		a.log.Info("cache emptied: dns.cache_size or the TTL clamps changed")
+		a.log.Info("cache emptied: dns.cache_size, dns.cache_max_bytes or the TTL clamps changed")
 		return
 	}
 	was := map[string]string{}

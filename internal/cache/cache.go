@@ -25,6 +25,7 @@ import (
 // configuration (SPEC §8.5).
 type Options struct {
 	Size        int           // entries held; 0 disables the cache
+	MaxBytes    int64         // dns.cache_max_bytes: the entries' memory (weight.go); 0 is DefaultMaxBytes
 	MinTTL      time.Duration // dns.cache_min_ttl
 	MaxTTL      time.Duration // dns.cache_max_ttl
 	StaleMaxAge time.Duration // dns.stale_max_age; 0 disables serve-stale
@@ -32,6 +33,19 @@ type Options struct {
 	File        string        // dns.cache_file; "" keeps the cache in memory only
 	Logger      *zap.Logger
 	Now         func() time.Time // the clock; nil is time.Now (tests set their own)
+}
+
+// DefaultMaxBytes is dns.cache_max_bytes's default: 32 MiB holds the
+// default 10 000 entries of ordinary answers (about 2 KiB each at their
+// largest) with room, and leaves a 512 MB Raspberry Pi most of its memory
+// (docs/cache.md "Memory").
+const DefaultMaxBytes = 32 << 20
+
+func (o Options) maxBytes() int64 {
+	if o.MaxBytes > 0 {
+		return o.MaxBytes
+	}
+	return DefaultMaxBytes
 }
 
 // settings are the options a query reads, swapped whole on reload.
@@ -64,6 +78,7 @@ type Cache struct {
 
 	hits, misses, stale, prefetches, coalesced atomic.Uint64
 	evictions                                  atomic.Uint64 // of stores replaced by Reconfigure
+	oversized                                  atomic.Uint64 // of stores replaced by Reconfigure
 	changes                                    atomic.Uint64 // stores and removals, for the periodic save
 	// flushes remembers recent Flush calls. An exchange in flight when one
 	// reaches its name was asked before it, so its answer is given but not
@@ -95,7 +110,7 @@ func New(opts Options) *Cache {
 	}
 	cur := &current{set: settingsOf(opts)}
 	if opts.Size > 0 {
-		cur.st = newStore(opts.Size)
+		cur.st = newStore(opts.Size, opts.maxBytes())
 	}
 	c.cur.Store(cur)
 	if cur.st != nil && opts.File != "" {
@@ -111,9 +126,10 @@ func (c *Cache) state() (*store, *settings) {
 }
 
 // Reconfigure applies a reloaded configuration. Entries are kept unless the
-// change makes them wrong: a new size starts an empty store of that size, and
-// new TTL clamps flush, since every entry's lifetime was computed under the
-// old ones. Prefetch, stale_max_age and cache_file apply from the next query.
+// change makes them wrong: a new size or byte budget starts an empty store
+// of those bounds, and new TTL clamps flush, since every entry's lifetime
+// was computed under the old ones. Prefetch, stale_max_age and cache_file
+// apply from the next query.
 // It reports whether the entries were dropped.
 func (c *Cache) Reconfigure(opts Options) (flushed bool) {
 	c.mu.Lock()
@@ -121,11 +137,12 @@ func (c *Cache) Reconfigure(opts Options) (flushed bool) {
 	old := c.cur.Load()
 	set := settingsOf(opts)
 	next := &current{st: old.st, set: set}
-	sizeChanged := old.st == nil != (opts.Size == 0) || old.st != nil && old.st.limit != opts.Size
+	sizeChanged := old.st == nil != (opts.Size == 0) ||
+		old.st != nil && (old.st.limit != opts.Size || old.st.maxBytes != opts.maxBytes())
 	if sizeChanged || set.lim != old.set.lim {
 		next.st = nil
 		if opts.Size > 0 {
-			next.st = newStore(opts.Size)
+			next.st = newStore(opts.Size, opts.maxBytes())
 		}
 		flushed = old.st != nil && old.st.len() > 0
 	}
@@ -134,7 +151,8 @@ func (c *Cache) Reconfigure(opts Options) (flushed bool) {
 		c.saver.saved = c.changes.Load() - 1 // the new file gets the cache at the next save
 	}
 	if old.st != nil && next.st != old.st {
-		c.evictions.Add(old.st.evicted.Load()) // the counter outlives the store
+		c.evictions.Add(old.st.evicted.Load()) // the counters outlive the store
+		c.oversized.Add(old.st.oversized.Load())
 		old.st.close()
 	}
 	if flushed {
@@ -182,7 +200,9 @@ type Snapshot struct {
 	Prefetches uint64 // background refreshes started near expiry
 	Coalesced  uint64 // queries that shared another's exchange in flight
 	Evictions  uint64 // entries dropped to make room
+	Oversized  uint64 // answers given but not stored: heavier than one entry's share of MaxBytes
 	Entries    int    // entries held now
+	Bytes      int64  // the entries' weight now (weight.go), at most MaxBytes
 }
 
 // Snapshot reads the counters; each is atomic, the set is not one instant.
@@ -191,10 +211,12 @@ func (c *Cache) Snapshot() Snapshot {
 	s := Snapshot{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Stale: c.stale.Load(),
 		Prefetches: c.prefetches.Load(), Coalesced: c.coalesced.Load(), Evictions: c.evictions.Load(),
+		Oversized: c.oversized.Load(),
 	}
 	if st != nil {
-		s.Entries = st.len()
+		s.Entries, s.Bytes = st.len(), st.bytes()
 		s.Evictions += st.evicted.Load()
+		s.Oversized += st.oversized.Load()
 	}
 	return s
 }

@@ -66,6 +66,7 @@ type entry struct {
 	source    string   // query.SourcePool or query.ZonePrefix+zone
 	staleView atomic.Pointer[dns.Msg]
 	retryAt   atomic.Int64 // Unix ns; until then a stale entry is served at once (RFC 8767 §4)
+	weight    uint32       // the entry's memory at its largest, in bytes (weight.go); set by store.put
 }
 
 // setAnswer makes m, stored under a key of name, the entry's answer.

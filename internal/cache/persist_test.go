@@ -186,7 +186,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(fileMagic))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cur := &current{st: newStore(100), set: settingsOf(Options{MaxTTL: time.Hour, StaleMaxAge: time.Hour})}
+		cur := &current{st: newStore(100, 100<<20), set: settingsOf(Options{MaxTTL: time.Hour, StaleMaxAge: time.Hour})}
 		defer cur.st.close()
 		if _, err := decode(data, cur, time.Now().UnixNano()); err != nil {
 			return

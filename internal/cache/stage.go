@@ -170,7 +170,9 @@ func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) 
 // starting query's budget, as any query does (the pool and the zones bound
 // themselves by it).
 func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, old *entry) {
-	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{}}
+	// The client rides along: the pool counts the exchange in its share of
+	// the slots (docs/upstream-pool.md "One client's share").
+	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{Client: r.Event.Client}}
 	flushes := s.c.flushes.seq()
 	s.wg.Go(func() {
 		msg, err := next.Answer(s.ctx, req)
@@ -235,7 +237,9 @@ func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 	if c.flushes.covers(flushes, k.name) {
 		return
 	}
-	st.put(k, e)
+	if !st.put(k, e) {
+		return
+	}
 	c.changes.Add(1)
 	if c.flushes.covers(flushes, k.name) { // a flush while storing: see Flush
 		st.remove(k, e)

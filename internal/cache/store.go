@@ -7,8 +7,8 @@ import (
 	"github.com/maypok86/otter/v2"
 )
 
-// store is the cache's bounded map: at most limit entries, evicted by
-// otter's W-TinyLFU, which admits a new name over an old one only when the
+// store is the cache's bounded map: at most limit entries and maxBytes of
+// memory (weight.go), evicted by otter's W-TinyLFU, which admits a new name over an old one only when the
 // new one has been asked more often recently. A flood of names asked once
 // (a scanner, random-subdomain queries, a looping device) then cycles
 // through a small window while the household's hot names stay, where an LRU,
@@ -20,16 +20,33 @@ import (
 // query's budget (SPEC §8.5), neither of which otter's expiry and refresh
 // calculators model. Safe for concurrent use.
 type store struct {
-	c       *otter.Cache[key, *entry]
-	limit   int
-	evicted atomic.Uint64 // entries dropped to keep the bound
+	c         *otter.Cache[key, *entry]
+	limit     int
+	maxBytes  int64
+	evicted   atomic.Uint64 // entries dropped to keep the bound
+	oversized atomic.Uint64 // answers not stored: heavier than maxEntryWeight
 }
 
-func newStore(limit int) *store {
-	s := &store{limit: limit}
+// entryShare is the most of the byte budget one entry may take: an answer
+// weighing more is given to its client but not stored (counted in
+// oversized). A 64 KB answer can parse into megabytes (weight.go); stored,
+// a handful of such names a web page asks for would push out the household's
+// hundreds of small ones.
+const entryShare = 64
+
+// newStore returns a store of at most limit entries and maxBytes of weight.
+// Both bounds are otter's one weight bound: an entry weighs at least
+// maxBytes/limit, so at most limit of them fit. (A weight is a uint32: past
+// 4 GiB a budget per entry, possible only with a handful of entries and a
+// budget of many gigabytes, the floor is 4 GiB and the byte bound alone
+// holds.)
+func newStore(limit int, maxBytes int64) *store {
+	s := &store{limit: limit, maxBytes: maxBytes}
+	floor := uint32(min(maxBytes/int64(max(limit, 1)), 1<<32-1))
 	s.c = otter.Must(&otter.Options[key, *entry]{
-		MaximumSize: limit,
-		Clock:       noClock{},
+		MaximumWeight: uint64(maxBytes),
+		Weigher:       func(_ key, e *entry) uint32 { return max(e.weight, floor) },
+		Clock:         noClock{},
 		// Runs under a bucket lock: it may touch nothing of the cache.
 		OnAtomicDeletion: func(e otter.DeletionEvent[key, *entry]) {
 			if e.Cause == otter.CauseOverflow {
@@ -46,8 +63,26 @@ func (s *store) get(k key) *entry {
 	return e
 }
 
-// put stores e under k, replacing what k held.
-func (s *store) put(k key, e *entry) { s.c.Set(k, e) }
+// put stores e under k, replacing what k held, and reports whether it did:
+// an entry heavier than the store's share for one entry is not stored (and
+// k keeps what it held).
+func (s *store) put(k key, e *entry) bool {
+	w := weigh(e)
+	if int64(w) > s.maxEntryWeight() {
+		s.oversized.Add(1)
+		return false
+	}
+	e.weight = uint32(w)
+	s.c.Set(k, e)
+	return true
+}
+
+// maxEntryWeight is the heaviest entry the store keeps.
+func (s *store) maxEntryWeight() int64 { return s.maxBytes / entryShare }
+
+// bytes is the weight held now (weight.go), within the same moment's lag
+// as len.
+func (s *store) bytes() int64 { return int64(s.c.WeightedSize()) }
 
 // remove deletes k if it still holds e (nil: whatever it holds), so a
 // cleanup of an old entry never removes its fresh replacement.

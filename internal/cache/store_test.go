@@ -12,9 +12,9 @@ func testKey(i int) key { return key{name: fmt.Sprintf("n%d.example.", i), qtype
 
 func TestStore_neverExceedsItsBound(t *testing.T) {
 	for _, limit := range []int{1, 3, 255, 1000, 10000} {
-		s := newStore(limit)
+		s := newStore(limit, int64(limit)<<20) // the entry bound binds: an entry weighs a few KiB
 		for i := range limit * 3 {
-			s.put(testKey(i), &entry{})
+			s.put(testKey(i), &entry{msg: new(dns.Msg)})
 		}
 		s.c.CleanUp() // otter applies writes in batches
 		if n := s.len(); n > limit || n < limit*9/10 {
@@ -31,7 +31,7 @@ func TestStore_neverExceedsItsBound(t *testing.T) {
 // one-time names, 200 one-time names between two asks of a hot name in a
 // store of 100: an LRU would have lost every hot name.
 func TestStore_floodKeepsHotNames(t *testing.T) {
-	s := newStore(100)
+	s := newStore(100, 100<<20)
 	defer s.close()
 	misses := 0
 	next := 1000
@@ -41,10 +41,10 @@ func TestStore_floodKeepsHotNames(t *testing.T) {
 				if round > 5 {
 					misses++
 				}
-				s.put(testKey(h), &entry{})
+				s.put(testKey(h), &entry{msg: new(dns.Msg)})
 			}
 			for range 20 {
-				s.put(testKey(next), &entry{})
+				s.put(testKey(next), &entry{msg: new(dns.Msg)})
 				next++
 			}
 		}
@@ -59,9 +59,9 @@ func TestStore_floodKeepsHotNames(t *testing.T) {
 }
 
 func TestStore_replaceAndRemove(t *testing.T) {
-	s := newStore(4)
+	s := newStore(4, 4<<20)
 	defer s.close()
-	a, b := &entry{}, &entry{}
+	a, b := &entry{msg: new(dns.Msg)}, &entry{msg: new(dns.Msg)}
 	s.put(testKey(1), a)
 	s.put(testKey(1), b)
 	if s.get(testKey(1)) != b || s.len() != 1 {
@@ -76,7 +76,7 @@ func TestStore_replaceAndRemove(t *testing.T) {
 		t.Fatal("remove left the entry")
 	}
 	for i := range 4 {
-		s.put(testKey(i), &entry{negative: i%2 == 0})
+		s.put(testKey(i), &entry{msg: new(dns.Msg), negative: i%2 == 0})
 	}
 	if n := s.removeIf(func(_ key, e *entry) bool { return e.negative }); n != 2 {
 		t.Fatalf("removeIf removed %d, want 2", n)
@@ -90,7 +90,7 @@ func TestStore_replaceAndRemove(t *testing.T) {
 
 // TestStore_concurrent is for -race: readers, writers and removers at once.
 func TestStore_concurrent(t *testing.T) {
-	s := newStore(600)
+	s := newStore(600, 600<<20)
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Go(func() {
@@ -100,7 +100,7 @@ func TestStore_concurrent(t *testing.T) {
 				case 0:
 					s.remove(k, nil)
 				case 1:
-					s.put(k, &entry{})
+					s.put(k, &entry{msg: new(dns.Msg)})
 				default:
 					s.get(k)
 				}

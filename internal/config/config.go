@@ -28,12 +28,13 @@ type DNS struct {
 
 	// The answer cache and serve-stale of SPEC §8.5. TTLs and ages are whole
 	// seconds, the unit of a DNS TTL.
-	CacheSize   int    `toml:"cache_size"`    // answers held; 0 disables the cache
-	CacheMinTTL int    `toml:"cache_min_ttl"` // shorter TTLs are raised to it; <= CacheMaxTTL
-	CacheMaxTTL int    `toml:"cache_max_ttl"` // longer TTLs are lowered to it
-	StaleMaxAge int    `toml:"stale_max_age"` // how long past expiry an answer may be served stale; 0 disables
-	Prefetch    *bool  `toml:"prefetch"`      // nil means true: refresh names asked again near expiry
-	CacheFile   string `toml:"cache_file"`    // absolute path the cache is saved to and loaded from; "" for none
+	CacheSize   int    `toml:"cache_size"`      // answers held; 0 disables the cache
+	CacheBytes  int64  `toml:"cache_max_bytes"` // the answers' memory, in bytes (docs/cache.md "Memory")
+	CacheMinTTL int    `toml:"cache_min_ttl"`   // shorter TTLs are raised to it; <= CacheMaxTTL
+	CacheMaxTTL int    `toml:"cache_max_ttl"`   // longer TTLs are lowered to it
+	StaleMaxAge int    `toml:"stale_max_age"`   // how long past expiry an answer may be served stale; 0 disables
+	Prefetch    *bool  `toml:"prefetch"`        // nil means true: refresh names asked again near expiry
+	CacheFile   string `toml:"cache_file"`      // absolute path the cache is saved to and loaded from; "" for none
 }
 
 // Upstream holds the time budgets shared by every upstream and zone.
@@ -97,6 +98,7 @@ func Default() Config {
 			Listen:      []string{"127.0.0.1:5300", "[::1]:5300"},
 			Allow:       []string{AllowLocal},
 			CacheSize:   10000,
+			CacheBytes:  32 << 20, // internal/cache's DefaultMaxBytes: fits a 512 MB Pi beside everything else
 			CacheMinTTL: 0,
 			CacheMaxTTL: 86400, // one day
 			StaleMaxAge: 86400, // one day, within RFC 8767 §5's suggested 1 to 3 days

@@ -14,6 +14,8 @@ const (
 	maxTimeoutMS = 120_000 // two minutes: every stub resolver has given up long before
 
 	maxCacheSize   = 1_000_000 // entries of a few hundred bytes: bounded well inside a Pi's memory
+	minCacheBytes  = 1 << 20   // 1 MiB: a few hundred ordinary answers; an entry may take 1/64 of it (docs/cache.md)
+	maxCacheBytes  = 64 << 30  // 64 GiB: beyond any household's memory
 	maxCacheMinTTL = 3600      // seconds; raising TTLs further hides a changed record too long
 	maxCacheMaxTTL = 604800    // seconds (7 days)
 	maxStaleMaxAge = 604800    // seconds (7 days); RFC 8767 §5 suggests 1 to 3 days
@@ -78,6 +80,7 @@ func checkListenAt(ps *Problems, base string, listen []string) {
 
 func checkCache(ps *Problems, d DNS) {
 	checkRange(ps, "dns.cache_size", d.CacheSize, 0, maxCacheSize)
+	checkRange(ps, "dns.cache_max_bytes", d.CacheBytes, minCacheBytes, maxCacheBytes)
 	minOK := checkRange(ps, "dns.cache_min_ttl", d.CacheMinTTL, 0, maxCacheMinTTL)
 	maxOK := checkRange(ps, "dns.cache_max_ttl", d.CacheMaxTTL, 1, maxCacheMaxTTL)
 	if minOK && maxOK && d.CacheMinTTL > d.CacheMaxTTL {

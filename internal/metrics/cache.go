@@ -20,7 +20,11 @@ var (
 	cacheCoalesced = prometheus.NewDesc("nxdns_cache_coalesced_total",
 		"Queries that shared an identical query's exchange in flight instead of sending their own.", nil, nil)
 	cacheEvictions = prometheus.NewDesc("nxdns_cache_evictions_total",
-		"Entries dropped to make room for new ones at dns.cache_size.", nil, nil)
+		"Entries dropped to make room for new ones at dns.cache_size or dns.cache_max_bytes.", nil, nil)
+	cacheOversized = prometheus.NewDesc("nxdns_cache_oversized_total",
+		"Answers given to the client but not cached: heavier than 1/64 of dns.cache_max_bytes.", nil, nil)
+	cacheBytes = prometheus.NewDesc("nxdns_cache_bytes",
+		"Memory the cache's entries may hold at their largest, the sum of their weights: at most dns.cache_max_bytes.", nil, nil)
 	cacheEntries = prometheus.NewDesc("nxdns_cache_entries",
 		"Entries held in the cache, expired ones kept for serve-stale included.", nil, nil)
 )
@@ -29,7 +33,7 @@ var (
 type cacheCollector struct{ snap func() cache.Snapshot }
 
 func (cacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{cacheHits, cacheMisses, cacheStale, cachePrefetches, cacheCoalesced, cacheEvictions, cacheEntries} {
+	for _, d := range []*prometheus.Desc{cacheHits, cacheMisses, cacheStale, cachePrefetches, cacheCoalesced, cacheEvictions, cacheOversized, cacheBytes, cacheEntries} {
 		ch <- d
 	}
 }
@@ -42,5 +46,7 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	send(ch, cachePrefetches, prometheus.CounterValue, float64(s.Prefetches))
 	send(ch, cacheCoalesced, prometheus.CounterValue, float64(s.Coalesced))
 	send(ch, cacheEvictions, prometheus.CounterValue, float64(s.Evictions))
+	send(ch, cacheOversized, prometheus.CounterValue, float64(s.Oversized))
+	send(ch, cacheBytes, prometheus.GaugeValue, float64(s.Bytes))
 	send(ch, cacheEntries, prometheus.GaugeValue, float64(s.Entries))
 }

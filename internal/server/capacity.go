@@ -128,4 +128,9 @@ const (
 	// truncated answers; a greedy host holding its whole share leaves the
 	// rest to the others.
 	tcpClientShare = min(max(maxTCPConns/8, 8), maxTCPConns-maxTCPConns/8)
+	// dohClientShare is one client's DoH queries in flight, counted until
+	// each query's work ends rather than its stream (doh.go): what its
+	// share of connections runs at once while every stream waits for its
+	// answer, and the same as its UDP share.
+	dohClientShare = tcpClientShare * maxConnQueries
 )

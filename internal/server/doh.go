@@ -56,6 +56,7 @@ var dohStatuses = [...]int{
 	http.StatusRequestEntityTooLarge, // a POST body over maxTCPQuerySize
 	http.StatusRequestURITooLong,     // a GET dns parameter over maxTCPQuerySize
 	http.StatusUnsupportedMediaType,  // a POST that is not application/dns-message
+	http.StatusTooManyRequests,       // the client has dohClientShare queries in flight
 	http.StatusServiceUnavailable,    // nothing to answer: the server is shutting down
 }
 
@@ -232,8 +233,22 @@ func (s *Server) serveDoH(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	client := query.ClientOfRemote(r.RemoteAddr) // the TCP peer, never a header
+	key := clientKey(client)
+	if !s.dohShare.tryAcquire(key) {
+		s.dohError(w, http.StatusTooManyRequests, "too many queries in flight from this client")
+		return
+	}
+	defer s.dohShare.release(key)
 	answered := false
-	s.serve(r.Context(), wire, client, query.DoH, func(ans []byte) error {
+	// The query runs under the server's context, not the request's, and
+	// holds its unit of the client's share until it returns: a reset
+	// stream, or a closed connection, cancels the request's context at
+	// once, while the exchange the query started goes on in the cache and
+	// the upstream pool until it ends. Under the request's context a client
+	// resetting every stream it opens would start exchanges without bound,
+	// each stream's end freeing its place for the next (docs/server.md).
+	// So a DoH query is counted as a TCP one is, until its work ends.
+	s.serve(s.ctx, wire, client, query.DoH, func(ans []byte) error {
 		answered = true
 		h := w.Header()
 		h.Set("Content-Type", dohContentType)

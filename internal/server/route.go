@@ -25,6 +25,8 @@ func (rt route) Answer(ctx context.Context, r *query.Request) (*dns.Msg, error) 
 	if res == nil { // a Router bug: SERVFAIL (EDE Other), blaming no upstream
 		return nil, errNoResolver
 	}
+	// The pool gives each client a share of its slots (docs/upstream-pool.md).
+	ctx = upstream.WithClient(ctx, r.Event.Client)
 	if tr, ok := res.(triedResolver); ok {
 		resp, up, tried, err := tr.ResolveTried(ctx, r.Msg)
 		r.Event.Upstream, r.Event.Tried = up, tried

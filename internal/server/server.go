@@ -145,6 +145,7 @@ type Server struct {
 	tcpCap   [numFamilies]capacity
 	udpShare *clientShares // one client's share of udpCap
 	tcpShare *clientShares // one client's share of tcpCap
+	dohShare *clientShares // one client's DoH queries in flight (doh.go)
 	stats    counters
 	work     *workers // the goroutines the UDP queries run on (workers.go)
 
@@ -172,6 +173,7 @@ func New(opts Options, st *State) *Server {
 		tcpWrite: tcpWriteTimeout,
 		udpShare: newClientShares(udpClientShare),
 		tcpShare: newClientShares(tcpClientShare),
+		dohShare: newClientShares(dohClientShare),
 		work:     newWorkers(),
 	}
 	for f := range numFamilies {

@@ -91,14 +91,20 @@ func (p *Pool) sweep(qs *query) (_ *entry, found bool) {
 			continue
 		}
 		found = true
+		// The client's share first: a client over it leaves the slot to
+		// another client's waiting query (fair.go).
+		if !p.shares.take(e, qs) {
+			continue
+		}
 		if !e.sem.TryAcquire(1) {
+			p.shares.give(e, qs)
 			continue
 		}
 		// Step 4: it may have entered backoff after the mask was read; then
 		// it is released here, and the next sweep (the caller waits on the
 		// board, which this release notifies) finds it as a last resort.
 		if !lastResort && e.health.backoff.Load() {
-			p.release(e)
+			p.release(e, qs)
 			continue
 		}
 		return e, true
@@ -136,12 +142,14 @@ func (p *Pool) wait(ctx context.Context, qs *query) (*entry, *AttemptError) {
 	start := time.Now()
 	p.board.waiters.Add(1)
 	defer p.board.waiters.Add(-1)
+	p.shares.wait(qs, 1)
+	defer p.shares.wait(qs, -1)
 	for {
 		changed := p.board.listen()
 		e, found := p.sweep(qs)
 		switch {
 		case e != nil && ctx.Err() != nil:
-			p.release(e) // the expiry won the same instant
+			p.release(e, qs) // the expiry won the same instant
 			p.countQueued(e, start)
 			return nil, ended(ctx)
 		case e != nil:
@@ -159,8 +167,9 @@ func (p *Pool) wait(ctx context.Context, qs *query) (*entry, *AttemptError) {
 	}
 }
 
-// release returns a slot and wakes the waiters.
-func (p *Pool) release(e *entry) {
+// release returns a slot qs held and wakes the waiters.
+func (p *Pool) release(e *entry, qs *query) {
+	p.shares.give(e, qs)
 	e.sem.Release(1)
 	p.board.notify()
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// attempt runs one exchange against e, whose slot the caller holds; the slot
+// attempt runs one exchange against e, whose slot the caller (qs) holds; the slot
 // is released before it returns. The attempt races the query's deadline
 // (SPEC §4.2): it runs until min(now+limit, deadline), limit being
 // attempt_timeout or, when every upstream is down, a share of one probe
@@ -17,8 +17,8 @@ import (
 // deadline already passed returns KindBudgetExhausted without calling the
 // client, so an instant exchange cannot manufacture evidence after the
 // budget is gone; a client already gone likewise starts nothing.
-func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, q *dns.Msg, limit time.Duration) (*dns.Msg, *AttemptError) {
-	defer p.release(e)
+func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, qs *query, q *dns.Msg, limit time.Duration) (*dns.Msg, *AttemptError) {
+	defer p.release(e, qs)
 	now := time.Now()
 	if !now.Before(deadline) { // ctx.Done lags the clock by a timer tick
 		return nil, &AttemptError{Kind: KindBudgetExhausted, Err: context.DeadlineExceeded}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,7 @@ type Pool struct {
 	total          time.Duration
 	log            *zap.Logger
 	board          board          // wakes blocked admissions (admission.go)
+	shares         shares         // each client's slots held and queries waiting (fair.go)
 	exhausted      atomic.Uint64  // queries that ended in BudgetExhausted
 	observer       HealthObserver // nil: nobody listens
 
@@ -187,6 +189,8 @@ func (p *Pool) Close() error {
 
 // query is one Resolve's state. It lives on Resolve's stack.
 type query struct {
+	client       netip.Prefix      // whose share of the slots it counts in (fair.go)
+	hasClient    bool              // false: counted in no share (the prober, nxdns's own lookups)
 	tried        uint64            // bit per entry admitted once (SPEC §4.3 step 6)
 	order        [MaxMembers]uint8 // positions of the entries whose exchange started, in order
 	n            int               // how many of order are set
@@ -235,6 +239,7 @@ func (p *Pool) ResolveTried(ctx context.Context, q *dns.Msg) (*dns.Msg, string, 
 	ctx, cancel := context.WithDeadlineCause(ctx, deadline, KindBudgetExhausted)
 	defer cancel()
 	var qs query
+	qs.client, qs.hasClient = shareKey(ctx)
 	var allDown time.Time // when the all-down pass ends; zero until it begins
 	for {
 		if allDown.IsZero() && p.backoffMask() == p.all() {
@@ -252,7 +257,7 @@ func (p *Pool) ResolveTried(ctx context.Context, q *dns.Msg) (*dns.Msg, string, 
 			return resp, up, p.triedURLs(&qs), ferr
 		}
 		qs.tried |= e.bit
-		resp, aerr := p.attempt(ctx, deadline, e, q, p.attemptLimit(&qs, allDown))
+		resp, aerr := p.attempt(ctx, deadline, e, &qs, q, p.attemptLimit(&qs, allDown))
 		if p.record(&qs, e, resp, aerr) {
 			resp, up, ferr := p.finish(&qs, aerr)
 			return resp, up, p.triedURLs(&qs), ferr

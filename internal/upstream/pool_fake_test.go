@@ -121,7 +121,7 @@ func poolTestHold(t testing.TB, p *Pool, pos, n int) (releaseOne func()) {
 	if !e.sem.TryAcquire(int64(n)) {
 		t.Fatalf("entry %d: cannot hold %d slots", pos, n)
 	}
-	return func() { p.release(e) }
+	return func() { p.release(e, &query{}) }
 }
 
 // poolTestAllFree fails unless every slot of every entry is free, nothing is
@@ -140,6 +140,11 @@ func poolTestAllFree(t *testing.T, p *Pool) {
 	}
 	if n := p.board.waiters.Load(); n != 0 {
 		t.Errorf("waiters = %d, want 0", n)
+	}
+	p.shares.mu.Lock()
+	defer p.shares.mu.Unlock()
+	if len(p.shares.held) != 0 || len(p.shares.waiting) != 0 || p.shares.waiters != 0 {
+		t.Errorf("client shares left counted: held %v, waiting %v (%d)", p.shares.held, p.shares.waiting, p.shares.waiters)
 	}
 }
 

@@ -384,7 +384,7 @@ func TestPool_deadlineAlreadyGoneStartsNoAttempt(t *testing.T) {
 		if !e.sem.TryAcquire(1) {
 			t.Fatal("no slot")
 		}
-		resp, aerr := p.attempt(t.Context(), time.Now(), e, poolTestQuery("a.example."), p.attemptTimeout)
+		resp, aerr := p.attempt(t.Context(), time.Now(), e, &query{}, poolTestQuery("a.example."), p.attemptTimeout)
 		if resp != nil || aerr == nil || aerr.Kind != KindBudgetExhausted || aerr.Upstream != "" {
 			t.Fatalf("attempt = %v, %v; want budget exhausted naming no upstream", resp, aerr)
 		}

@@ -1,0 +1,117 @@
+package upstream
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+)
+
+// One client's share of the slots (docs/upstream-pool.md "One client's
+// share"). The listeners bound what one client holds of their caps; the
+// pool's slots are the same kind of scarce thing, and without a share a
+// flood of unique names from one host holds every slot while a normal
+// client's miss waits among the flood's queries for one, woken in no order.
+//
+// A client (an IPv4 address, or an IPv6 /64, as the listeners count them)
+// may hold up to half of an entry's slots whatever else happens. Beyond
+// that it may take a free slot only while no other client's query waits at
+// the pool: an idle pool is all one client's (a router forwarding a whole
+// LAN as one source keeps every slot), a contended one keeps half of each
+// entry for everyone else. Since half of the slots can be over the share
+// for at most one client at a time, a free slot with a query waiting for it
+// always has a taker.
+//
+// Queries with no client (the prober, nxdns's own lookups) are not counted.
+
+type clientCtxKey struct{}
+
+// WithClient returns ctx carrying the client a query is asked for, in the
+// form query.ClientOf gives; the pool counts the query against that client's
+// share of the slots.
+func WithClient(ctx context.Context, client netip.Addr) context.Context {
+	if !client.IsValid() {
+		return ctx
+	}
+	return context.WithValue(ctx, clientCtxKey{}, client)
+}
+
+// shareKey is the unit a share counts: the IPv4 address, or the IPv6 /64
+// the address is in (a host picks any address of its /64 at will).
+func shareKey(ctx context.Context) (netip.Prefix, bool) {
+	a, ok := ctx.Value(clientCtxKey{}).(netip.Addr)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32), true
+	}
+	return netip.PrefixFrom(a.WithZone(""), 64).Masked(), true
+}
+
+// shares counts the slots each client holds on each entry and the queries
+// each client has waiting. A mutex, not atomics: the critical sections are
+// map updates, beside an upstream exchange's milliseconds.
+type shares struct {
+	mu      sync.Mutex
+	held    map[heldKey]int32
+	waiting map[netip.Prefix]int32
+	waiters int32 // queries with a client inside Pool.wait
+}
+
+type heldKey struct {
+	pos    uint8
+	client netip.Prefix
+}
+
+// share is one client's share of e's slots: half, and at least one.
+func share(e *entry) int32 { return int32(max(e.slots/2, 1)) }
+
+// take counts a slot of e for qs's client and reports whether the client
+// may have it; the caller then tries the slot itself and calls give if it
+// did not get it.
+func (s *shares) take(e *entry, qs *query) bool {
+	if !qs.hasClient {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := heldKey{e.pos, qs.client}
+	if s.held[k] >= share(e) && s.waiters > s.waiting[qs.client] {
+		return false
+	}
+	if s.held == nil {
+		s.held = make(map[heldKey]int32)
+	}
+	s.held[k]++
+	return true
+}
+
+// give returns a slot of e counted by take.
+func (s *shares) give(e *entry, qs *query) {
+	if !qs.hasClient {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := heldKey{e.pos, qs.client}
+	if s.held[k]--; s.held[k] <= 0 {
+		delete(s.held, k)
+	}
+}
+
+// wait counts qs's client as waiting (d = 1) or no longer (d = -1).
+func (s *shares) wait(qs *query, d int32) {
+	if !qs.hasClient {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waiting == nil {
+		s.waiting = make(map[netip.Prefix]int32)
+	}
+	s.waiters += d
+	if s.waiting[qs.client] += d; s.waiting[qs.client] <= 0 {
+		delete(s.waiting, qs.client)
+	}
+}
