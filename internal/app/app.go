@@ -70,6 +70,7 @@ type App struct {
 	episodes   *episodes.Log    // the upstreams' backoff episodes, across reloads (episodes.go)
 	dash       *dashboard.Dashboard
 	webHash    []byte         // web.password_file's hash; nil without a login
+	webHosts   []string       // web.hostnames: the names a request's Host may carry besides the address
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
 
@@ -106,6 +107,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock,
 		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
 	a.webHash = a.startPassword(cfg.Web)
+	a.webHosts = cfg.Web.Hostnames
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
 	a.history, a.historyCfg = openHistory(cfg.History, log), cfg.History
 	a.episodes = episodes.New(episodes.Options{Store: a.history})
@@ -228,8 +230,10 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.commitCerts(store)
 	a.commitWeb(ws)
 	a.reconfigureCache(a.gen.Load().cfg, cfg)
+	a.webHosts = cfg.Web.Hostnames
 	if a.web != nil {
 		a.web.SetPassword(hash) // the running endpoint, when web.listen did not change
+		a.web.SetHostnames(a.webHosts)
 	}
 	a.webProblem.Store("") // the new file was read: nothing is locked any more
 	a.reconfigureHistory(cfg.History)

@@ -133,6 +133,12 @@ func checkWeb(ps *Problems, w Web) {
 	if _, msg := parseListen(w.Listen, "9153"); msg != "" {
 		ps.add("web.listen", CodeInvalidListen, "%q: %s", w.Listen, msg)
 	}
+	for i, h := range w.Hostnames {
+		if !validHost(h) {
+			ps.add(fmt.Sprintf("web.hostnames[%d]", i), CodeInvalidName,
+				"%q: want a host name without port or scheme, e.g. \"nxdns.home.arpa\" (IP addresses of web.listen are accepted already)", h)
+		}
+	}
 }
 
 func checkLog(ps *Problems, l Log) {

@@ -28,7 +28,7 @@ func dialFrom(t *testing.T, s *Server, src string) net.Conn {
 func keepAlive(t *testing.T, c net.Conn) {
 	t.Helper()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "GET /api/health HTTP/1.1\r\nHost: nxdns\r\n\r\n")
+	fmt.Fprintf(c, "GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatalf("keep-alive request: %v", err)
@@ -83,7 +83,7 @@ func TestServer_slowHostHoldsOnlyItsShare(t *testing.T) {
 	s := startWeb(t, nil, okHealth)
 	for range maxConns + 8 {
 		c := dialFrom(t, s, "127.0.0.20")
-		fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: nxdns\r\n") // never finished
+		fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n") // never finished
 	}
 	if code, err := getFrom(s, "127.0.0.21", "/api/health"); err != nil || code != http.StatusOK {
 		t.Errorf("GET /api/health while one host holds %d half-sent requests: %d, %v", maxConns+8, code, err)

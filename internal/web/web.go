@@ -73,6 +73,7 @@ type Server struct {
 	readHeaderTimeout time.Duration
 
 	mux   *http.ServeMux        // every route; Handle adds the features' own before Start
+	hosts hostGuard             // in front of mux: the Host check against DNS rebinding (hosts.go)
 	login atomic.Pointer[login] // nil without web.password_file (auth.go)
 
 	mu      sync.Mutex // guards the fields below
@@ -109,11 +110,13 @@ func New(addr string, reg prometheus.Gatherer, health func() Health, log *zap.Lo
 	}))
 	mux.Handle("GET /api/health", healthHandler(health, log))
 	s := &Server{addr: addr, log: log, mux: mux, readHeaderTimeout: readHeaderTimeout}
+	s.hosts.next = mux
+	s.SetHostnames(nil)
 	mux.HandleFunc("GET /login", s.handleLogin)
 	mux.HandleFunc("POST /login", s.handleLogin)
 	s.Handle("POST /logout", http.HandlerFunc(s.handleLogout), Mutating)
 	s.srv = &http.Server{
-		Handler:        mux,
+		Handler:        &s.hosts,
 		ReadTimeout:    readTimeout,
 		WriteTimeout:   writeTimeout,
 		IdleTimeout:    idleTimeout,

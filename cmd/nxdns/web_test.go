@@ -1,0 +1,75 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nxdns/nxdns/internal/testutil"
+)
+
+// startWeb runs the binary with a loopback DNS and web listener (no
+// password) plus the extra [web] lines, and returns the web port once it
+// serves.
+func startWeb(t *testing.T, webExtra string) uint16 {
+	t.Helper()
+	port := testutil.FreePort(t)
+	cfg := fmt.Sprintf(`[dns]
+listen = ["127.0.0.1:%d"]
+[web]
+listen = "127.0.0.1:%d"
+%s
+[[upstreams]]
+url = "tls://127.0.0.1:%d"
+tls_name = "dot.test"
+`, testutil.FreePort(t), port, webExtra, testutil.FreePort(t))
+	path := filepath.Join(t.TempDir(), "nxdns.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr := startRun(t, "--config", path)
+	waitForLine(t, stderr, "web server listening")
+	return port
+}
+
+// request sends method path to the binary's web port with the given Host
+// header, as a browser does for a name that resolves to 127.0.0.1.
+func request(t *testing.T, port uint16, method, host, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// DNS rebinding (issue 30 finding 10): with no password on a loopback
+// web.listen, a request naming a foreign host — what a page that made its
+// own name resolve to 127.0.0.1 sends — cannot read the history or pause
+// filtering; the listen address, localhost and a web.hostnames name can.
+func TestRun_webRefusesForeignHost(t *testing.T) {
+	port := startWeb(t, `hostnames = ["nxdns.home.arpa"]`)
+	foreign := fmt.Sprintf("rebind.example:%d", port)
+	for _, r := range [][2]string{{"GET", "/api/queries"}, {"POST", "/api/filter/pause"}, {"GET", "/"}} {
+		code, body := request(t, port, r[0], foreign, r[1])
+		if code != http.StatusMisdirectedRequest || !strings.Contains(body, "web.hostnames") {
+			t.Errorf("%s %s with Host %s: %d %q, want 421 naming web.hostnames", r[0], r[1], foreign, code, body)
+		}
+	}
+	for _, host := range []string{fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("localhost:%d", port), fmt.Sprintf("nxdns.home.arpa:%d", port)} {
+		if code, body := request(t, port, "GET", host, "/api/queries"); code != http.StatusOK {
+			t.Errorf("GET /api/queries with Host %s: %d %q, want 200", host, code, body)
+		}
+	}
+}
