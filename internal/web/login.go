@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
@@ -99,11 +101,20 @@ func renderLogin(w http.ResponseWriter, code int, v loginView) {
 	loginPage.Execute(w, v)
 }
 
-// safeNext keeps a return path on this server: a path, never "//host" or a
-// URL, so the login cannot be used to redirect elsewhere.
+// safeNext keeps a return path on this server (docs/dashboard.md, "The
+// login"): one leading slash not followed by a slash or a backslash, and no
+// backslash, control character or white space anywhere. Browsers drop a
+// tab or newline inside a URL and read a backslash as a slash, so
+// "/<TAB>/evil.example" would send them to another host; anything else goes
+// to "/". next is the decoded form value.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") || len(next) > 512 {
+	if len(next) > 512 || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
 		return "/"
+	}
+	for _, c := range next {
+		if c == '\\' || c == utf8.RuneError || unicode.IsControl(c) || unicode.IsSpace(c) {
+			return "/"
+		}
 	}
 	return next
 }
