@@ -71,6 +71,7 @@ type App struct {
 	dash       *dashboard.Dashboard
 	webHash    []byte         // web.password_file's hash; nil without a login
 	webHosts   []string       // web.hostnames: the names a request's Host may carry besides the address
+	webCount   web.Counters   // the web endpoints' counts, across the endpoints reloads replace
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
 
@@ -359,6 +360,7 @@ func (a *App) restoreWeb() {
 // feature's own routes (web.Server.Handle) with the access they need.
 func (a *App) newWeb(addr string) *web.Server {
 	s := web.New(addr, a.registry(), a.health, a.log)
+	s.ShareCounters(&a.webCount)
 	a.cacheRoutes(s)
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
@@ -431,6 +433,9 @@ func (a *App) registry() *prometheus.Registry {
 		LogDropped: logging.Dropped,
 		History:    a.history.Snapshot,
 		Filter:     a.filter.Snapshot,
+		Web: func() metrics.WebState {
+			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load()}
+		},
 	})
 }
 

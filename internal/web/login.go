@@ -67,7 +67,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if !l.limiter.allow(clientAddr(r)) {
 		w.Header().Set("Retry-After", "60")
 		renderLogin(w, http.StatusTooManyRequests, loginView{Error: "Too many attempts. Wait a minute and try again.", Next: next})
-		s.log.Warn("login attempts rate-limited", zapClient(r))
+		s.limited.refused(clientAddr(r))
 		return
 	}
 	password := r.PostFormValue("password")

@@ -72,9 +72,10 @@ type Server struct {
 	// readHeaderTimeout is a field so tests can shorten it (set before Start).
 	readHeaderTimeout time.Duration
 
-	mux   *http.ServeMux        // every route; Handle adds the features' own before Start
-	hosts hostGuard             // in front of mux: the Host check against DNS rebinding (hosts.go)
-	login atomic.Pointer[login] // nil without web.password_file (auth.go)
+	mux     *http.ServeMux        // every route; Handle adds the features' own before Start
+	hosts   hostGuard             // in front of mux: the Host check against DNS rebinding (hosts.go)
+	limited *limitEpisodes        // login rate limiting, logged per episode (limitlog.go)
+	login   atomic.Pointer[login] // nil without web.password_file (auth.go)
 
 	mu      sync.Mutex // guards the fields below
 	ln      net.Listener
@@ -111,6 +112,7 @@ func New(addr string, reg prometheus.Gatherer, health func() Health, log *zap.Lo
 	mux.Handle("GET /api/health", healthHandler(health, log))
 	s := &Server{addr: addr, log: log, mux: mux, readHeaderTimeout: readHeaderTimeout}
 	s.hosts.next = mux
+	s.limited = newLimitEpisodes(log)
 	s.SetHostnames(nil)
 	mux.HandleFunc("GET /login", s.handleLogin)
 	mux.HandleFunc("POST /login", s.handleLogin)
@@ -181,5 +183,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.srv.Close() // ctx ended first: cut what is left
 	}
 	s.serving.Wait()
+	s.limited.close()
 	return err
 }
