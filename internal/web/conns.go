@@ -15,9 +15,18 @@ import (
 // replaces netutil.LimitListener, under which 32 idle keep-alive connections
 // blocked every later client until their idle timeout ended.
 //
+// A client is an IPv4 address or an IPv6 /64 (query.ClientShareKey), as the
+// DNS listeners count their shares: a host picks any address of its /64 at
+// will, so counting IPv6 addresses one by one let four addresses of one /64
+// hold every slot (issue 30 finding 13).
+//
 // Guarantees:
 //   - at most maxConns connections are open, and at most maxConnsPerClient
-//     from one client address;
+//     from one client;
+//   - the last newClientSlots of maxConns go only to clients holding no
+//     connection: clients that already hold some, busy or not, cannot fill
+//     the cap, so a new client always finds a slot unless newClientSlots new
+//     clients hold one each;
 //   - at a cap a new connection is not queued: the oldest idle keep-alive
 //     connection in the cap's scope (that client's, or anyone's) is closed
 //     to make room — an idle connection costs its client nothing to lose,
@@ -34,14 +43,14 @@ type connGuard struct {
 
 	mu        sync.Mutex // guards the fields below
 	conns     map[*guardedConn]struct{}
-	perClient map[netip.Addr]int
+	perClient map[netip.Prefix]int
 }
 
 // guardedConn is one admitted connection.
 type guardedConn struct {
 	net.Conn
 	g      *connGuard
-	client netip.Addr
+	client netip.Prefix // query.ClientShareKey
 	once   sync.Once
 
 	// Guarded by g.mu.
@@ -50,7 +59,7 @@ type guardedConn struct {
 }
 
 func newConnGuard(ln net.Listener) *connGuard {
-	return &connGuard{Listener: ln, conns: make(map[*guardedConn]struct{}), perClient: make(map[netip.Addr]int)}
+	return &connGuard{Listener: ln, conns: make(map[*guardedConn]struct{}), perClient: make(map[netip.Prefix]int)}
 }
 
 // Accept returns the next connection that fits, closing idle connections or
@@ -68,16 +77,23 @@ func (g *connGuard) Accept() (net.Conn, error) {
 }
 
 func (g *connGuard) admit(c net.Conn) *guardedConn {
-	client := query.ClientOfNet(c.RemoteAddr()) // as the DNS path names it: fe80::1%eth0 is fe80::1
+	// As the DNS path names it: fe80::1%eth0 is fe80::1, and 2001:db8::1 and
+	// 2001:db8::2 are one /64.
+	client := query.ClientShareKey(query.ClientOfNet(c.RemoteAddr()))
 	g.mu.Lock()
+	held := g.perClient[client]
+	limit := maxConns
+	if held > 0 {
+		limit = maxConns - newClientSlots
+	}
 	var evict *guardedConn
 	switch {
-	case g.perClient[client] >= maxConnsPerClient:
+	case held >= maxConnsPerClient:
 		evict = g.oldestIdle(func(o *guardedConn) bool { return o.client == client })
-	case len(g.conns) >= maxConns:
+	case len(g.conns) >= limit:
 		evict = g.oldestIdle(func(*guardedConn) bool { return true })
 	}
-	full := g.perClient[client] >= maxConnsPerClient || len(g.conns) >= maxConns
+	full := held >= maxConnsPerClient || len(g.conns) >= limit
 	if full && evict == nil {
 		g.mu.Unlock()
 		c.Close()

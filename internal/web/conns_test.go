@@ -121,10 +121,59 @@ func TestConnGuard_zonesOfOneHostShareItsCap(t *testing.T) {
 			t.Errorf("%s admitted past its host's cap of %d", c.peer, maxConnsPerClient)
 		}
 	}
-	if c := fromZone("fe80::2", "eth0"); g.admit(c) == nil {
+	if c := fromZone("fe80:0:0:1::2", "eth0"); g.admit(c) == nil {
 		t.Errorf("another host refused: the cap is per client")
 	}
-	if n := g.perClient[netip.MustParseAddr("fe80::1")]; n != maxConnsPerClient {
+	if n := g.perClient[netip.MustParsePrefix("fe80::/64")]; n != maxConnsPerClient {
 		t.Errorf("fe80::1 holds %d slots under its unzoned name, want %d (slots %v)", n, maxConnsPerClient, g.perClient)
+	}
+}
+
+// The addresses of one IPv6 /64 are one client (issue 30 finding 13: slow
+// requests from four addresses of one /64 held every slot): together they
+// hold one share, and another /64 is admitted.
+func TestConnGuard_oneSlash64IsOneClient(t *testing.T) {
+	g := newConnGuard(nil)
+	for i := range maxConnsPerClient {
+		if g.admit(fromZone(fmt.Sprintf("2001:db8::%x", i+1), "")) == nil {
+			t.Fatalf("connection %d from 2001:db8::/64 refused below the cap", i)
+		}
+	}
+	for _, ip := range []string{"2001:db8::ffff", "2001:db8::1:2:3:4"} {
+		if c := fromZone(ip, ""); g.admit(c) != nil || !c.closed {
+			t.Errorf("%s admitted past its /64's cap of %d", ip, maxConnsPerClient)
+		}
+	}
+	if g.admit(fromZone("2001:db8:0:1::1", "")) == nil {
+		t.Error("a host of another /64 refused")
+	}
+}
+
+// Clients that already hold connections, all busy, fill at most
+// maxConns-newClientSlots; the rest go to clients holding none, so a new
+// client is admitted even then.
+func TestConnGuard_keepsSlotsForNewClients(t *testing.T) {
+	g := newConnGuard(nil)
+	busy := 0
+	for h := range maxConns / maxConnsPerClient { // enough hosts to fill the cap with their shares
+		for range maxConnsPerClient {
+			if g.admit(fromZone(fmt.Sprintf("192.0.2.%d", 10+h), "")) != nil {
+				busy++
+			}
+		}
+	}
+	if busy != maxConns-newClientSlots {
+		t.Fatalf("clients holding connections hold %d slots, want %d", busy, maxConns-newClientSlots)
+	}
+	for i := range newClientSlots {
+		if g.admit(fromZone(fmt.Sprintf("198.51.100.%d", i+1), "")) == nil {
+			t.Errorf("new client %d refused while busy clients hold %d slots", i+1, busy)
+		}
+	}
+	if c := fromZone("198.51.100.1", ""); g.admit(c) != nil {
+		t.Error("a client holding a kept slot took a second one")
+	}
+	if n := len(g.conns); n != maxConns {
+		t.Errorf("%d connections open, want the cap %d", n, maxConns)
 	}
 }

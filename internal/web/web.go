@@ -53,11 +53,16 @@ const (
 	// must run into this cap, not make DNS fail for lack of descriptors.
 	// At the cap the oldest idle connection makes room (connGuard).
 	maxConns = 32
-	// maxConnsPerClient is one client address's share of maxConns: a
-	// browser opens up to 6 per host, Prometheus one; 8 lets a dashboard and
-	// a scraper share an address (loopback) and leaves the other 24 to other
-	// hosts whatever one host does.
+	// maxConnsPerClient is one client's share of maxConns (an IPv4 address
+	// or an IPv6 /64): a browser opens up to 6 per host, Prometheus one; 8
+	// lets a dashboard and a scraper share an address (loopback) and leaves
+	// the other 24 to other hosts whatever one host does.
 	maxConnsPerClient = 8
+	// newClientSlots of maxConns are kept for clients that hold no
+	// connection yet (conns.go): however many clients hold connections,
+	// busy or slow, they fill at most maxConns-newClientSlots, leaving a way
+	// in for the operator's browser or Prometheus.
+	newClientSlots = 4
 	// maxScrapes is how many /metrics requests run at once; more get 503.
 	maxScrapes = 4
 )
