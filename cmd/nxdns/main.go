@@ -25,7 +25,7 @@ commands:
   check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream and zone resolver
           [--tls [--tls-name NAME]]  --tls: will Android's Private DNS accept the DoT certificate?
   version                            print the version and commit
-  hash-password                      read a password on stdin, print the hash for web.password_file
+  hash-password                      read a password (8 characters or more) on stdin, print the hash for web.password_file
 
 Run 'nxdns <command> -h' for a command's flags.
 `

@@ -221,13 +221,13 @@ func TestLogin_encodedTabInNextDoesNotLeaveTheServer(t *testing.T) {
 
 func TestLoadPasswordFile(t *testing.T) {
 	dir := t.TempDir()
-	hash, err := HashPassword([]byte("pw"))
+	hash, err := HashPassword([]byte("pw-long-enough"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	good := filepath.Join(dir, "good")
 	os.WriteFile(good, []byte(hash+"\n"), 0o600)
-	if h, err := LoadPasswordFile(good); err != nil || bcrypt.CompareHashAndPassword(h, []byte("pw")) != nil {
+	if h, err := LoadPasswordFile(good); err != nil || bcrypt.CompareHashAndPassword(h, []byte("pw-long-enough")) != nil {
 		t.Fatalf("good file: %v", err)
 	}
 	plain := filepath.Join(dir, "plain")
