@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
@@ -24,6 +25,11 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	cfg, name, err := loadConfig(*path)
+	if err == nil {
+		// What the file names, read as the daemon reads it: a reload would
+		// be rejected, or a rule would do nothing (app.Preflight).
+		err = app.Preflight(cfg).Err()
+	}
 	if err != nil {
 		fmt.Fprint(stdout, problemLines(name, err))
 		return exitProblems

@@ -84,8 +84,9 @@ type App struct {
 	stopped bool                          // Shutdown began: no more state swaps
 	listen  []string                      // Options.Listen
 
-	statMu sync.Mutex          // guards stat (reloads.go)
-	stat   metrics.ConfigState // reload outcomes and the running generation
+	statMu    sync.Mutex          // guards stat and reloadErr (reloads.go)
+	stat      metrics.ConfigState // reload outcomes and the running generation
+	reloadErr string              // why the last reload failed; "" after a good one
 
 	clock     *clock.Watcher
 	stopClock context.CancelFunc
@@ -454,6 +455,12 @@ func (a *App) health() web.Health {
 	}
 	if p, _ := a.webProblem.Load().(string); p != "" {
 		h.Problems = append(h.Problems, "web: "+p)
+		if h.Status == web.StatusOK {
+			h.Status = web.StatusDegraded
+		}
+	}
+	if p := a.reloadProblem(); p != "" {
+		h.Problems = append(h.Problems, p)
 		if h.Status == web.StatusOK {
 			h.Status = web.StatusDegraded
 		}
