@@ -47,8 +47,8 @@ func TestCheck_failsWhatTheDaemonRejectsOrIgnores(t *testing.T) {
 	plain := filepath.Join(dir, "plain")
 	writeConfig(t, plain, "not a hash\n")
 	for name, c := range map[string]struct {
-		web, filter string
-		want        []string
+		web, filter, top string
+		want             []string
 	}{
 		"missing password file":  {web: fmt.Sprintf("password_file = %q", filepath.Join(dir, "none")), want: []string{"web.password_file", "no such file"}},
 		"password file, no hash": {web: fmt.Sprintf("password_file = %q", plain), want: []string{"web.password_file", "bcrypt"}},
@@ -56,8 +56,11 @@ func TestCheck_failsWhatTheDaemonRejectsOrIgnores(t *testing.T) {
 			want: []string{"filter.block[0]", "between slashes"}},
 		"url rule": {filter: `block = ["ok.example", "||ads.example^/path"]`, want: []string{"filter.block[1]", "url rule"}},
 		"allow":    {filter: `allow = ["not a rule at all"]`, want: []string{"filter.allow[0]", "no rule format"}},
+		"tls pair missing": {top: fmt.Sprintf("[tls]\ncert_file = %q\nkey_file = %q\n", filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")),
+			want: []string{"tls.cert_file", "no such file"}},
 	} {
 		text, _ := loopbackConfigWith(t, c.web, c.filter)
+		text += c.top
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".toml")
 		writeConfig(t, path, text)
 		out, code := nxdns(t, "check", "--config", path)
