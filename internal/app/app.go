@@ -108,6 +108,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	// pauses), the cache, the history, the clock watcher.
 	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock,
 		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
+	checkDescriptors(cfg, log)
 	a.webHash = a.startPassword(cfg.Web)
 	a.webHosts = cfg.Web.Hostnames
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
@@ -258,6 +259,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		old.close()
 	})
 	a.logEffective(cfg)
+	checkDescriptors(cfg, a.log) // the caps may have grown: a new family, a first forward zone
 	return nil
 }
 
