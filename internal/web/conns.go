@@ -1,6 +1,7 @@
 package web
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"net/netip"
@@ -134,13 +135,20 @@ func (g *connGuard) forgetLocked(c *guardedConn) {
 	})
 }
 
-// connState is the http.Server.ConnState hook: it records which
-// connections are idle keep-alives.
-func (g *connGuard) connState(c net.Conn, st http.ConnState) {
-	gc, ok := c.(*guardedConn)
-	if !ok {
-		return
+// guardConnState is the http.Server.ConnState hook of every listener: it
+// passes the state to the guard that admitted the connection (an HTTPS
+// connection is the guarded one inside its *tls.Conn).
+func guardConnState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
 	}
+	if gc, ok := c.(*guardedConn); ok {
+		gc.g.connState(gc, st)
+	}
+}
+
+// connState records which connections are idle keep-alives.
+func (g *connGuard) connState(gc *guardedConn, st http.ConnState) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch st {

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -30,21 +31,26 @@ import (
 
 // hostPolicy is what checkHost accepts; swapped whole by SetHostnames.
 type hostPolicy struct {
-	listen   netip.Addr // unspecified: any IP literal
-	wildcard bool
+	listen   []netip.Addr    // the listeners' addresses (web.listen, web.tls_listen)
+	wildcard bool            // a listener on 0.0.0.0 or ::: any IP literal
 	names    map[string]bool // lower case, no trailing dot
 }
 
 // maxHostInBody bounds how much of a refused Host the 421 body repeats.
 const maxHostInBody = 64
 
-func newHostPolicy(addr string, hostnames []string) *hostPolicy {
+func newHostPolicy(addrs []string, hostnames []string) *hostPolicy {
 	p := &hostPolicy{names: map[string]bool{"localhost": true}}
-	if ap, err := netip.ParseAddrPort(addr); err == nil {
-		p.listen = ap.Addr().Unmap().WithZone("")
-		p.wildcard = ap.Addr().IsUnspecified()
-	} else {
-		p.wildcard = true // not an IP:port (a test's or a library caller's): names are still checked
+	for _, addr := range addrs {
+		if addr == "" {
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(addr); err == nil {
+			p.listen = append(p.listen, ap.Addr().Unmap().WithZone(""))
+			p.wildcard = p.wildcard || ap.Addr().IsUnspecified()
+		} else {
+			p.wildcard = true // not an IP:port (a test's or a library caller's): names are still checked
+		}
 	}
 	for _, h := range hostnames {
 		p.names[normalHost(h)] = true
@@ -70,7 +76,7 @@ func (p *hostPolicy) allows(host string) bool {
 		return true // HTTP/1.0 without Host: no browser sends that, so no rebinding
 	}
 	if ip, err := netip.ParseAddr(h); err == nil {
-		return p.wildcard || ip.Unmap().WithZone("") == p.listen
+		return p.wildcard || slices.Contains(p.listen, ip.Unmap().WithZone(""))
 	}
 	return p.names[h]
 }
@@ -114,5 +120,8 @@ func quoteHost(h string) string {
 // SetHostnames sets web.hostnames: the names besides the listen address and
 // "localhost" a request's Host may carry. Safe at any time (a reload).
 func (s *Server) SetHostnames(names []string) {
-	s.hosts.policy.Store(newHostPolicy(s.addr, names))
+	s.mu.Lock()
+	s.hostnames = names
+	s.mu.Unlock()
+	s.hosts.policy.Store(newHostPolicy([]string{s.addr, s.tlsAddr}, names))
 }

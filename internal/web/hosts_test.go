@@ -72,11 +72,11 @@ func TestHost_wildcardListenServesAnyAddress(t *testing.T) {
 		"192.168.1.10:9153": true, "[fe80::1]:9153": true, "[2001:db8::1]": true, "localhost": true,
 		"pi.lan:9153": false, "evil.example": false, "": true,
 	} {
-		if got := newHostPolicy("0.0.0.0:9153", nil).allows(in); got != want {
+		if got := newHostPolicy([]string{"0.0.0.0:9153"}, nil).allows(in); got != want {
 			t.Errorf("wildcard listen, Host %q: allowed %v, want %v", in, got, want)
 		}
 	}
-	if newHostPolicy("192.168.1.2:9153", nil).allows("192.168.1.3:9153") {
+	if newHostPolicy([]string{"192.168.1.2:9153"}, nil).allows("192.168.1.3:9153") {
 		t.Error("a listen on 192.168.1.2 allows Host 192.168.1.3")
 	}
 }
