@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nxdns/nxdns/internal/certs"
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
@@ -71,5 +73,37 @@ func TestRun_webRefusesForeignHost(t *testing.T) {
 		if code, body := request(t, port, "GET", host, "/api/queries"); code != http.StatusOK {
 			t.Errorf("GET /api/queries with Host %s: %d %q, want 200", host, code, body)
 		}
+	}
+}
+
+// With [tls] holding a certificate and web.tls_listen set, the binary
+// serves the dashboard and its API over HTTPS with that certificate (issue
+// 30 finding 20: plain HTTP only), beside plain HTTP on web.listen.
+func TestRun_webServesHTTPSWithTheTLSCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewCA(t)
+	leaf, err := ca.Issue("nxdns.home.arpa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := certs.WriteLeafFiles(leaf, certFile, keyFile); err != nil {
+		t.Fatal(err)
+	}
+	tlsPort := testutil.FreePort(t)
+	port := startWeb(t, fmt.Sprintf("tls_listen = \"127.0.0.1:%d\"\nhostnames = [\"nxdns.home.arpa\"]\n[tls]\ncert_file = %q\nkey_file = %q", tlsPort, certFile, keyFile))
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: "nxdns.home.arpa"}}}
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/api/queries", tlsPort), nil)
+	req.Host = "nxdns.home.arpa"
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("HTTPS on web.tls_listen, checked against the CA: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /api/queries over HTTPS: %d, want 200", resp.StatusCode)
+	}
+	if code, body := request(t, port, "GET", fmt.Sprintf("127.0.0.1:%d", port), "/api/queries"); code != http.StatusOK {
+		t.Errorf("plain HTTP beside it: %d %q", code, body)
 	}
 }

@@ -62,7 +62,7 @@ type App struct {
 	cache *cache.Cache // outlives generations: answers survive a reload
 
 	web     *web.Server // nil when web.listen is empty
-	webAddr string      // web.listen as configured
+	webAddr webEndpoint // web.listen and web.tls_listen as configured
 	certs   certState   // the DoT/DoH certificate (tls.go); under mu
 
 	history    *history.History // outlives reloads: every generation records into it
@@ -159,7 +159,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
 		return fail(explainListen(err))
 	}
-	ws, err := a.bindWeb(cfg.Web.Listen)
+	ws, err := a.bindWeb(endpointOf(cfg.Web))
 	if err != nil {
 		return fail(explainListen(err))
 	}
@@ -209,7 +209,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.webHash = hash // a new endpoint starts with the new password
 	// The web endpoint is bound before the listeners change and released
 	// only after they did, so a failure in either leaves everything as it was.
-	ws, err := a.bindWeb(cfg.Web.Listen)
+	ws, err := a.bindWeb(endpointOf(cfg.Web))
 	if err != nil {
 		a.webHash = oldHash
 		gen.close()
@@ -294,7 +294,7 @@ func (a *App) ReloadFile(path string) error {
 // by commitWeb or undone by abortWeb.
 type webSwap struct {
 	next     *web.Server // the endpoint to keep: the running one, a new one, or nil
-	addr     string      // web.listen it serves
+	addr     webEndpoint // web.listen and web.tls_listen it serves
 	released bool        // the running endpoint was stopped early to free its port
 }
 
@@ -306,11 +306,11 @@ type webSwap struct {
 // bound (and the reverse), so for a new address on the same port the running
 // endpoint is released first. The web endpoint is not on the DNS path; if the
 // new address still fails, the old one is bound again.
-func (a *App) bindWeb(addr string) (webSwap, error) {
+func (a *App) bindWeb(addr webEndpoint) (webSwap, error) {
 	if addr == a.webAddr {
 		return webSwap{next: a.web, addr: addr}, nil
 	}
-	if addr == "" {
+	if addr.listen == "" {
 		return webSwap{addr: addr}, nil
 	}
 	next := a.newWeb(addr)
@@ -318,7 +318,7 @@ func (a *App) bindWeb(addr string) (webSwap, error) {
 	if err == nil {
 		return webSwap{next: next, addr: addr}, nil
 	}
-	if a.web == nil || !errors.Is(err, syscall.EADDRINUSE) || !samePort(addr, a.webAddr) {
+	if a.web == nil || !errors.Is(err, syscall.EADDRINUSE) || !samePort(addr.listen, a.webAddr.listen) && !samePort(addr.tls, a.webAddr.tls) {
 		return webSwap{}, err
 	}
 	stopWeb(a.web)
@@ -352,8 +352,8 @@ func (a *App) abortWeb(s webSwap) {
 func (a *App) restoreWeb() {
 	w := a.newWeb(a.webAddr)
 	if err := w.Start(); err != nil {
-		a.log.Error("web endpoint lost: its address could not be bound again", zap.String("addr", a.webAddr), zap.Error(err))
-		a.web, a.webAddr = nil, ""
+		a.log.Error("web endpoint lost: its address could not be bound again", zap.String("addr", a.webAddr.listen), zap.Error(err))
+		a.web, a.webAddr = nil, webEndpoint{}
 		return
 	}
 	a.web = w
@@ -361,8 +361,11 @@ func (a *App) restoreWeb() {
 
 // newWeb builds the HTTP endpoint: /metrics, /api/health, and each
 // feature's own routes (web.Server.Handle) with the access they need.
-func (a *App) newWeb(addr string) *web.Server {
-	s := web.New(addr, a.registry(), a.health, a.log)
+func (a *App) newWeb(addr webEndpoint) *web.Server {
+	s := web.New(addr.listen, a.registry(), a.health, a.log)
+	if addr.tls != "" {
+		s.SetTLS(addr.tls, a.webCertificate)
+	}
 	s.ShareCounters(&a.webCount)
 	a.cacheRoutes(s)
 	a.addDashboard(s)

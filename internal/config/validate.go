@@ -36,7 +36,7 @@ func Validate(c Config) Problems {
 	checkUpstreams(&ps, c.Upstreams)
 	checkZones(&ps, c.ForwardZones, c.DNS.Listen)
 	checkClients(&ps, c.Clients)
-	checkWeb(&ps, c.Web)
+	checkWeb(&ps, c.Web, c.TLS)
 	checkTLS(&ps, c.TLS, c.DNS.Listen)
 	checkLog(&ps, c.Log)
 	checkHistory(&ps, c.History)
@@ -126,7 +126,19 @@ func checkClients(ps *Problems, cs []Client) {
 	}
 }
 
-func checkWeb(ps *Problems, w Web) {
+func checkWeb(ps *Problems, w Web, t TLS) {
+	if w.TLSListen != "" {
+		switch _, msg := parseListen(w.TLSListen, "9443"); {
+		case msg != "":
+			ps.add("web.tls_listen", CodeInvalidListen, "%q: %s", w.TLSListen, msg)
+		case w.Listen == "":
+			ps.add("web.tls_listen", CodeRequired, "needs web.listen: the web endpoint is off while web.listen is empty")
+		case w.TLSListen == w.Listen:
+			ps.add("web.tls_listen", CodeDuplicate, "%s is web.listen already: HTTPS needs an address or port of its own", w.TLSListen)
+		case t.CertFile == "" || t.KeyFile == "":
+			ps.add("web.tls_listen", CodeRequired, "serving the dashboard over HTTPS needs tls.cert_file and tls.key_file")
+		}
+	}
 	if w.Listen == "" {
 		return // disabled
 	}
