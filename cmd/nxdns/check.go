@@ -21,14 +21,16 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	probe := fs.Bool("probe", false, "also send one query to each enabled upstream and forward-zone resolver and report the result")
 	tlsCheck := fs.Bool("tls", false, "also check that Android's Private DNS will accept the [tls] certificate (tlscheck.go)")
 	tlsName := fs.String("tls-name", "", "with --tls: the host name the phones are set to")
+	files := fs.Bool("files", false, "also read the files the configuration names (web.password_file, the [tls] pair) as a reload does: on the machine that runs nxdns, not at a system build")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	cfg, name, err := loadConfig(*path)
 	if err == nil {
-		// What the file names, read as the daemon reads it: a reload would
-		// be rejected, or a rule would do nothing (app.Preflight).
-		err = app.Preflight(cfg).Err()
+		// What the daemon would reject or ignore: a rule that does
+		// nothing, and with --files a file a reload would fail on
+		// (app.Preflight).
+		err = app.Preflight(cfg, *files).Err()
 	}
 	if err != nil {
 		fmt.Fprint(stdout, problemLines(name, err))

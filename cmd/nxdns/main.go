@@ -24,6 +24,7 @@ commands:
                                      without --config; --listen replaces dns.listen; --reload-status
                                      writes each reload's outcome for nxdns reload)
   check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream and zone resolver
+          [--files]                  --files: also read web.password_file and the [tls] pair, as a reload does
           [--tls [--tls-name NAME]]  --tls: will Android's Private DNS accept the DoT certificate?
   reload  --pid PID --status FILE    reload a running nxdns run --reload-status FILE and wait for the outcome
                                      (exit 1 when it was rejected)

@@ -63,7 +63,7 @@ func TestCheck_failsWhatTheDaemonRejectsOrIgnores(t *testing.T) {
 		text += c.top
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".toml")
 		writeConfig(t, path, text)
-		out, code := nxdns(t, "check", "--config", path)
+		out, code := nxdns(t, "check", "--files", "--config", path)
 		if code != exitProblems {
 			t.Errorf("%s: exit %d, want %d\n%s", name, code, exitProblems, out)
 		}
@@ -76,8 +76,16 @@ func TestCheck_failsWhatTheDaemonRejectsOrIgnores(t *testing.T) {
 	text, _ := loopbackConfigWith(t, "", `block = ["ads.example", "||ads2.example^", '/^ads[0-9]+\.example$/']`)
 	good := filepath.Join(dir, "good.toml")
 	writeConfig(t, good, text)
-	if out, code := nxdns(t, "check", "--config", good); code != exitOK {
+	if out, code := nxdns(t, "check", "--files", "--config", good); code != exitOK {
 		t.Errorf("rules every format of which is taken: exit %d\n%s", code, out)
+	}
+	// Without --files (a system build, where the credential does not exist
+	// yet) the files are not read; the rules still are.
+	missing, _ := loopbackConfigWith(t, fmt.Sprintf("password_file = %q", filepath.Join(dir, "none")), `block = ["||ads.example^/path"]`)
+	writeConfig(t, good, missing)
+	out, code := nxdns(t, "check", "--config", good)
+	if code != exitProblems || strings.Contains(out, "web.password_file") || !strings.Contains(out, "filter.block[0]") {
+		t.Errorf("without --files: exit %d, want %d for the rule and nothing about the password file:\n%s", code, exitProblems, out)
 	}
 }
 

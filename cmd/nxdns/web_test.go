@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,20 +18,9 @@ import (
 // serves.
 func startWeb(t *testing.T, webExtra string) uint16 {
 	t.Helper()
-	port := testutil.FreePort(t)
-	cfg := fmt.Sprintf(`[dns]
-listen = ["127.0.0.1:%d"]
-[web]
-listen = "127.0.0.1:%d"
-%s
-[[upstreams]]
-url = "tls://127.0.0.1:%d"
-tls_name = "dot.test"
-`, testutil.FreePort(t), port, webExtra, testutil.FreePort(t))
+	cfg, port := loopbackConfigWith(t, webExtra, "")
 	path := filepath.Join(t.TempDir(), "nxdns.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeConfig(t, path, cfg)
 	_, stderr := startRun(t, "--config", path)
 	waitForLine(t, stderr, "web server listening")
 	return port
