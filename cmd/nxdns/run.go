@@ -110,12 +110,12 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 			}
 		case err := <-reloaded:
 			reloading = false
+			sd.Ready() // before the status: nxdns reload returning means systemd has READY=1
 			status.Done, status.OK, status.Error = status.Started, err == nil, ""
 			if err != nil {
 				status.Error = strings.ReplaceAll(err.Error(), "\n", "; ")
 			}
 			saveStatus()
-			sd.Ready()
 			if again {
 				again = false
 				reload()
