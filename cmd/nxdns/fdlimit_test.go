@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // runUnderLimits starts the binary on a loopback configuration with a
@@ -19,6 +17,7 @@ import (
 // up to "serving" and its pid.
 func runUnderLimits(t *testing.T, soft, hard int) (lines []string, pid int) {
 	t.Helper()
+	p := freePorts(t, 4)
 	cfg := fmt.Sprintf(`[dns]
 listen = ["127.0.0.1:%d"]
 [web]
@@ -29,7 +28,7 @@ resolver = "udp://127.0.0.1:%d"
 [[upstreams]]
 url = "tls://127.0.0.1:%d"
 tls_name = "dot.test"
-`, testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t))
+`, p[0], p[1], p[2], p[3])
 	path := filepath.Join(t.TempDir(), "nxdns.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ import (
 // in [web] and [filter]; it returns the text and the web port.
 func loopbackConfigWith(t *testing.T, webExtra, filterExtra string) (string, uint16) {
 	t.Helper()
-	port := testutil.FreePort(t)
+	p := freePorts(t, 3)
 	return fmt.Sprintf(`[dns]
 listen = ["127.0.0.1:%d"]
 [web]
@@ -28,7 +29,21 @@ listen = "127.0.0.1:%d"
 [[upstreams]]
 url = "tls://127.0.0.1:%d"
 tls_name = "dot.test"
-`, testutil.FreePort(t), port, webExtra, filterExtra, testutil.FreePort(t)), port
+`, p[0], p[1], webExtra, filterExtra, p[2]), p[1]
+}
+
+// freePorts is n distinct free loopback ports: testutil.FreePort twice in a
+// row may name the same one, and two listeners of one file on one port fail
+// the start.
+func freePorts(t *testing.T, n int) []uint16 {
+	t.Helper()
+	var ports []uint16
+	for len(ports) < n {
+		if p := testutil.FreePort(t); !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	return ports
 }
 
 func writeConfig(t *testing.T, path, text string) {
