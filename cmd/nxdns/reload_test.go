@@ -170,3 +170,14 @@ func TestReload_commandFailsWhenTheDaemonRejects(t *testing.T) {
 		t.Errorf("/api/health problems %q still name a reload after a good one", ps)
 	}
 }
+
+// An inline rule the list parser does not take is skipped by the daemon
+// with a warning that says why (issue 30 finding 3: the warning had no
+// reason).
+func TestRun_skippedInlineRuleSaysWhy(t *testing.T) {
+	text, _ := loopbackConfigWith(t, "", `block = ["||ads.example^/path"]`)
+	path := filepath.Join(t.TempDir(), "nxdns.toml")
+	writeConfig(t, path, text)
+	_, stderr := startRun(t, "--config", path)
+	awaitLine(t, lineChan(stderr), `"reason": "url rule: DNS sees names, not URLs or paths`)
+}
