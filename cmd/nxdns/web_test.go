@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -30,18 +29,7 @@ func startWeb(t *testing.T, webExtra string) uint16 {
 // header, as a browser does for a name that resolves to 127.0.0.1.
 func request(t *testing.T, port uint16, method, host, path string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testutil.HTTPWithHost(t, method, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), host)
 }
 
 // DNS rebinding (issue 30 finding 10): with no password on a loopback

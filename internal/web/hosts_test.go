@@ -5,25 +5,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
-// getWithHost fetches path from s over loopback with the given Host header
-// (what a browser sends for a name that a rebinding page made resolve to
-// 127.0.0.1) and returns the status and body.
+// getWithHost fetches path from s over loopback with the given Host header.
 func getWithHost(t *testing.T, s *Server, method, host, path string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+loopbackURLHost(t, s)+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Host = host
-	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return testutil.HTTPWithHost(t, method, "http://"+loopbackURLHost(t, s)+path, host)
 }
 
 // A loopback web.listen without a password serves its private and mutating

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/nxdns/nxdns/internal/certs"
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
@@ -14,13 +15,7 @@ import (
 // certificate given (web.tls_listen with the [tls] pair), a client that
 // checks it against the CA gets in, and the plain listener still serves.
 func TestServer_servesHTTPSWithTheCertificate(t *testing.T) {
-	ca := testutil.NewCA(t)
-	leaf, err := ca.Issue("nxdns.home.arpa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newTestServer(t, "127.0.0.1:0")
-	s.SetTLS("127.0.0.1:0", func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &leaf, nil })
+	s, ca := tlsServer(t, "127.0.0.1:0")
 	s.SetHostnames([]string{"nxdns.home.arpa"})
 	s.Handle("GET /api/private", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, strconv.FormatBool(r.TLS != nil))
@@ -49,13 +44,7 @@ func TestServer_servesHTTPSWithTheCertificate(t *testing.T) {
 // without a password the private routes are refused there and on the
 // loopback listener alike.
 func TestServer_lanHTTPSListenerNeedsThePassword(t *testing.T) {
-	ca := testutil.NewCA(t)
-	leaf, err := ca.Issue("nxdns.home.arpa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newTestServer(t, "127.0.0.1:0")
-	s.SetTLS("0.0.0.0:0", func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &leaf, nil })
+	s, _ := tlsServer(t, "0.0.0.0:0")
 	s.Handle("GET /api/private", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "secret") }), Private)
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
@@ -63,4 +52,18 @@ func TestServer_lanHTTPSListenerNeedsThePassword(t *testing.T) {
 	if code, body := getWithHost(t, s, "GET", "127.0.0.1", "/api/private"); code != http.StatusForbidden {
 		t.Errorf("plain loopback with a LAN HTTPS listener and no password: %d %q, want 403", code, body)
 	}
+}
+
+// tlsServer is a server on loopback that also serves HTTPS on tlsAddr with
+// a certificate for nxdns.home.arpa from a fresh CA.
+func tlsServer(t *testing.T, tlsAddr string) (*Server, *certs.CA) {
+	t.Helper()
+	ca := testutil.NewCA(t)
+	leaf, err := ca.Issue("nxdns.home.arpa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newTestServer(t, "127.0.0.1:0")
+	s.SetTLS(tlsAddr, func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &leaf, nil })
+	return s, ca
 }
