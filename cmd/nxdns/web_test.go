@@ -4,8 +4,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"net/url"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nxdns/nxdns/internal/certs"
@@ -81,5 +84,77 @@ func TestRun_webServesHTTPSWithTheTLSCertificate(t *testing.T) {
 	}
 	if code, body := request(t, port, "GET", fmt.Sprintf("127.0.0.1:%d", port), "/api/queries"); code != http.StatusOK {
 		t.Errorf("plain HTTP beside it: %d %q", code, body)
+	}
+}
+
+// startWithPassword runs the binary with a loopback web.listen and a
+// password, and returns its web port and stderr lines.
+func startWithPassword(t *testing.T, password string) (*exec.Cmd, uint16, <-chan string) {
+	t.Helper()
+	dir := t.TempDir()
+	var hash, errb strings.Builder
+	if code := cmdHashPassword(nil, strings.NewReader(password+"\n"), &hash, &errb); code != exitOK {
+		t.Fatal(errb.String())
+	}
+	pw := filepath.Join(dir, "web-password")
+	writeConfig(t, pw, hash.String())
+	cfg, port := loopbackConfigWith(t, fmt.Sprintf("password_file = %q", pw), "")
+	path := filepath.Join(dir, "nxdns.toml")
+	writeConfig(t, path, cfg)
+	cmd, stderr := startRun(t, "--config", path)
+	lines := lineChan(stderr)
+	awaitLine(t, lines, "web server listening")
+	return cmd, port, lines
+}
+
+// Through the binary: /login?next=/%09/evil.example keeps the browser on
+// this server (issue 30 finding 15), and 60 refused login attempts make one
+// warning, not 60, with every one counted (finding 17).
+func TestRun_loginStaysHomeAndLogsRateLimitingOnce(t *testing.T) {
+	cmd, port, lines := startWithPassword(t, "long enough")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	noFollow := &http.Client{Transport: &http.Transport{DisableKeepAlives: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.PostForm(base+"/login", url.Values{"password": {"long enough"}, "next": {"/\t/evil.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/" {
+		t.Errorf("login with next=/%%09/evil.example: %d Location %q, want 303 to /", resp.StatusCode, loc)
+	}
+	refused := 0
+	for range 65 {
+		resp, err := noFollow.PostForm(base+"/login", url.Values{"password": {"wrong guess"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused < 55 {
+		t.Fatalf("%d of 65 wrong guesses refused by the rate limit, want most", refused)
+	}
+	if v := scrapeCounter(t, port, "nxdns_web_login_rate_limited_total"); v != float64(refused) {
+		t.Errorf("nxdns_web_login_rate_limited_total %v, want %d", v, refused)
+	}
+	// A reload's line comes after every line the attempts made (one
+	// ordered log): count the warnings up to it.
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	warnings := 0
+	for l := range lines {
+		if strings.Contains(l, "rate-limited") {
+			warnings++
+		}
+		if strings.Contains(l, "reload") { // reloaded, or a failure: either ends the wait
+			break
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d rate-limit warnings for %d refused attempts, want 1", warnings, refused)
 	}
 }
