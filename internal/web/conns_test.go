@@ -2,13 +2,19 @@ package web
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // dialFrom opens a TCP connection to s from the loopback source address src
@@ -175,5 +181,35 @@ func TestConnGuard_keepsSlotsForNewClients(t *testing.T) {
 	}
 	if n := len(g.conns); n != maxConns {
 		t.Errorf("%d connections open, want the cap %d", n, maxConns)
+	}
+}
+
+// Slow requests from four addresses of one IPv6 /64 (issue 30 finding 13:
+// they took the endpoint to 0 % available) hold one client's share, and a
+// host of another /64 is still answered. Real sockets, in a network
+// namespace of the test's own where loopback gets the addresses.
+func TestServer_oneSlash64CannotStarveTheEndpoint(t *testing.T) {
+	if !testutil.InNetns(t) {
+		return
+	}
+	testutil.IP(t, "link", "set", "lo", "up")
+	slow := []string{"2001:db8::2", "2001:db8::3", "2001:db8::4", "2001:db8::5"}
+	const other = "2001:db8:0:1::9"
+	for _, a := range append(slices.Clone(slow), other) {
+		testutil.IP(t, "-6", "addr", "add", a+"/128", "dev", "lo", "nodad")
+	}
+	s := New("[::1]:0", prometheus.NewRegistry(), okHealth, nil)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range slow {
+		for range maxConnsPerClient {
+			c := dialFrom(t, s, src)
+			fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n") // never finished
+		}
+	}
+	if code, err := getFrom(s, other, "/api/health"); err != nil || code != http.StatusOK {
+		t.Errorf("GET /api/health from another /64 while 4 addresses of one /64 hold %d half-sent requests: %d, %v", len(slow)*maxConnsPerClient, code, err)
 	}
 }

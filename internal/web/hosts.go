@@ -29,7 +29,7 @@ import (
 // Everything else gets 421 Misdirected Request (RFC 9110 §15.5.20) with a
 // body that says which key to set.
 
-// hostPolicy is what checkHost accepts; swapped whole by SetHostnames.
+// hostPolicy is what hostGuard accepts; swapped whole by SetHostnames.
 type hostPolicy struct {
 	listen   []netip.Addr    // the listeners' addresses (web.listen, web.tls_listen)
 	wildcard bool            // a listener on 0.0.0.0 or ::: any IP literal
