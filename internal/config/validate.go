@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -135,6 +136,8 @@ func checkWeb(ps *Problems, w Web, t TLS) {
 			ps.add("web.tls_listen", CodeRequired, "needs web.listen: the web endpoint is off while web.listen is empty")
 		case w.TLSListen == w.Listen:
 			ps.add("web.tls_listen", CodeDuplicate, "%s is web.listen already: HTTPS needs an address or port of its own", w.TLSListen)
+		case slices.Contains(t.DoHListen, w.TLSListen) || slices.Contains(t.DoTListen, w.TLSListen):
+			ps.add("web.tls_listen", CodeDuplicate, "%s is a DoT or DoH listener already (tls.dot_listen, tls.doh_listen): the dashboard needs a port of its own, e.g. 9443", w.TLSListen)
 		case t.CertFile == "" || t.KeyFile == "":
 			ps.add("web.tls_listen", CodeRequired, "serving the dashboard over HTTPS needs tls.cert_file and tls.key_file")
 		}
