@@ -87,8 +87,11 @@ func summary(name string, cfg config.Config) string {
 		}
 	}
 	web := cfg.Web.Listen
-	if web == "" {
+	switch {
+	case web == "":
 		web = "disabled"
+	case cfg.Web.TLSListen != "":
+		web += ", HTTPS on " + cfg.Web.TLSListen
 	}
 	fmt.Fprintf(&b, "web:       %s\n", web)
 	return b.String()
