@@ -129,19 +129,10 @@ func healthProblems(t *testing.T, port uint16) []string {
 // "Reloaded" while the journal said "reload failed").
 func TestReload_commandFailsWhenTheDaemonRejects(t *testing.T) {
 	dir := t.TempDir()
-	var hash, errb strings.Builder
-	if code := cmdHashPassword(nil, strings.NewReader("long enough\n"), &hash, &errb); code != exitOK {
-		t.Fatal(errb.String())
-	}
-	pw := filepath.Join(dir, "web-password")
-	writeConfig(t, pw, hash.String())
-	good, port := loopbackConfigWith(t, fmt.Sprintf("password_file = %q", pw), "")
-	path := filepath.Join(dir, "nxdns.toml")
-	writeConfig(t, path, good)
 	status := filepath.Join(dir, "reload-status")
-	cmd, stderr := startRun(t, "--config", path, "--reload-status", status)
-	waitForLine(t, stderr, "web server listening")
-	pid := fmt.Sprint(cmd.Process.Pid)
+	r := startWithPassword(t, dir, "long enough", "--reload-status", status)
+	pw, port := r.pwFile, r.port
+	pid := fmt.Sprint(r.cmd.Process.Pid)
 
 	if out, code := nxdns(t, "reload", "--pid", pid, "--status", status); code != exitOK || !strings.Contains(out, "reloaded") {
 		t.Fatalf("reload of an unchanged file: exit %d %q", code, out)
@@ -159,7 +150,7 @@ func TestReload_commandFailsWhenTheDaemonRejects(t *testing.T) {
 	if ps := healthProblems(t, port); !strings.Contains(strings.Join(ps, "\n"), "last reload failed") {
 		t.Errorf("/api/health problems %q lack the failed reload", ps)
 	}
-	writeConfig(t, pw, hash.String())
+	writeConfig(t, pw, r.hash)
 	if out, code := nxdns(t, "reload", "--pid", pid, "--status", status); code != exitOK {
 		t.Fatalf("reload with the file back: exit %d %q", code, out)
 	}

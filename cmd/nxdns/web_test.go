@@ -87,31 +87,40 @@ func TestRun_webServesHTTPSWithTheTLSCertificate(t *testing.T) {
 	}
 }
 
+// passwordRun is the binary serving a loopback web.listen with a password.
+type passwordRun struct {
+	cmd    *exec.Cmd
+	port   uint16        // web.listen's
+	lines  <-chan string // stderr, past "web server listening"
+	pwFile string        // web.password_file
+	hash   string        // its content
+}
+
 // startWithPassword runs the binary with a loopback web.listen and a
-// password, and returns its web port and stderr lines.
-func startWithPassword(t *testing.T, password string) (*exec.Cmd, uint16, <-chan string) {
+// password file in dir, plus args.
+func startWithPassword(t *testing.T, dir, password string, args ...string) passwordRun {
 	t.Helper()
-	dir := t.TempDir()
 	var hash, errb strings.Builder
 	if code := cmdHashPassword(nil, strings.NewReader(password+"\n"), &hash, &errb); code != exitOK {
 		t.Fatal(errb.String())
 	}
-	pw := filepath.Join(dir, "web-password")
-	writeConfig(t, pw, hash.String())
-	cfg, port := loopbackConfigWith(t, fmt.Sprintf("password_file = %q", pw), "")
+	r := passwordRun{pwFile: filepath.Join(dir, "web-password"), hash: hash.String()}
+	writeConfig(t, r.pwFile, r.hash)
+	cfg, port := loopbackConfigWith(t, fmt.Sprintf("password_file = %q", r.pwFile), "")
 	path := filepath.Join(dir, "nxdns.toml")
 	writeConfig(t, path, cfg)
-	cmd, stderr := startRun(t, "--config", path)
-	lines := lineChan(stderr)
-	awaitLine(t, lines, "web server listening")
-	return cmd, port, lines
+	cmd, stderr := startRun(t, append([]string{"--config", path}, args...)...)
+	r.cmd, r.port, r.lines = cmd, port, lineChan(stderr)
+	awaitLine(t, r.lines, "web server listening")
+	return r
 }
 
 // Through the binary: /login?next=/%09/evil.example keeps the browser on
 // this server (issue 30 finding 15), and 60 refused login attempts make one
 // warning, not 60, with every one counted (finding 17).
 func TestRun_loginStaysHomeAndLogsRateLimitingOnce(t *testing.T) {
-	cmd, port, lines := startWithPassword(t, "long enough")
+	r := startWithPassword(t, t.TempDir(), "long enough")
+	cmd, port, lines := r.cmd, r.port, r.lines
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	noFollow := &http.Client{Transport: &http.Transport{DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
