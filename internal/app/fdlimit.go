@@ -18,9 +18,11 @@ import (
 // at start and at every reload it compares the limit with what the
 // configured caps can hold open at once, and says what to raise.
 //
-// Go (since 1.19, still in 1.26) raises the soft RLIMIT_NOFILE to the hard
-// limit when the process starts; raiseNoFile does it again for a runtime
-// that did not, and the check reads the limit after it.
+// Go (since 1.19; in 1.26 syscall's init) raises the soft RLIMIT_NOFILE to
+// one below the hard limit when the process starts — one below on purpose,
+// so that it can tell a later prlimit(1) change from its own. raiseNoFile
+// raises it only for a runtime that did not (soft further below), leaving
+// Go's detection alone, and the check reads the limit after it.
 
 // fdBase covers what is open besides the caps: the listening sockets, the
 // history file, the journal's and the log's streams, epoll and netlink
@@ -59,14 +61,15 @@ func fdNeed(cfg config.Config) (total int, parts map[string]int) {
 	return total, parts
 }
 
-// raiseNoFile sets the soft descriptor limit to the hard one and returns
-// the limit in force.
+// raiseNoFile sets the soft descriptor limit to the hard one unless the
+// runtime already brought it there (or to one below), and returns the
+// limit in force.
 func raiseNoFile() (uint64, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return 0, err
 	}
-	if lim.Cur < lim.Max {
+	if lim.Max > 0 && lim.Cur < lim.Max-1 {
 		raised := lim
 		raised.Cur = lim.Max
 		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
