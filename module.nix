@@ -3,7 +3,8 @@
 #
 # Modelled on nixpkgs' blocky, adguardhome, routedns (settings rendered with
 # pkgs.formats) and unbound (config in /etc, reload by SIGHUP, hardening);
-# Type=notify-reload as pgbouncer and sshd. `package` has no default here
+# Type=notify with an ExecReload that waits for the reload's outcome
+# (`nxdns reload`), so a rejected reload fails. `package` has no default here
 # because nixpkgs has no `pkgs.nxdns`: the flake's nixosModules.default
 # imports this file and sets it to the flake's own build.
 {
@@ -176,6 +177,17 @@ let
         Set by `services.nxdns.web.passwordFile`, which hands the file to
         nxdns as a systemd credential; set it here only for a file nxdns's
         dynamic user can read, never one in the Nix store.
+      '';
+      tls_listen = optional hostPortOrEmpty ''
+        HTTPS address of the same endpoint, served with the `tls` certificate
+        (`tls.cert_file`, `tls.key_file`); unset serves plain HTTP only. A
+        non-loopback address needs a password. `openFirewall` does not open
+        it.
+      '';
+      hostnames = optional (types.listOf types.str) ''
+        Names besides the listen addresses and `localhost` that a request's
+        Host header may carry (nxdns refuses others with 421: the guard
+        against DNS rebinding). List the names the dashboard is opened by.
       '';
     };
   };
@@ -704,17 +716,38 @@ in
         unitConfig.StartLimitIntervalSec = 0;
 
         serviceConfig = {
-          # systemd sends SIGHUP itself (ReloadSignal) and `systemctl reload`
-          # waits for nxdns's RELOADING=1 (with MONOTONIC_USEC) and READY=1,
-          # so it returns once the new configuration serves, or was rejected.
-          Type = "notify-reload";
+          # `systemctl reload` (and `nixos-rebuild switch`) runs ExecReload:
+          # `nxdns check --files` on the file and what it names (the password
+          # credential, the certificate), then `nxdns reload`, which sends
+          # SIGHUP and waits for the outcome nxdns writes to the status file
+          # in /run/nxdns — so a reload nxdns rejects or cannot apply fails
+          # the command, with the reason. (Type=notify-reload has no way to
+          # say a reload failed: READY=1 ends it either way.) nxdns still
+          # sends RELOADING=1 and READY=1 around it.
+          Type = "notify";
           NotifyAccess = "main";
           ExecStart = utils.escapeSystemdExecArgs [
             (lib.getExe cfg.package)
             "run"
             "--config"
             configPath
+            "--reload-status"
+            "/run/nxdns/reload-status"
           ];
+          ExecReload = [
+            (utils.escapeSystemdExecArgs [
+              (lib.getExe cfg.package)
+              "check"
+              "--files"
+              "--config"
+              configPath
+            ])
+            # $MAINPID unescaped: systemd substitutes it.
+            "${lib.getExe cfg.package} reload --pid $MAINPID --status /run/nxdns/reload-status"
+          ];
+          # /run/nxdns: the reload status file, and nothing else.
+          RuntimeDirectory = "nxdns";
+          RuntimeDirectoryMode = "0700";
           Restart = "always";
           RestartSec = "1s";
           RestartSteps = 10;

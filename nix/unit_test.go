@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -108,16 +110,18 @@ func TestUnit_doesNotDependOnSettings(t *testing.T) {
 	}
 }
 
-// TestUnit_lifecycle: SPEC §10's unit. Reload waits for nxdns
-// (Type=notify-reload, systemd's own SIGHUP, no ExecReload that returns at
-// once); a DNS server never ends up failed (no start limit, restart after
+// TestUnit_lifecycle: SPEC §10's unit. Reload waits for nxdns's outcome
+// and fails when nxdns rejected it (issue 30 finding 3: ExecReload checks
+// the file with what it names, then `nxdns reload` signals and waits for the
+// status file in RuntimeDirectory; Type=notify-reload cannot report a
+// failed reload); a DNS server never ends up failed (no start limit, restart after
 // every exit with a growing delay); /proc/stat stays visible for
 // process_start_time_seconds (no ProcSubset=pid); netlink for interfaces.
 func TestUnit_lifecycle(t *testing.T) {
 	u, _ := readUnit(t, "minimal", "nixcheck-minimal.nix")
 	sc := u.ServiceConfig
 	want := map[string]any{
-		"Type":           "notify-reload",
+		"Type":           "notify",
 		"NotifyAccess":   "main",
 		"Restart":        "always",
 		"DynamicUser":    true,
@@ -129,7 +133,15 @@ func TestUnit_lifecycle(t *testing.T) {
 			t.Errorf("serviceConfig.%s = %v, want %v", k, sc[k], v)
 		}
 	}
-	for _, k := range []string{"ExecReload", "ProcSubset"} {
+	reload, _ := sc["ExecReload"].([]any)
+	if len(reload) != 2 || !strings.Contains(fmt.Sprint(reload[0]), `"check" "--files"`) ||
+		!strings.Contains(fmt.Sprint(reload[1]), "reload --pid $MAINPID --status /run/nxdns/reload-status") {
+		t.Errorf("serviceConfig.ExecReload = %v, want check --files, then nxdns reload waiting on /run/nxdns/reload-status", reload)
+	}
+	if !strings.Contains(fmt.Sprint(sc["ExecStart"]), `"--reload-status" "/run/nxdns/reload-status"`) || sc["RuntimeDirectory"] != "nxdns" {
+		t.Errorf("ExecStart %v, RuntimeDirectory %v: nxdns must write the status file nxdns reload reads", sc["ExecStart"], sc["RuntimeDirectory"])
+	}
+	for _, k := range []string{"ProcSubset"} {
 		if v, ok := sc[k]; ok {
 			t.Errorf("serviceConfig.%s = %v, want it unset", k, v)
 		}

@@ -24,12 +24,14 @@ const moduleUnit = "../vmtests/golden/unit-minimal.json"
 // differ are the [Service] keys allowed to differ from the module's, each
 // for a reason: Debian 12's systemd is 252.
 var differ = map[string]string{
-	"Type":               "notify-reload needs systemd 253; the .deb's unit checks the file, then sends SIGHUP",
-	"ExecStart":          "/usr/bin/nxdns instead of a store path",
-	"ExecReload":         "notify-reload has none",
-	"RestartSec":         "no RestartSteps before systemd 254: a fixed 2 s instead of 1 s growing to a minute",
-	"RestartSteps":       "systemd 254",
-	"RestartMaxDelaySec": "systemd 254",
+	"Type":                 "notify-reload needs systemd 253; the .deb's unit checks the file, then sends SIGHUP",
+	"ExecStart":            "/usr/bin/nxdns instead of a store path",
+	"ExecReload":           "notify-reload has none; the .deb's checks the file, then nxdns reload waits for the outcome",
+	"RuntimeDirectory":     "the reload status file nxdns reload reads; notify-reload needs none",
+	"RuntimeDirectoryMode": "as RuntimeDirectory",
+	"RestartSec":           "no RestartSteps before systemd 254: a fixed 2 s instead of 1 s growing to a minute",
+	"RestartSteps":         "systemd 254",
+	"RestartMaxDelaySec":   "systemd 254",
 }
 
 // TestUnit_sameHardeningAsModule: every [Service] key of the module's unit

@@ -3,8 +3,8 @@
 # specialisation "standby" has the DoH standby instead. While the client
 # sends a steady stream of queries, the resolver switches to the
 # specialisation (`switch-to-configuration test`, what `nixos-rebuild switch`
-# runs): systemd must reload nxdns (same process, Type=notify-reload waits for
-# READY=1), every query of the stream must be answered, and the queries after
+# runs): systemd must reload nxdns (same process, ExecReload's `nxdns reload`
+# waits for the outcome), every query of the stream must be answered, and the queries after
 # the switch must reach the standby. Then a plain `systemctl reload` returns
 # only once nxdns is serving again, /metrics has the process series, and six
 # kills in a row never leave the unit failed.
@@ -91,8 +91,9 @@ in
           print(out)
           assert re.search(r"reloading the following units:.*\bnxdns\.service", out), out
           assert not re.search(r"(restarting|stopping|starting) the following units:.*\bnxdns\.service", out), out
-          # Type=notify-reload: the switch returned after READY=1, so the
-          # unit is active, not reloading, and it is the same process.
+          # ExecReload's nxdns reload returned after the outcome (written
+          # after READY=1), so the unit is active, not reloading, and it is
+          # the same process.
           state = resolver.succeed("systemctl show -p ActiveState --value nxdns.service").strip()
           assert state == "active", state
           assert main_pid() == pid, f"nxdns was restarted: {pid} -> {main_pid()}"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
@@ -20,10 +21,17 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	probe := fs.Bool("probe", false, "also send one query to each enabled upstream and forward-zone resolver and report the result")
 	tlsCheck := fs.Bool("tls", false, "also check that Android's Private DNS will accept the [tls] certificate (tlscheck.go)")
 	tlsName := fs.String("tls-name", "", "with --tls: the host name the phones are set to")
+	files := fs.Bool("files", false, "also read the files the configuration names (web.password_file, the [tls] pair) as a reload does: on the machine that runs nxdns, not at a system build")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	cfg, name, err := loadConfig(*path)
+	if err == nil {
+		// What the daemon would reject or ignore: a rule that does
+		// nothing, and with --files a file a reload would fail on
+		// (app.Preflight).
+		err = app.Preflight(cfg, *files).Err()
+	}
 	if err != nil {
 		fmt.Fprint(stdout, problemLines(name, err))
 		return exitProblems
@@ -79,8 +87,11 @@ func summary(name string, cfg config.Config) string {
 		}
 	}
 	web := cfg.Web.Listen
-	if web == "" {
+	switch {
+	case web == "":
 		web = "disabled"
+	case cfg.Web.TLSListen != "":
+		web += ", HTTPS on " + cfg.Web.TLSListen
 	}
 	fmt.Fprintf(&b, "web:       %s\n", web)
 	return b.String()

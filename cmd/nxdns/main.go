@@ -19,13 +19,17 @@ import (
 const usage = `usage: nxdns <command> [flags]
 
 commands:
-  run     [--config FILE] [--listen IP:PORT]...
+  run     [--config FILE] [--listen IP:PORT]... [--reload-status FILE]
                                      serve DNS (built-in config on 127.0.0.1:5300 and [::1]:5300
-                                     without --config; --listen replaces dns.listen)
+                                     without --config; --listen replaces dns.listen; --reload-status
+                                     writes each reload's outcome for nxdns reload)
   check   [--config FILE] [--probe]  validate a configuration; --probe also queries each upstream and zone resolver
+          [--files]                  --files: also read web.password_file and the [tls] pair, as a reload does
           [--tls [--tls-name NAME]]  --tls: will Android's Private DNS accept the DoT certificate?
+  reload  --pid PID --status FILE    reload a running nxdns run --reload-status FILE and wait for the outcome
+                                     (exit 1 when it was rejected)
   version                            print the version and commit
-  hash-password                      read a password on stdin, print the hash for web.password_file
+  hash-password                      read a password (8 characters or more) on stdin, print the hash for web.password_file
 
 Run 'nxdns <command> -h' for a command's flags.
 `
@@ -56,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdCheck(ctx, args[1:], stdout, stderr)
 	case "history-check": // hidden: run starts it (historycheck.go)
 		return cmdHistoryCheck(args[1:], stderr)
+	case "reload":
+		return cmdReload(ctx, args[1:], stdout, stderr)
 	case "hash-password":
 		return cmdHashPassword(args[1:], os.Stdin, stdout, stderr)
 	case "version":

@@ -257,3 +257,21 @@ func TestHashPassword_printsAHashTheLoginAccepts(t *testing.T) {
 		t.Errorf("empty password: exit %d", code)
 	}
 }
+
+// A password shorter than 8 characters is refused with the minimum in the
+// message (issue 30 finding 20: a one-character password was hashed), and
+// 8 characters of any script are enough.
+func TestHashPassword_refusesAShortPassword(t *testing.T) {
+	for _, short := range []string{"x", "1234567", "pässwö"} {
+		cmd := exec.Command(binary, "hash-password")
+		cmd.Stdin = strings.NewReader(short + "\n")
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != exitProblems || !strings.Contains(string(out), "at least 8") {
+			t.Errorf("password %q: exit %d %q, want %d naming the minimum of 8", short, code, out, exitProblems)
+		}
+	}
+	var out, errb strings.Builder
+	if code := cmdHashPassword(nil, strings.NewReader("pässwörd\n"), &out, &errb); code != exitOK {
+		t.Errorf("8 characters (10 bytes): exit %d %s", code, errb.String())
+	}
+}

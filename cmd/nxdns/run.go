@@ -24,6 +24,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	path := fs.String("config", "", "configuration file (default: the built-in loopback configuration)")
 	var listen listFlag
 	fs.Var(&listen, "listen", "`IP:port` to serve DNS on, replacing dns.listen; repeat for several")
+	statusPath := fs.String("reload-status", "", "write each reload's outcome to this `file`, for nxdns reload (reload.go)")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -62,6 +63,13 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("start failed", zap.Error(err))
 		return exitProblems
 	}
+	status := reloadStatus{OK: true}
+	saveStatus := func() {
+		if err := writeStatus(*statusPath, status); err != nil {
+			log.Warn("reload status not written: nxdns reload cannot learn the outcome", zap.String("file", *statusPath), zap.Error(err))
+		}
+	}
+	saveStatus()
 	// One Go processor while one is enough; stopped before the drain, so
 	// the drain and the last history flush have every processor.
 	govern, stopGoverning := context.WithCancel(ctx)
@@ -75,14 +83,15 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	// A reload runs off this loop, so SIGTERM is handled whatever a reload
 	// meets (SPEC §9: files are read off the signal-handling path). A SIGHUP
 	// during a reload is kept and runs once that one ends.
-	reloaded := make(chan struct{}, 1) // buffered: a reload ending after SIGTERM does not block
+	reloaded := make(chan error, 1) // buffered: a reload ending after SIGTERM does not block
 	reloading, again := false, false
 	reload := func() {
 		reloading = true
+		status.Started++
+		saveStatus()
 		sd.Reloading()
 		go func() {
-			a.ReloadFile(*path) // logs its own outcome; a bad file keeps the running configuration
-			reloaded <- struct{}{}
+			reloaded <- a.ReloadFile(*path) // logs its own outcome; a bad file keeps the running configuration
 		}()
 	}
 	for {
@@ -91,14 +100,22 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 			switch {
 			case *path == "":
 				log.Warn("SIGHUP ignored: running the built-in configuration, there is no file to reload")
+				status.Started++
+				status.Done, status.OK, status.Error = status.Started, false, "running the built-in configuration: no file to reload"
+				saveStatus()
 			case reloading:
 				again = true
 			default:
 				reload()
 			}
-		case <-reloaded:
+		case err := <-reloaded:
 			reloading = false
-			sd.Ready()
+			sd.Ready() // before the status: nxdns reload returning means systemd has READY=1
+			status.Done, status.OK, status.Error = status.Started, err == nil, ""
+			if err != nil {
+				status.Error = strings.ReplaceAll(err.Error(), "\n", "; ")
+			}
+			saveStatus()
 			if again {
 				again = false
 				reload()

@@ -72,7 +72,7 @@ func TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart(t *testing.
 	cfg := r.config(t, dnsAddr, false)
 	webPort := testutil.FreePort(t)
 	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
-	hash, err := web.HashPassword([]byte("pw"))
+	hash, err := web.HashPassword([]byte("pw-long-enough"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart(t *testing.
 	if !blockedVia(t, dnsAddr, "x.ads.example.") {
 		t.Fatal("x.ads.example not blocked at start")
 	}
-	s := login(t, base, "pw")
+	s := login(t, base, "pw-long-enough")
 	if code, body := s.do(t, "POST", "/api/filter/allow?name=x.ads.example", false); code != http.StatusForbidden {
 		t.Fatalf("allow without the CSRF token: %d %s, want 403", code, body)
 	}
@@ -128,7 +128,7 @@ func TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart(t *testing.
 	if !blockedVia(t, dnsAddr, "ads.example.") {
 		t.Error("the allowed name's parent is answered after the restart")
 	}
-	s = login(t, base, "pw") // a restart ends the sessions
+	s = login(t, base, "pw-long-enough") // a restart ends the sessions
 	if code, body := s.do(t, "DELETE", "/api/filter/allow?name=x.ads.example", true); code != http.StatusOK || !strings.Contains(body, `"changed":true`) {
 		t.Fatalf("delete: %d %s", code, body)
 	}

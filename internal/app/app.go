@@ -66,7 +66,7 @@ type App struct {
 	cache *cache.Cache // outlives generations: answers survive a reload
 
 	web     *web.Server // nil when web.listen is empty
-	webAddr string      // web.listen as configured
+	webAddr webEndpoint // web.listen and web.tls_listen as configured
 	certs   certState   // the DoT/DoH certificate (tls.go); under mu
 
 	history    *history.History // outlives reloads: every generation records into it
@@ -74,6 +74,8 @@ type App struct {
 	episodes   *episodes.Log    // the upstreams' backoff episodes, across reloads (episodes.go)
 	dash       *dashboard.Dashboard
 	webHash    []byte         // web.password_file's hash; nil without a login
+	webHosts   []string       // web.hostnames: the names a request's Host may carry besides the address
+	webCount   web.Counters   // the web endpoints' counts, across the endpoints reloads replace
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
 
@@ -86,8 +88,9 @@ type App struct {
 	stopped bool                          // Shutdown began: no more state swaps
 	listen  []string                      // Options.Listen
 
-	statMu sync.Mutex          // guards stat (reloads.go)
-	stat   metrics.ConfigState // reload outcomes and the running generation
+	statMu    sync.Mutex          // guards stat and reloadErr (reloads.go)
+	stat      metrics.ConfigState // reload outcomes and the running generation
+	reloadErr string              // why the last reload failed; "" after a good one
 
 	clock     *clock.Watcher
 	stopClock context.CancelFunc
@@ -109,7 +112,9 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	// pauses), the cache, the history, the clock watcher.
 	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock,
 		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
+	checkDescriptors(cfg, log)
 	a.webHash = a.startPassword(cfg.Web)
+	a.webHosts = cfg.Web.Hostnames
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
 	a.history, a.historyCfg = openHistory(cfg.History, log, opts.HistoryCheck), cfg.History
 	a.episodes = episodes.New(episodes.Options{Store: a.history})
@@ -158,7 +163,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
 		return fail(explainListen(err))
 	}
-	ws, err := a.bindWeb(cfg.Web.Listen)
+	ws, err := a.bindWeb(endpointOf(cfg.Web))
 	if err != nil {
 		return fail(explainListen(err))
 	}
@@ -208,7 +213,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.webHash = hash // a new endpoint starts with the new password
 	// The web endpoint is bound before the listeners change and released
 	// only after they did, so a failure in either leaves everything as it was.
-	ws, err := a.bindWeb(cfg.Web.Listen)
+	ws, err := a.bindWeb(endpointOf(cfg.Web))
 	if err != nil {
 		a.webHash = oldHash
 		gen.close()
@@ -232,8 +237,10 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.commitCerts(store)
 	a.commitWeb(ws)
 	a.reconfigureCache(a.gen.Load().cfg, cfg)
+	a.webHosts = cfg.Web.Hostnames
 	if a.web != nil {
 		a.web.SetPassword(hash) // the running endpoint, when web.listen did not change
+		a.web.SetHostnames(a.webHosts)
 	}
 	a.webProblem.Store("") // the new file was read: nothing is locked any more
 	a.reconfigureHistory(cfg.History)
@@ -256,6 +263,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		old.close()
 	})
 	a.logEffective(cfg)
+	checkDescriptors(cfg, a.log) // the caps may have grown: a new family, a first forward zone
 	return nil
 }
 
@@ -290,7 +298,7 @@ func (a *App) ReloadFile(path string) error {
 // by commitWeb or undone by abortWeb.
 type webSwap struct {
 	next     *web.Server // the endpoint to keep: the running one, a new one, or nil
-	addr     string      // web.listen it serves
+	addr     webEndpoint // web.listen and web.tls_listen it serves
 	released bool        // the running endpoint was stopped early to free its port
 }
 
@@ -302,11 +310,11 @@ type webSwap struct {
 // bound (and the reverse), so for a new address on the same port the running
 // endpoint is released first. The web endpoint is not on the DNS path; if the
 // new address still fails, the old one is bound again.
-func (a *App) bindWeb(addr string) (webSwap, error) {
+func (a *App) bindWeb(addr webEndpoint) (webSwap, error) {
 	if addr == a.webAddr {
 		return webSwap{next: a.web, addr: addr}, nil
 	}
-	if addr == "" {
+	if addr.listen == "" {
 		return webSwap{addr: addr}, nil
 	}
 	next := a.newWeb(addr)
@@ -314,7 +322,7 @@ func (a *App) bindWeb(addr string) (webSwap, error) {
 	if err == nil {
 		return webSwap{next: next, addr: addr}, nil
 	}
-	if a.web == nil || !errors.Is(err, syscall.EADDRINUSE) || !samePort(addr, a.webAddr) {
+	if a.web == nil || !errors.Is(err, syscall.EADDRINUSE) || !samePort(addr.listen, a.webAddr.listen) && !samePort(addr.tls, a.webAddr.tls) {
 		return webSwap{}, err
 	}
 	stopWeb(a.web)
@@ -348,8 +356,8 @@ func (a *App) abortWeb(s webSwap) {
 func (a *App) restoreWeb() {
 	w := a.newWeb(a.webAddr)
 	if err := w.Start(); err != nil {
-		a.log.Error("web endpoint lost: its address could not be bound again", zap.String("addr", a.webAddr), zap.Error(err))
-		a.web, a.webAddr = nil, ""
+		a.log.Error("web endpoint lost: its address could not be bound again", zap.String("addr", a.webAddr.listen), zap.Error(err))
+		a.web, a.webAddr = nil, webEndpoint{}
 		return
 	}
 	a.web = w
@@ -357,8 +365,12 @@ func (a *App) restoreWeb() {
 
 // newWeb builds the HTTP endpoint: /metrics, /api/health, and each
 // feature's own routes (web.Server.Handle) with the access they need.
-func (a *App) newWeb(addr string) *web.Server {
-	s := web.New(addr, a.registry(), a.health, a.log)
+func (a *App) newWeb(addr webEndpoint) *web.Server {
+	s := web.New(addr.listen, a.registry(), a.health, a.log)
+	if addr.tls != "" {
+		s.SetTLS(addr.tls, a.webCertificate)
+	}
+	s.ShareCounters(&a.webCount)
 	a.cacheRoutes(s)
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
@@ -431,6 +443,9 @@ func (a *App) registry() *prometheus.Registry {
 		LogDropped: logging.Dropped,
 		History:    a.history.Snapshot,
 		Filter:     a.filter.Snapshot,
+		Web: func() metrics.WebState {
+			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load()}
+		},
 	})
 }
 
@@ -449,6 +464,12 @@ func (a *App) health() web.Health {
 	}
 	if p, _ := a.webProblem.Load().(string); p != "" {
 		h.Problems = append(h.Problems, "web: "+p)
+		if h.Status == web.StatusOK {
+			h.Status = web.StatusDegraded
+		}
+	}
+	if p := a.reloadProblem(); p != "" {
+		h.Problems = append(h.Problems, p)
 		if h.Status == web.StatusOK {
 			h.Status = web.StatusDegraded
 		}

@@ -64,5 +64,6 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 // addDashboard puts the login and the dashboard's routes on s.
 func (a *App) addDashboard(s *web.Server) {
 	s.SetPassword(a.webHash)
+	s.SetHostnames(a.webHosts)
 	a.dash.Register(s)
 }

@@ -113,7 +113,7 @@ func TestHistory_survivesReloadAndPasswordApplies(t *testing.T) {
 	a := r.start(t, cfg)
 	ask(t, dnsAddr, "before.example.")
 
-	reloadWithPassword(t, r, a, cfg, "pw")
+	reloadWithPassword(t, r, a, cfg, "pw-long-enough")
 	ask(t, dnsAddr, "after.example.")
 	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	get(t, base+"/api/queries", http.StatusUnauthorized) // the login is on
@@ -161,7 +161,7 @@ func TestWebPassword_unreadableAtStartLocksTheDashboardNotDNS(t *testing.T) {
 		t.Fatalf("health %+v: want degraded, naming the locked dashboard", h)
 	}
 
-	reloadWithPassword(t, r, a, cfg, "pw")
+	reloadWithPassword(t, r, a, cfg, "pw-long-enough")
 	h.Problems = nil // absent from an ok answer (omitempty): Unmarshal would keep the old ones
 	if err := json.Unmarshal([]byte(get(t, base+"/api/health", http.StatusOK)), &h); err != nil {
 		t.Fatal(err)

@@ -74,6 +74,12 @@ type Client struct {
 type Web struct {
 	Listen       string `toml:"listen"`        // host:port; empty disables
 	PasswordFile string `toml:"password_file"` // a bcrypt hash (nxdns hash-password); "" means loopback only
+	// TLSListen serves the same endpoint over HTTPS with the [tls]
+	// certificate (docs/dashboard.md, "HTTPS"); "" serves plain HTTP only.
+	TLSListen string `toml:"tls_listen"`
+	// Hostnames are the names besides the listen address and "localhost"
+	// that a request's Host may carry (docs/dashboard.md, "DNS rebinding").
+	Hostnames []string `toml:"hostnames"`
 }
 
 // Log sets verbosity and the per-query line.

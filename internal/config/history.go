@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"path/filepath"
 	"time"
 )
@@ -55,10 +56,15 @@ func checkWebAuth(ps *Problems, w Web) {
 	if w.PasswordFile != "" && !filepath.IsAbs(w.PasswordFile) {
 		ps.add("web.password_file", CodeNotAbsolute, "%q: want an absolute path, e.g. /run/credentials/nxdns.service/web-password", w.PasswordFile)
 	}
-	ap, ok := w.Addr()
-	if !ok || w.PasswordFile != "" || ap.Addr().IsLoopback() {
+	if w.PasswordFile != "" {
 		return
 	}
-	ps.add("web.listen", CodePasswordRequired,
-		"%s is reachable from other hosts: set web.password_file (a hash from nxdns hash-password) or listen on 127.0.0.1", w.Listen)
+	if ap, ok := w.Addr(); ok && !ap.Addr().IsLoopback() {
+		ps.add("web.listen", CodePasswordRequired,
+			"%s is reachable from other hosts: set web.password_file (a hash from nxdns hash-password) or listen on 127.0.0.1", w.Listen)
+	}
+	if ap, err := netip.ParseAddrPort(w.TLSListen); err == nil && !ap.Addr().IsLoopback() {
+		ps.add("web.tls_listen", CodePasswordRequired,
+			"%s is reachable from other hosts: set web.password_file (a hash from nxdns hash-password)", w.TLSListen)
+	}
 }

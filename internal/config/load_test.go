@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -193,7 +194,7 @@ func TestLoad_absentKeysKeepDefaults(t *testing.T) {
 	if !slices.Equal(c.DNS.Listen, d.DNS.Listen) || !slices.Equal(c.DNS.Allow, d.DNS.Allow) {
 		t.Errorf("dns = %+v, want the defaults %+v", c.DNS, d.DNS)
 	}
-	if c.Upstream != d.Upstream || c.Web != d.Web || c.Log.Level != d.Log.Level || !c.Log.QueryLog() {
+	if c.Upstream != d.Upstream || !reflect.DeepEqual(c.Web, d.Web) || c.Log.Level != d.Log.Level || !c.Log.QueryLog() {
 		t.Errorf("got %+v %+v %+v, want the defaults", c.Upstream, c.Web, c.Log)
 	}
 	if c.DNS.CacheSize != d.DNS.CacheSize || c.DNS.StaleMaxAge != d.DNS.StaleMaxAge {

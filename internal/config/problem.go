@@ -61,6 +61,12 @@ const (
 	CodeUnknownClient     Code = "UnknownClient"     // a group client that is no IP, CIDR or [[clients]] name
 	CodeTooManyLists      Code = "TooManyLists"      // more than MaxFilterLists lists
 	CodeStateDirRequired  Code = "StateDirRequired"  // a downloaded list without filter.state_dir
+
+	// Problems found by reading what the configuration names, beyond the
+	// file itself: nxdns check and a reload report them (app.Preflight).
+	CodeInvalidRule  Code = "InvalidRule"  // a filter.block or filter.allow entry the list parser does not take
+	CodePasswordFile Code = "PasswordFile" // web.password_file unreadable or without a bcrypt hash
+	CodeCertificate  Code = "Certificate"  // tls.cert_file and tls.key_file do not load as a pair
 )
 
 // Problem is one thing wrong with a configuration.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -38,7 +39,7 @@ func Validate(c Config) Problems {
 	checkUpstreams(&ps, c.Upstreams)
 	checkZones(&ps, c.ForwardZones, c.DNS.Listen)
 	checkClients(&ps, c.Clients)
-	checkWeb(&ps, c.Web)
+	checkWeb(&ps, c.Web, c.TLS)
 	checkTLS(&ps, c.TLS, c.DNS.Listen)
 	checkLog(&ps, c.Log)
 	checkHistory(&ps, c.History)
@@ -129,12 +130,32 @@ func checkClients(ps *Problems, cs []Client) {
 	}
 }
 
-func checkWeb(ps *Problems, w Web) {
+func checkWeb(ps *Problems, w Web, t TLS) {
+	if w.TLSListen != "" {
+		switch _, msg := parseListen(w.TLSListen, "9443"); {
+		case msg != "":
+			ps.add("web.tls_listen", CodeInvalidListen, "%q: %s", w.TLSListen, msg)
+		case w.Listen == "":
+			ps.add("web.tls_listen", CodeRequired, "needs web.listen: the web endpoint is off while web.listen is empty")
+		case w.TLSListen == w.Listen:
+			ps.add("web.tls_listen", CodeDuplicate, "%s is web.listen already: HTTPS needs an address or port of its own", w.TLSListen)
+		case slices.Contains(t.DoHListen, w.TLSListen) || slices.Contains(t.DoTListen, w.TLSListen):
+			ps.add("web.tls_listen", CodeDuplicate, "%s is a DoT or DoH listener already (tls.dot_listen, tls.doh_listen): the dashboard needs a port of its own, e.g. 9443", w.TLSListen)
+		case t.CertFile == "" || t.KeyFile == "":
+			ps.add("web.tls_listen", CodeRequired, "serving the dashboard over HTTPS needs tls.cert_file and tls.key_file")
+		}
+	}
 	if w.Listen == "" {
 		return // disabled
 	}
 	if _, msg := parseListen(w.Listen, "9153"); msg != "" {
 		ps.add("web.listen", CodeInvalidListen, "%q: %s", w.Listen, msg)
+	}
+	for i, h := range w.Hostnames {
+		if !validHost(h) {
+			ps.add(fmt.Sprintf("web.hostnames[%d]", i), CodeInvalidName,
+				"%q: want a host name without port or scheme, e.g. \"nxdns.home.arpa\" (IP addresses of web.listen are accepted already)", h)
+		}
 	}
 }
 

@@ -385,7 +385,7 @@ func (e *Engine) rebuild() {
 		for _, line := range lines {
 			rep := ParseLine(line, func(r Rule) { b.Add(inlineBit, allow, r) })
 			if rep.Rejected > 0 || rep.IgnoredTotal() > 0 {
-				e.log.Warn("inline filter rule not taken", zap.String("rule", line), zap.Bool("allow", allow))
+				e.log.Warn("inline filter rule not taken", zap.String("rule", line), zap.Bool("allow", allow), zap.String("reason", rep.Problem()))
 			}
 		}
 	}

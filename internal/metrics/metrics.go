@@ -43,6 +43,7 @@ type Sources struct {
 	LogDropped func() uint64
 	History    func() history.Stats
 	Filter     func() filter.Snapshot
+	Web        func() WebState
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -88,6 +89,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Filter != nil {
 		cs = append(cs, filterCollector{src.Filter})
+	}
+	if src.Web != nil {
+		cs = append(cs, webCollector{src.Web})
 	}
 	return cs
 }

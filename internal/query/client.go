@@ -36,3 +36,16 @@ func ClientOfRemote(remote string) netip.Addr {
 	}
 	return ClientOf(ap.Addr())
 }
+
+// ClientShareKey is the unit a per-client share counts (docs/server.md,
+// the listeners' client shares; the web endpoint's connection caps): the
+// IPv4 address, or the IPv6 /64 the address is in — a host picks any
+// address of its /64 at will (privacy addresses, RFC 8981), so counting
+// IPv6 addresses one by one would be no bound at all.
+func ClientShareKey(a netip.Addr) netip.Prefix {
+	a = ClientOf(a)
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	return netip.PrefixFrom(a, 64).Masked()
+}

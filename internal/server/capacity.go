@@ -82,14 +82,8 @@ func newClientShares(max int) *clientShares {
 }
 
 // clientKey is the unit clientShares counts: the IPv4 address, or the IPv6
-// /64 the address is in.
-func clientKey(a netip.Addr) netip.Prefix {
-	a = query.ClientOf(a)
-	if a.Is4() {
-		return netip.PrefixFrom(a, 32)
-	}
-	return netip.PrefixFrom(a, 64).Masked()
-}
+// /64 the address is in (query.ClientShareKey, as the web endpoint counts).
+func clientKey(a netip.Addr) netip.Prefix { return query.ClientShareKey(a) }
 
 // tryAcquire takes a unit of k's share and reports whether it did.
 func (c *clientShares) tryAcquire(k netip.Prefix) bool {

@@ -121,8 +121,10 @@ func LoggedIn(r *http.Request) bool { return CSRFToken(r) != "" }
 // guard is the access check of a Private or Mutating route, decided per
 // request because a reload can set or change the password.
 func (s *Server) guard(h http.Handler, access Access) http.Handler {
-	loopback := isLoopbackListen(s.addr)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Both listeners: an HTTPS one on the LAN makes the endpoint
+		// reachable from the LAN whatever web.listen is.
+		loopback := isLoopbackListen(s.addr) && (s.tlsAddr == "" || isLoopbackListen(s.tlsAddr))
 		if access == Mutating && !sameOrigin(r) {
 			// A page of another site posting through the operator's
 			// browser: refused whether or not a login exists.
@@ -132,7 +134,7 @@ func (s *Server) guard(h http.Handler, access Access) http.Handler {
 		l := s.login.Load()
 		if l == nil {
 			if !loopback {
-				http.Error(w, "this endpoint is served only on a loopback web.listen until web.password_file is set", http.StatusForbidden)
+				http.Error(w, "this endpoint is served only on a loopback web.listen (and web.tls_listen) until web.password_file is set", http.StatusForbidden)
 				return
 			}
 			h.ServeHTTP(w, r)

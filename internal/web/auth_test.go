@@ -186,22 +186,48 @@ func TestLogin_zonesOfOneHostShareItsLimit(t *testing.T) {
 }
 
 func TestLogin_nextStaysOnThisServer(t *testing.T) {
-	for in, want := range map[string]string{"/queries?name=x": "/queries?name=x", "//evil.example/": "/", "https://evil.example": "/", "/\\evil": "/", "": "/"} {
+	for in, want := range map[string]string{
+		"/queries?name=x": "/queries?name=x", "/": "/", "//evil.example/": "/", "https://evil.example": "/",
+		"/\\evil": "/", "": "/", "/\t/evil.example": "/", "/\n/evil.example": "/", "/ /evil.example": "/",
+		"/\u00a0/evil.example": "/", "/\u2028/evil.example": "/", "/\x7f/evil.example": "/", "/a\\b": "/",
+		"/\xff/evil.example": "/", "evil.example": "/",
+	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
 
+// /login?next=/%09/evil.example (issue 30 finding 15): the tab, which a
+// browser drops from a Location, made the return path //evil.example. The
+// right password now lands on "/", and the login page carries "/" too.
+func TestLogin_encodedTabInNextDoesNotLeaveTheServer(t *testing.T) {
+	_, base := loginServer(t)
+	c := browser(t)
+	if _, page := do(t, c, "GET", base+"/login?next=/%09/evil.example", nil, nil); !strings.Contains(page, `name="next" value="/"`) {
+		t.Errorf("login page keeps a next other than /:\n%s", page)
+	}
+	for _, next := range []string{"/\t/evil.example", "/\\/evil.example", "//evil.example"} {
+		resp, _ := do(t, c, "POST", base+"/login", url.Values{"password": {testPassword}, "next": {next}}, nil)
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/" {
+			t.Errorf("next %q: %d Location %q, want 303 to /", next, resp.StatusCode, loc)
+		}
+	}
+	resp, _ := do(t, c, "POST", base+"/login", url.Values{"password": {testPassword}, "next": {"/queries?client=a"}}, nil)
+	if loc := resp.Header.Get("Location"); loc != "/queries?client=a" {
+		t.Errorf("a path on this server: Location %q, want it kept", loc)
+	}
+}
+
 func TestLoadPasswordFile(t *testing.T) {
 	dir := t.TempDir()
-	hash, err := HashPassword([]byte("pw"))
+	hash, err := HashPassword([]byte("pw-long-enough"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	good := filepath.Join(dir, "good")
 	os.WriteFile(good, []byte(hash+"\n"), 0o600)
-	if h, err := LoadPasswordFile(good); err != nil || bcrypt.CompareHashAndPassword(h, []byte("pw")) != nil {
+	if h, err := LoadPasswordFile(good); err != nil || bcrypt.CompareHashAndPassword(h, []byte("pw-long-enough")) != nil {
 		t.Fatalf("good file: %v", err)
 	}
 	plain := filepath.Join(dir, "plain")

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,9 +16,18 @@ import (
 // replaces netutil.LimitListener, under which 32 idle keep-alive connections
 // blocked every later client until their idle timeout ended.
 //
+// A client is an IPv4 address or an IPv6 /64 (query.ClientShareKey), as the
+// DNS listeners count their shares: a host picks any address of its /64 at
+// will, so counting IPv6 addresses one by one let four addresses of one /64
+// hold every slot (issue 30 finding 13).
+//
 // Guarantees:
 //   - at most maxConns connections are open, and at most maxConnsPerClient
-//     from one client address;
+//     from one client;
+//   - the last newClientSlots of maxConns go only to clients holding no
+//     connection: clients that already hold some, busy or not, cannot fill
+//     the cap, so a new client always finds a slot unless newClientSlots new
+//     clients hold one each;
 //   - at a cap a new connection is not queued: the oldest idle keep-alive
 //     connection in the cap's scope (that client's, or anyone's) is closed
 //     to make room — an idle connection costs its client nothing to lose,
@@ -34,14 +44,14 @@ type connGuard struct {
 
 	mu        sync.Mutex // guards the fields below
 	conns     map[*guardedConn]struct{}
-	perClient map[netip.Addr]int
+	perClient map[netip.Prefix]int
 }
 
 // guardedConn is one admitted connection.
 type guardedConn struct {
 	net.Conn
 	g      *connGuard
-	client netip.Addr
+	client netip.Prefix // query.ClientShareKey
 	once   sync.Once
 
 	// Guarded by g.mu.
@@ -50,7 +60,7 @@ type guardedConn struct {
 }
 
 func newConnGuard(ln net.Listener) *connGuard {
-	return &connGuard{Listener: ln, conns: make(map[*guardedConn]struct{}), perClient: make(map[netip.Addr]int)}
+	return &connGuard{Listener: ln, conns: make(map[*guardedConn]struct{}), perClient: make(map[netip.Prefix]int)}
 }
 
 // Accept returns the next connection that fits, closing idle connections or
@@ -68,16 +78,23 @@ func (g *connGuard) Accept() (net.Conn, error) {
 }
 
 func (g *connGuard) admit(c net.Conn) *guardedConn {
-	client := query.ClientOfNet(c.RemoteAddr()) // as the DNS path names it: fe80::1%eth0 is fe80::1
+	// As the DNS path names it: fe80::1%eth0 is fe80::1, and 2001:db8::1 and
+	// 2001:db8::2 are one /64.
+	client := query.ClientShareKey(query.ClientOfNet(c.RemoteAddr()))
 	g.mu.Lock()
+	held := g.perClient[client]
+	limit := maxConns
+	if held > 0 {
+		limit = maxConns - newClientSlots
+	}
 	var evict *guardedConn
 	switch {
-	case g.perClient[client] >= maxConnsPerClient:
+	case held >= maxConnsPerClient:
 		evict = g.oldestIdle(func(o *guardedConn) bool { return o.client == client })
-	case len(g.conns) >= maxConns:
+	case len(g.conns) >= limit:
 		evict = g.oldestIdle(func(*guardedConn) bool { return true })
 	}
-	full := g.perClient[client] >= maxConnsPerClient || len(g.conns) >= maxConns
+	full := held >= maxConnsPerClient || len(g.conns) >= limit
 	if full && evict == nil {
 		g.mu.Unlock()
 		c.Close()
@@ -118,13 +135,20 @@ func (g *connGuard) forgetLocked(c *guardedConn) {
 	})
 }
 
-// connState is the http.Server.ConnState hook: it records which
-// connections are idle keep-alives.
-func (g *connGuard) connState(c net.Conn, st http.ConnState) {
-	gc, ok := c.(*guardedConn)
-	if !ok {
-		return
+// guardConnState is the http.Server.ConnState hook of every listener: it
+// passes the state to the guard that admitted the connection (an HTTPS
+// connection is the guarded one inside its *tls.Conn).
+func guardConnState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
 	}
+	if gc, ok := c.(*guardedConn); ok {
+		gc.g.connState(gc, st)
+	}
+}
+
+// connState records which connections are idle keep-alives.
+func (g *connGuard) connState(gc *guardedConn, st http.ConnState) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch st {

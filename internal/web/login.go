@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
@@ -65,7 +67,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if !l.limiter.allow(clientAddr(r)) {
 		w.Header().Set("Retry-After", "60")
 		renderLogin(w, http.StatusTooManyRequests, loginView{Error: "Too many attempts. Wait a minute and try again.", Next: next})
-		s.log.Warn("login attempts rate-limited", zapClient(r))
+		s.limited.refused(clientAddr(r))
 		return
 	}
 	password := r.PostFormValue("password")
@@ -99,11 +101,20 @@ func renderLogin(w http.ResponseWriter, code int, v loginView) {
 	loginPage.Execute(w, v)
 }
 
-// safeNext keeps a return path on this server: a path, never "//host" or a
-// URL, so the login cannot be used to redirect elsewhere.
+// safeNext keeps a return path on this server (docs/dashboard.md, "The
+// login"): one leading slash not followed by a slash or a backslash, and no
+// backslash, control character or white space anywhere. Browsers drop a
+// tab or newline inside a URL and read a backslash as a slash, so
+// "/<TAB>/evil.example" would send them to another host; anything else goes
+// to "/". next is the decoded form value.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") || len(next) > 512 {
+	if len(next) > 512 || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
 		return "/"
+	}
+	for _, c := range next {
+		if c == '\\' || c == utf8.RuneError || unicode.IsControl(c) || unicode.IsSpace(c) {
+			return "/"
+		}
 	}
 	return next
 }

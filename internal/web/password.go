@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -18,6 +19,14 @@ import (
 // running DNS has least of (docs/dashboard.md).
 const PasswordCost = 11
 
+// MinPasswordChars is the shortest password `nxdns hash-password` hashes
+// (docs/dashboard.md, "The login"): with the login's rate limit of 20
+// attempts a minute from all addresses, eight random printable characters
+// keep an online guess out of reach for centuries, while a one-character
+// password falls in minutes. Counted in characters, not bytes,
+// so a passphrase in any script counts what a person typed.
+const MinPasswordChars = 8
+
 // maxPasswordFile bounds web.password_file: a bcrypt hash is 60 bytes.
 const maxPasswordFile = 4 << 10
 
@@ -25,6 +34,9 @@ const maxPasswordFile = 4 << 10
 func HashPassword(password []byte) (string, error) {
 	if len(password) == 0 {
 		return "", errors.New("empty password")
+	}
+	if n := utf8.RuneCount(password); n < MinPasswordChars {
+		return "", fmt.Errorf("password of %d characters: choose at least %d (a few words are easy to remember and hard to guess)", n, MinPasswordChars)
 	}
 	if len(password) > 72 {
 		// bcrypt reads 72 bytes; a longer password would silently match

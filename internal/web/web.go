@@ -12,6 +12,7 @@ package web
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -53,11 +54,16 @@ const (
 	// must run into this cap, not make DNS fail for lack of descriptors.
 	// At the cap the oldest idle connection makes room (connGuard).
 	maxConns = 32
-	// maxConnsPerClient is one client address's share of maxConns: a
-	// browser opens up to 6 per host, Prometheus one; 8 lets a dashboard and
-	// a scraper share an address (loopback) and leaves the other 24 to other
-	// hosts whatever one host does.
+	// maxConnsPerClient is one client's share of maxConns (an IPv4 address
+	// or an IPv6 /64): a browser opens up to 6 per host, Prometheus one; 8
+	// lets a dashboard and a scraper share an address (loopback) and leaves
+	// the other 24 to other hosts whatever one host does.
 	maxConnsPerClient = 8
+	// newClientSlots of maxConns are kept for clients that hold no
+	// connection yet (conns.go): however many clients hold connections,
+	// busy or slow, they fill at most maxConns-newClientSlots, leaving a way
+	// in for the operator's browser or Prometheus.
+	newClientSlots = 4
 	// maxScrapes is how many /metrics requests run at once; more get 503.
 	maxScrapes = 4
 )
@@ -72,15 +78,24 @@ type Server struct {
 	// readHeaderTimeout is a field so tests can shorten it (set before Start).
 	readHeaderTimeout time.Duration
 
-	mux   *http.ServeMux        // every route; Handle adds the features' own before Start
-	login atomic.Pointer[login] // nil without web.password_file (auth.go)
+	mux     *http.ServeMux        // every route; Handle adds the features' own before Start
+	hosts   hostGuard             // in front of mux: the Host check against DNS rebinding (hosts.go)
+	limited *limitEpisodes        // login rate limiting, logged per episode (limitlog.go)
+	login   atomic.Pointer[login] // nil without web.password_file (auth.go)
 
-	mu      sync.Mutex // guards the fields below
-	ln      net.Listener
-	started bool
-	closed  bool           // Shutdown began: Start fails
-	routes  []string       // the patterns given to Handle (Routes)
-	serving sync.WaitGroup // the Serve goroutine
+	// tlsAddr and getCert serve the endpoint over HTTPS too (SetTLS,
+	// web.tls_listen); set before Start, read-only after.
+	tlsAddr string
+	getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+
+	mu        sync.Mutex // guards the fields below
+	ln        net.Listener
+	tlsLn     net.Listener
+	hostnames []string // web.hostnames, for SetTLS to rebuild the Host policy
+	started   bool
+	closed    bool           // Shutdown began: Start fails
+	routes    []string       // the patterns given to Handle (Routes)
+	serving   sync.WaitGroup // the Serve goroutine
 }
 
 // New returns a server for addr (host:port) serving reg (not nil; usually
@@ -109,11 +124,14 @@ func New(addr string, reg prometheus.Gatherer, health func() Health, log *zap.Lo
 	}))
 	mux.Handle("GET /api/health", healthHandler(health, log))
 	s := &Server{addr: addr, log: log, mux: mux, readHeaderTimeout: readHeaderTimeout}
+	s.hosts.next = mux
+	s.limited = newLimitEpisodes(log)
+	s.SetHostnames(nil)
 	mux.HandleFunc("GET /login", s.handleLogin)
 	mux.HandleFunc("POST /login", s.handleLogin)
 	s.Handle("POST /logout", http.HandlerFunc(s.handleLogout), Mutating)
 	s.srv = &http.Server{
-		Handler:        mux,
+		Handler:        &s.hosts,
 		ReadTimeout:    readTimeout,
 		WriteTimeout:   writeTimeout,
 		IdleTimeout:    idleTimeout,
@@ -141,18 +159,61 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("web: listen %s: %w", s.addr, err)
 	}
+	var tlsLn net.Listener
+	if s.tlsAddr != "" {
+		if tlsLn, err = net.Listen("tcp", s.tlsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("web: listen %s (web.tls_listen): %w", s.tlsAddr, err)
+		}
+	}
 	s.started = true
-	s.ln = ln
+	s.ln, s.tlsLn = ln, tlsLn
 	s.srv.ReadHeaderTimeout = s.readHeaderTimeout
+	s.srv.ConnState = guardConnState
+	if tlsLn != nil { // before any Serve: Serve reads it
+		s.srv.TLSConfig = &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12}
+	}
 	guard := newConnGuard(ln)
-	s.srv.ConnState = guard.connState
 	s.serving.Go(func() {
 		if err := s.srv.Serve(guard); !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("web server stopped", zap.String("addr", ln.Addr().String()), zap.Error(err))
 		}
 	})
 	s.log.Info("web server listening", zap.String("addr", ln.Addr().String()))
+	if tlsLn != nil {
+		// Its own connection caps: a LAN's HTTPS clients and loopback's
+		// plain ones do not crowd each other out.
+		tlsGuard := newConnGuard(tlsLn)
+		s.serving.Go(func() {
+			if err := s.srv.ServeTLS(tlsGuard, "", ""); !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("web server stopped", zap.String("addr", tlsLn.Addr().String()), zap.Error(err))
+			}
+		})
+		s.log.Info("web server listening over HTTPS", zap.String("addr", tlsLn.Addr().String()))
+	}
 	return nil
+}
+
+// SetTLS makes Start serve the endpoint over HTTPS on addr too
+// (web.tls_listen, docs/dashboard.md "HTTPS"), with the certificate getCert
+// returns for each handshake — the [tls] pair, so a renewal is picked up
+// without a restart. Call it before Handle and Start.
+func (s *Server) SetTLS(addr string, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)) {
+	s.tlsAddr, s.getCert = addr, getCert
+	s.mu.Lock()
+	names := s.hostnames
+	s.mu.Unlock()
+	s.SetHostnames(names)
+}
+
+// TLSAddr is the bound HTTPS address; nil without SetTLS or before Start.
+func (s *Server) TLSAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tlsLn == nil {
+		return nil
+	}
+	return s.tlsLn.Addr()
 }
 
 // Addr is the bound address (with port 0, the port the kernel chose); nil
@@ -178,5 +239,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.srv.Close() // ctx ended first: cut what is left
 	}
 	s.serving.Wait()
+	s.limited.close()
 	return err
 }

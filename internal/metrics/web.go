@@ -1,0 +1,33 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// WebState is the web endpoint's counts, kept by the composition root so
+// that they outlive an endpoint a reload replaces (docs/dashboard.md, "The
+// login").
+type WebState struct {
+	LoginRateLimited uint64 // login attempts refused by the rate limit, unchecked
+	LoginEpisodes    uint64 // episodes of rate limiting (one client refused, then quiet for a minute)
+}
+
+var (
+	webLoginLimited = prometheus.NewDesc("nxdns_web_login_rate_limited_total",
+		"Login attempts refused by the rate limit (429) without checking the password.",
+		nil, nil)
+	webLoginEpisodes = prometheus.NewDesc("nxdns_web_login_rate_limit_episodes_total",
+		"Episodes of login rate limiting: each is one log line when it starts and one when it ends.",
+		nil, nil)
+)
+
+type webCollector struct{ snap func() WebState }
+
+func (webCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- webLoginLimited
+	ch <- webLoginEpisodes
+}
+
+func (c webCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.snap()
+	send(ch, webLoginLimited, prometheus.CounterValue, float64(s.LoginRateLimited))
+	send(ch, webLoginEpisodes, prometheus.CounterValue, float64(s.LoginEpisodes))
+}
