@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/netip"
 	"sync"
+
+	nxquery "github.com/nxdns/nxdns/internal/query"
 )
 
 // One client's share of the slots (docs/upstream-pool.md "One client's
@@ -42,11 +44,7 @@ func shareKey(ctx context.Context) (netip.Prefix, bool) {
 	if !ok {
 		return netip.Prefix{}, false
 	}
-	a = a.Unmap()
-	if a.Is4() {
-		return netip.PrefixFrom(a, 32), true
-	}
-	return netip.PrefixFrom(a.WithZone(""), 64).Masked(), true
+	return nxquery.ClientShareKey(a), true
 }
 
 // shares counts the slots each client holds on each entry and the queries
