@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/nxdns/nxdns/internal/procs"
 )
 
 // meta is what a downloaded list keeps beside its copy, across restarts:
@@ -233,9 +231,7 @@ func (e *Engine) download(ctx context.Context, u string, m meta, path string, pr
 	if err := writeFileAtomic(tmp, resp.Body, listCap); err != nil {
 		return m, nil, err
 	}
-	release := procs.Hold() // the quality gate parses the whole list (procs.Hold)
 	rep, err := parseFile(tmp, func(Rule) {})
-	release()
 	if err != nil {
 		return m, nil, err
 	}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
 )
 
@@ -38,9 +38,6 @@ type listener struct {
 	// broadcasts are the host's IPv4 broadcast addresses when pktinfo is
 	// set (a wildcard socket receives broadcasts; a specific bind does not).
 	broadcasts []netip.Addr
-	// unwatch ends the steering of the UDP group by the number of Go
-	// processors (steerToFirst); nil for a single socket.
-	unwatch func()
 
 	stopc     chan struct{} // closed by stop: read no more queries
 	stopOnce  sync.Once
@@ -114,19 +111,6 @@ func (s *Server) start(l *listener) {
 	for _, c := range l.udps {
 		l.wg.Go(func() { s.readUDP(l, c) })
 	}
-	// Steering needs a kernel that can undo it (SO_DETACH_REUSEPORT_BPF,
-	// Linux 5.3): where it cannot, the group is never steered, or a flood
-	// on every processor would still have one socket. The lock order is
-	// s.mu, then the watchers' (procs.Watch).
-	if len(l.udps) > 1 && steerToFirst(l.udps[0], false) == nil {
-		first := l.udps[0]
-		l.unwatch = procs.Watch(func(one bool) {
-			if err := steerToFirst(first, one); err != nil {
-				// Only the spread is lost: every socket still has its reader.
-				s.log.Debug("udp steering", zap.String("listen", l.addr), zap.Bool("first", one), zap.Error(err))
-			}
-		})
-	}
 	l.wg.Go(func() { s.acceptTCP(l, s.admitTCP) })
 }
 
@@ -135,9 +119,6 @@ func (s *Server) start(l *listener) {
 // still answer.
 func (l *listener) stop() {
 	l.stopOnce.Do(func() {
-		if l.unwatch != nil {
-			l.unwatch()
-		}
 		close(l.stopc)
 		for _, c := range l.udps {
 			c.SetReadDeadline(longAgo)
@@ -205,10 +186,7 @@ func (l *listener) untrack(c *tcpConn) {
 // udpReaders is how many sockets, each with its reader, serve a UDP
 // address: one per CPU (udpgroup.go). A reader answers cache hits itself
 // (fastpath.go), so at cache-hit rates the readers are where the work is.
-// The count is the CPUs the process started with, not the processors of the
-// moment: the governor (internal/procs) runs a calm server on one, and a
-// socket made then would stay alone when the load came.
-func udpReaders() int { return procs.Ceiling() }
+func udpReaders() int { return runtime.GOMAXPROCS(0) }
 
 // readUDP reads datagrams from c, one of the listener's sockets, until the
 // listener stops, answering cache hits at once and admitting every other
@@ -233,7 +211,6 @@ func (s *Server) readUDP(l *listener, c *net.UDPConn) {
 			if l.overflow {
 				if n := b.drops.update(oob); n > 0 {
 					s.stats.udpKernel.Add(n)
-					procs.Pressed() // a full queue: more processors, and no steering to one socket
 				}
 			}
 			if truncated {

@@ -57,38 +57,3 @@ func listenUDP(ctx context.Context, network, addr string, n int) ([]*net.UDPConn
 
 // reusePort sets SO_REUSEPORT on a socket before it is bound.
 func reusePort(_, _ string, rc syscall.RawConn) error { return setSocketOption(rc, unix.SO_REUSEPORT) }
-
-// steerToFirst sends every datagram of c's SO_REUSEPORT group to the
-// group's first socket (first true), or lets the kernel spread them by
-// address and port again (false). While the server runs on one Go
-// processor (internal/procs), several readers only take turns on it, each
-// woken by its own socket; one socket wakes one. Datagrams already queued
-// on the others are read by their readers, which keep running, so nothing
-// is lost either way. The program is the group's, whichever socket sets it.
-// Unsteering a group that is not steered succeeds, so it probes whether the
-// kernel can undo a steering before any is made.
-func steerToFirst(c *net.UDPConn, first bool) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = rc.Control(func(fd uintptr) {
-		if !first {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DETACH_REUSEPORT_BPF, 0)
-			if errors.Is(serr, unix.ENOENT) { // nothing was attached
-				serr = nil
-			}
-			return
-		}
-		// A classic BPF program of one instruction: return index 0, the
-		// first socket bound into the group.
-		prog := []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
-		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF,
-			&unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
-	})
-	if err != nil {
-		return err
-	}
-	return serr
-}

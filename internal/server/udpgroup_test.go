@@ -36,66 +36,6 @@ func TestListenUDP_groupSpreadsClientsOverItsSockets(t *testing.T) {
 	}
 }
 
-// Steered, the whole group's datagrams go to its first socket; unsteered,
-// the kernel spreads them again.
-func TestSteerToFirst_sendsTheGroupToItsFirstSocketAndBack(t *testing.T) {
-	conns := udpGroup(t)
-	if err := steerToFirst(conns[1], true); err != nil { // set through any socket of the group
-		t.Fatal(err)
-	}
-	if got := perSocket(t, conns, 64); got[1] != 0 {
-		t.Fatalf("steered: datagrams per socket %v, want all on the first", got)
-	}
-	if err := steerToFirst(conns[0], false); err != nil {
-		t.Fatal(err)
-	}
-	if got := perSocket(t, conns, 64); got[0] == 0 || got[1] == 0 {
-		t.Fatalf("unsteered: datagrams per socket %v, want both", got)
-	}
-	if err := steerToFirst(conns[0], false); err != nil {
-		t.Fatalf("unsteering twice: %v", err)
-	}
-}
-
-// A datagram queued on the second socket before a steering is still read
-// from it: steering changes where new datagrams go, never loses one.
-func TestSteerToFirst_keepsWhatIsAlreadyQueued(t *testing.T) {
-	conns := udpGroup(t)
-	to := conns[0].LocalAddr().(*net.UDPAddr)
-	var onSecond *net.UDPConn
-	for range 64 { // a client the kernel's hash puts on the second socket
-		c, err := net.DialUDP("udp4", nil, to)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.Write([]byte("q"))
-		buf := make([]byte, 16)
-		conns[1].SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		if _, _, err := conns[1].ReadFromUDP(buf); err == nil {
-			onSecond = c
-			break
-		}
-		conns[0].SetReadDeadline(time.Now().Add(time.Second))
-		if _, _, err := conns[0].ReadFromUDP(buf); err != nil {
-			t.Fatalf("a datagram on neither socket: %v", err)
-		}
-	}
-	if onSecond == nil {
-		t.Fatal("no client of 64 hashed to the second socket")
-	}
-	onSecond.Write([]byte("queued"))
-	if err := steerToFirst(conns[0], true); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 16)
-	conns[1].SetReadDeadline(time.Now().Add(5 * time.Second))
-	n, _, err := conns[1].ReadFromUDP(buf)
-	if err != nil || string(buf[:n]) != "queued" {
-		t.Fatalf("the second socket after steering: %q, %v; want the datagram queued before", buf[:n], err)
-	}
-}
-
 // udpGroup is a SO_REUSEPORT group of two sockets on a loopback port,
 // closed when the test ends.
 func udpGroup(t *testing.T) []*net.UDPConn {
