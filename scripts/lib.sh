@@ -1,7 +1,6 @@
 # shellcheck shell=bash
-# Shared by the benchmark scripts (perf.sh, cache-perf.sh, perf-filter.sh,
-# perf-history.sh, rebuild-latency.sh; compare.sh and .ci/binary.sh use only
-# bench_build): a work directory whose processes are stopped by PID on
+# Shared by the benchmark scripts (perf.sh, perf-filter.sh, perf-history.sh,
+# workperquery.sh; compare.sh and .ci/binary.sh use only bench_build): a work directory whose processes are stopped by PID on
 # exit, the fake upstream with its test CA, and the waits for readiness.
 # Source it from the repository root: . scripts/lib.sh
 
