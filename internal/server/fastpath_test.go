@@ -306,3 +306,31 @@ func TestUDP_datagramLongerThanAnyQueryGetsFormerr(t *testing.T) {
 		t.Fatalf("the next query: %s", dns.RcodeToString[ans.Rcode])
 	}
 }
+
+// A wildcard listener (the NixOS module's default) answers from the address
+// the client asked, by the general path and by the fast path alike: the
+// client is a socket connected to 127.0.0.2, which drops a datagram from
+// any other source (docs/server.md).
+func TestUDP_wildcardAnswersFromTheAddressAsked(t *testing.T) {
+	c := cache.New(cache.Options{Size: 10, MaxTTL: time.Hour})
+	st := c.Stage()
+	t.Cleanup(func() { st.Close(); c.Close() })
+	s := New(Options{}, &State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Stages: []query.Stage{st}})
+	port := testutil.FreePort(t)
+	if err := s.Listen([]string{fmt.Sprintf("0.0.0.0:%d", port)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	conn := dialUDP(t, fmt.Sprintf("127.0.0.2:%d", port))
+	for i := range 4 {
+		if _, err := conn.Write(mustPack(t, newQuery("wild.example.", dns.TypeA))); err != nil {
+			t.Fatal(err)
+		}
+		if ans := readUDPMsg(t, conn); len(ans.Answer) != 1 {
+			t.Fatalf("query %d: %d answers, want 1", i, len(ans.Answer))
+		}
+	}
+	if s.stats.fastAnswers.Load() == 0 {
+		t.Fatal("no answer went by the fast path: only the general path's source was checked")
+	}
+}
