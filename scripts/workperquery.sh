@@ -71,7 +71,8 @@ bench_fakeup "$uphttp" -listen "dot://127.0.0.1:$up" -cert-names upstream.test -
 for i in $(seq 1 "$HITS"); do echo "h$((i % HIT_NAMES)).hit.example A"; done >"$work/hits"
 names() { for i in $(seq 1 "$2"); do echo "m$i.$1.miss.example A"; done; }
 
-# start NAME DNSPORT VALGRIND(0|1): starts one server, its PID in $pid.
+# start NAME DNSPORT VALGRIND(0|1): starts one server, its PID in $pid;
+# fails if it does not answer within 120 s.
 start() {
   local name=$1 dns=$2 vg=$3 dir="$work/$1-$2" pre=()
   mkdir -p "$dir"
@@ -139,8 +140,18 @@ EOF
     sleep 0.5
   done
   echo "$name does not answer on 127.0.0.1:$dns; its log:" >&2
-  tail -20 "$dir/log" "$dir/valgrind.log" 2>/dev/null >&2 || true
-  exit 1
+  tail -20 "$dir/log" "$dir/valgrind.log" >&2 2>/dev/null || true
+  kill "$pid" 2>/dev/null || true
+  return 1
+}
+
+# launch NAME VALGRIND: start on a fresh port, a second time if the first
+# start does not answer (a loaded machine, valgrind's slow start); sets
+# $dns and $dir.
+launch() {
+  dns=$((port += 1))
+  start "$1" "$dns" "$2" || { dns=$((port += 1)); start "$1" "$dns" "$2"; } || exit 1
+  dir="$work/$1-$dns"
 }
 
 stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
@@ -188,9 +199,7 @@ declare -A cell
 for t in $targets; do
   echo "measuring $t" >&2
   # Instructions, under callgrind.
-  dns=$((port += 1))
-  start "$t" "$dns" 1
-  dir="$work/$t-$dns"
+  launch "$t" 1
   warm "$dns"
   cg -i on
   cg -z
@@ -211,8 +220,7 @@ for t in $targets; do
   stop
 
   # CPU time, natively.
-  dns=$((port += 1))
-  start "$t" "$dns" 0
+  launch "$t" 0
   warm "$dns"
   c0=$(cpu_ticks)
   sleep "$IDLE_SECONDS"
