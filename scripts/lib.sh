@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# Shared by the benchmark scripts (perf.sh, cache-perf.sh, perf-filter.sh,
-# perf-history.sh, rebuild-latency.sh; compare.sh and .ci/binary.sh use only
-# bench_build): a work directory whose processes are stopped by PID on
-# exit, the fake upstream with its test CA, and the waits for readiness.
+# Shared by the benchmark scripts (perf.sh, perf-filter.sh, perf-history.sh,
+# workperquery.sh; compare.sh and .ci/binary.sh use only bench_build): a
+# work directory whose processes are stopped by PID on exit, the fake
+# upstream with its test CA, and the waits for readiness.
 # Source it from the repository root: . scripts/lib.sh
 
 # bench_init makes $work and $pids and stops every process in $pids, then

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -347,109 +346,4 @@ resolver = "udp://%s"
 			}
 		}
 	}
-}
-
-// A calm server runs on one Go processor (internal/procs): the governor
-// puts it there after its calm windows, and the runtime's own gauge says so.
-func TestRun_calmServerRunsOnOneGoProcessor(t *testing.T) {
-	web := testutil.FreePort(t)
-	_, lines, governed := startGoverned(t, t.TempDir(), governedConfig(t, web, ""))
-	if governed {
-		awaitLine(t, lines, `go processors {"one": true`)
-	}
-	if got := scrapeCounter(t, web, "go_sched_gomaxprocs_threads"); got != 1 {
-		t.Fatalf("go_sched_gomaxprocs_threads %v on a calm server, want 1", got)
-	}
-}
-
-// A reload that rebuilds the filter rules (an edited local list) gives a
-// calm server every Go processor before the rebuild starts (procs.Hold),
-// instead of leaving the readers on one processor behind it until the
-// governor's windows notice: the debug line says why it went up.
-func TestRun_listRebuildHoldsEveryGoProcessor(t *testing.T) {
-	dir := t.TempDir()
-	list := filepath.Join(dir, "block.txt")
-	if err := os.WriteFile(list, []byte("ads.example\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg := governedConfig(t, testutil.FreePort(t), fmt.Sprintf(`[filter]
-[[filter.lists]]
-name = "local"
-path = %q
-[[filter.groups]]
-name = "default"
-lists = ["local"]
-`, list))
-	cmd, lines, governed := startGoverned(t, dir, cfg)
-	if !governed {
-		t.Skip("the runtime's default is one processor here (CPUs, affinity or quota): no governor runs")
-	}
-	awaitLine(t, lines, `go processors {"one": true`)
-	if err := os.WriteFile(list, []byte("ads.example\ntracker.example\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	awaitLine(t, lines, `go processors {"one": false, "why": "held"}`)
-	awaitLine(t, lines, "filter rules swapped")
-}
-
-// governedConfig is a configuration with debug logging (the governor's
-// lines), web on the given port, an upstream nobody serves, and extra.
-func governedConfig(t *testing.T, web uint16, extra string) string {
-	return fmt.Sprintf(`[dns]
-listen = ["127.0.0.1:%d"]
-[web]
-listen = "127.0.0.1:%d"
-[log]
-level = "debug"
-%s[[upstreams]]
-url = "tls://127.0.0.1:%d"
-tls_name = "dot.test"
-`, testutil.FreePort(t), web, extra, testutil.FreePort(t))
-}
-
-// startGoverned runs the binary on cfg (written into dir) with GOMAXPROCS
-// out of its environment, so the governor runs unless the runtime's
-// default is one processor, and returns once it serves and has said whether
-// it is governed (the two lines come in either order), with its stderr's
-// lines; the test's cleanup stops it. The binary's word is the test's
-// condition: its default follows CPU affinity and cgroup quotas, which
-// runtime.NumCPU in the test does not see whole.
-func startGoverned(t *testing.T, dir, cfg string) (cmd *exec.Cmd, lines <-chan string, governed bool) {
-	t.Helper()
-	path := filepath.Join(dir, "nxdns.toml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd = exec.Command(binary, "run", "--config", path)
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOMAXPROCS=") })
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }) //nolint:errcheck // cleanup
-	lines = lineChan(stderr)
-	serving, said := false, false
-	timeout := time.After(10 * time.Second)
-	for !serving || !said {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("stderr ended before the server served and said whether it is governed")
-			}
-			serving = serving || strings.Contains(l, "serving")
-			if strings.Contains(l, "go processors: governed") {
-				said, governed = true, true
-			}
-			said = said || strings.Contains(l, "not governed")
-		case <-timeout:
-			t.Fatalf("within 10 s: serving %v, said whether governed %v", serving, said)
-		}
-	}
-	return cmd, lines, governed
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/buildinfo"
 	"github.com/nxdns/nxdns/internal/logging"
-	"github.com/nxdns/nxdns/internal/procs"
 )
 
 // cmdRun serves until ctx ends (SIGTERM or SIGINT); SIGHUP reloads.
@@ -70,12 +69,6 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 	}
 	saveStatus()
-	// One Go processor while one is enough; stopped before the drain, so
-	// the drain and the last history flush have every processor.
-	govern, stopGoverning := context.WithCancel(ctx)
-	governed := make(chan struct{})
-	go func() { defer close(governed); procs.Govern(govern, log) }()
-	defer func() { stopGoverning(); <-governed }()
 	sd := app.NewSystemd(log)
 	sd.Ready()
 	log.Info("serving", zap.String("version", buildinfo.Get().String()), zap.String("config", name))
@@ -123,8 +116,6 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 		case <-sd.Watchdog():
 			sd.Alive()
 		case <-ctx.Done():
-			stopGoverning()
-			<-governed
 			sd.Stopping()
 			// Every query already accepted gets its answer: the drain waits
 			// as long as the longest budget (total_timeout_ms or

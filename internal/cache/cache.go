@@ -17,8 +17,6 @@ import (
 
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
-
-	"github.com/nxdns/nxdns/internal/procs"
 )
 
 // Options are the cache's settings, from the dns section of the
@@ -182,7 +180,6 @@ func (c *Cache) Flush(name string) int {
 	// Logged before the removal: an answer stored meanwhile is either seen
 	// by the removal or sees the flush in learn's check after storing.
 	c.flushes.add(name)
-	defer procs.Hold()() // every entry is looked at (procs.Hold)
 	n := st.removeIf(func(k key, _ *entry) bool {
 		return under(k.name, name)
 	})

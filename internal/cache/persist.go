@@ -16,7 +16,6 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
-	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/safefile"
 )
 
@@ -95,12 +94,8 @@ func (c *Cache) save() error {
 	if path == "" || cur.st == nil || changes == c.saver.saved {
 		return nil
 	}
-	// Encoding every entry is CPU at once; on one Go processor the readers
-	// would wait behind it (procs.Hold). The write after it is I/O.
-	release := procs.Hold()
 	var buf bytes.Buffer
 	n, err := encode(&buf, cur, c.now().UnixNano())
-	release()
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
-	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
 )
 
@@ -248,7 +247,6 @@ func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 
 // dropZone removes a recovered zone's stale and negative entries.
 func (c *Cache) dropZone(st *store, source string, now int64) {
-	defer procs.Hold()() // every entry is looked at (procs.Hold)
 	n := st.removeIf(func(_ key, e *entry) bool {
 		return e.source == source && (e.negative || !e.fresh(now))
 	})

@@ -20,7 +20,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/safefile"
 )
 
@@ -399,9 +398,7 @@ func (e *Engine) download(ctx context.Context, u string, m meta, path string, pr
 	if err := writeFileAtomic(tmp, resp.Body, listCap); err != nil {
 		return m, nil, err
 	}
-	release := procs.Hold() // the quality gate parses the whole list (procs.Hold)
 	rep, err := parseFile(tmp, func(Rule) {}, nil)
-	release()
 	if err != nil {
 		return m, nil, err
 	}

@@ -29,7 +29,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
-	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/safefile"
 )
@@ -276,9 +275,6 @@ func (e *Engine) signalChanged() {
 func (e *Engine) rebuild() {
 	e.build.Lock()
 	defer e.build.Unlock()
-	// A second or more of CPU per million names, starting at once: on one
-	// Go processor the readers would wait behind it (procs.Hold).
-	defer procs.Hold()()
 	type job struct {
 		st     *listState
 		path   string

@@ -23,7 +23,6 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 	"go.uber.org/zap"
 
-	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
 )
 
@@ -313,10 +312,8 @@ func (h *History) flushLocked() {
 // one transaction.
 func (h *History) write(batch, eps []buffered, now time.Time) error {
 	n, err := h.kv.update(func(tx kvTx) error {
-		pace := newPacer()
 		rows := tx.bucket(bucketRows)
 		for i := range batch {
-			pace.step()
 			if err := rows.put(batch[i].key, batch[i].val); err != nil {
 				return err
 			}
@@ -324,7 +321,7 @@ func (h *History) write(batch, eps []buffered, now time.Time) error {
 		if err := writeEpisodes(tx, eps); err != nil {
 			return err
 		}
-		if err := foldBuckets(tx, batch, now, pace); err != nil {
+		if err := foldBuckets(tx, batch, now); err != nil {
 			return err
 		}
 		return h.expire(tx, now)
@@ -348,7 +345,7 @@ func (h *History) write(batch, eps []buffered, now time.Time) error {
 // interned, and a row is counted into an hour or day only when that
 // bucket exists (almost never: the current hour and day are not rolled up
 // yet).
-func foldBuckets(tx kvTx, batch []buffered, now time.Time, pace *pacer) error {
+func foldBuckets(tx kvTx, batch []buffered, now time.Time) error {
 	type level struct {
 		name     []byte
 		size     time.Duration
@@ -368,7 +365,6 @@ func foldBuckets(tx kvTx, batch []buffered, now time.Time, pace *pacer) error {
 	}
 	in := newInterner()
 	for _, buf := range batch {
-		pace.step()
 		r, err := decodeRowInterned(buf.key, buf.val, in)
 		if err != nil { // encoded by Record: never fails
 			continue
@@ -497,14 +493,6 @@ func (h *History) prune(target float64) {
 	if target < pruneTo {
 		goal = limit * target
 	}
-	// Up to 100 000 deletions a pass, unpaced: held, once there is work,
-	// so they are not in the readers' way (procs.Hold).
-	var release func()
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
 	for range 8 {
 		used, _ := h.kv.used()
 		if float64(used) <= limit-headroom && target >= pruneTo {
@@ -513,9 +501,6 @@ func (h *History) prune(target float64) {
 		excess := float64(used) - goal
 		if excess <= 0 {
 			return
-		}
-		if release == nil {
-			release = procs.Hold()
 		}
 		var deleted int
 		n, err := h.kv.update(func(tx kvTx) error {

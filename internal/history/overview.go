@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
 )
 
@@ -79,7 +78,6 @@ type UpstreamUse struct {
 // two days within the minute buckets' retention, hour buckets otherwise.
 // top bounds the top lists.
 func (h *History) Overview(from, to time.Time, top int) (Overview, error) {
-	defer procs.Hold()() // tens of ms of CPU: not in the readers' way (procs.Hold)
 	top = min(max(top, 1), MaxTop)
 	res, cap := time.Minute, minuteCap
 	if to.Sub(from) > minuteRange || from.Before(h.opts.Now().Add(-minuteRetention+time.Hour)) {

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/nxdns/nxdns/internal/procs"
 )
 
 // Search bounds.
@@ -62,7 +60,6 @@ func (h *History) Search(ctx context.Context, f Filter) (Page, error) {
 		}
 		upper = k
 	}
-	defer procs.Hold()() // up to a full scan's CPU: not in the readers' way (procs.Hold)
 	if !f.To.IsZero() {
 		if k := timeKey(f.To); bytes.Compare(k, upper) < 0 {
 			upper = k

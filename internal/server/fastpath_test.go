@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/netip"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/net/ipv4"
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
@@ -243,16 +240,16 @@ func TestFastPath_leavesOtherSizeLimitsToTheGeneralPath(t *testing.T) {
 	}
 }
 
-// A burst larger than a batch, sent before any answer is read: every query
-// is answered, by the fast path, with its own ID.
-func TestFastPath_burstAcrossBatchesAnswersEachQueryWithItsID(t *testing.T) {
+// A burst sent before any answer is read: every query is answered, by the
+// fast path, with its own ID (the reader's buffers are reused for each).
+func TestFastPath_burstAnswersEachQueryWithItsID(t *testing.T) {
 	r := newFastRig(t)
 	for range 2 {
 		r.ask(t, shapes()["no EDNS"]())
 	}
 	before := r.s.stats.fastAnswers.Load()
 	c := dialUDP(t, udpAddr(r.s))
-	const burst = 5*udpBatchSize + 3
+	const burst = 83
 	for id := range burst {
 		m := shapes()["no EDNS"]()
 		m.Id = uint16(1000 + id)
@@ -270,55 +267,6 @@ func TestFastPath_burstAcrossBatchesAnswersEachQueryWithItsID(t *testing.T) {
 		}
 	}
 	testutil.WaitFor(t, "every event", 2*time.Second, func() bool { return r.s.stats.fastAnswers.Load()-before == burst })
-}
-
-// batchConn fails the write of one message of a batch, as sendmmsg does when
-// one destination cannot be written to: a call whose first message fails
-// returns -1, one that fails later returns how many went out before.
-type batchConn struct {
-	failAt int // index, over every write, of the message that fails
-	writes int
-}
-
-func (b *batchConn) ReadBatch([]ipv4.Message, int) (int, error) { return 0, errors.New("not read") }
-
-func (b *batchConn) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
-	for i := range ms {
-		if b.writes == b.failAt {
-			if i > 0 {
-				return i, nil // the kernel reports the failure on the next call
-			}
-			b.writes++
-			return -1, errors.New("sendmmsg: refused")
-		}
-		b.writes++
-	}
-	return len(ms), nil
-}
-
-// flush writes every queued answer and records each query once: the one
-// whose write failed as undelivered, those around it as answered.
-func TestUDPBatch_failedWriteIsUndeliveredAndTheRestGoOut(t *testing.T) {
-	sink := &sinkRecorder{}
-	s := New(Options{}, &State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Sinks: []query.Sink{sink}})
-	b := &udpBatch{conn: &batchConn{failAt: 1}, in: make([]ipv4.Message, 3), iovs: make([][1][]byte, 3), oobs: make([][]byte, 3), evs: make([]query.Event, 3)}
-	for i := range 3 {
-		ev := &query.Event{Rcode: dns.RcodeSuccess, Reply: new(dns.Msg)}
-		b.queue(i, []byte{byte(i)}, netip.Addr{}, s.acquire(), ev)
-	}
-	s.flush(b)
-	got := sink.all()
-	if len(got) != 3 || s.stats.undelivered.Load() != 1 {
-		t.Fatalf("%d events, %d undelivered; want 3 and 1", len(got), s.stats.undelivered.Load())
-	}
-	for i, want := range []int{dns.RcodeSuccess, query.RcodeNone, dns.RcodeSuccess} {
-		if got[i].Rcode != want {
-			t.Errorf("event %d: rcode %d, want %d", i, got[i].Rcode, want)
-		}
-	}
-	if len(b.out) != 0 || len(b.sent) != 0 {
-		t.Fatal("the batch was not emptied")
-	}
 }
 
 // A cached answer too large for a client without EDNS goes out truncated,
@@ -350,7 +298,7 @@ func TestFastPath_leavesTruncatedAnswersToTheGeneralPath(t *testing.T) {
 	}
 }
 
-// A datagram longer than any query (a batch slot) is never read in part:
+// A datagram longer than any query (the read buffer) is never read in part:
 // a valid query with trailing bytes past the slot gets FORMERR, with its
 // ID, as a malformed query whose header parses does (SPEC §9), and the
 // reader goes on.
@@ -370,5 +318,33 @@ func TestUDP_datagramLongerThanAnyQueryGetsFormerr(t *testing.T) {
 	}
 	if ans := readUDPMsg(t, c); ans.Rcode != dns.RcodeSuccess {
 		t.Fatalf("the next query: %s", dns.RcodeToString[ans.Rcode])
+	}
+}
+
+// A wildcard listener (the NixOS module's default) answers from the address
+// the client asked, by the general path and by the fast path alike: the
+// client is a socket connected to 127.0.0.2, which drops a datagram from
+// any other source (docs/server.md).
+func TestUDP_wildcardAnswersFromTheAddressAsked(t *testing.T) {
+	c := cache.New(cache.Options{Size: 10, MaxTTL: time.Hour})
+	st := c.Stage()
+	t.Cleanup(func() { st.Close(); c.Close() })
+	s := New(Options{}, &State{Router: pool(answerA("192.0.2.1")), Allow: loopback, Stages: []query.Stage{st}})
+	port := testutil.FreePort(t)
+	if err := s.Listen([]string{fmt.Sprintf("0.0.0.0:%d", port)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	conn := dialUDP(t, fmt.Sprintf("127.0.0.2:%d", port))
+	for i := range 4 {
+		if _, err := conn.Write(mustPack(t, newQuery("wild.example.", dns.TypeA))); err != nil {
+			t.Fatal(err)
+		}
+		if ans := readUDPMsg(t, conn); len(ans.Answer) != 1 {
+			t.Fatalf("query %d: %d answers, want 1", i, len(ans.Answer))
+		}
+	}
+	if s.stats.fastAnswers.Load() == 0 {
+		t.Fatal("no answer went by the fast path: only the general path's source was checked")
 	}
 }

@@ -8,12 +8,13 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/nxdns/nxdns/internal/procs"
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/wireform"
 )
 
 // longAgo is a deadline in the past: setting it makes a blocked read or
@@ -25,8 +26,7 @@ var longAgo = time.Unix(1, 0)
 // goroutines reading them, and the connections and queries they started.
 type listener struct {
 	addr    string
-	udp     *net.UDPConn   // the first of udps: worker answers are written to it
-	udps    []*net.UDPConn // one SO_REUSEPORT group (udpgroup.go); nil for DoT and DoH
+	udp     *net.UDPConn // nil for DoT and DoH
 	tcp     *net.TCPListener
 	pktinfo bool // the UDP socket is a wildcard bind: answer from the query's destination (udpsrc.go)
 	v6      bool // the UDP socket is IPv6 (udp6)
@@ -38,9 +38,6 @@ type listener struct {
 	// broadcasts are the host's IPv4 broadcast addresses when pktinfo is
 	// set (a wildcard socket receives broadcasts; a specific bind does not).
 	broadcasts []netip.Addr
-	// unwatch ends the steering of the UDP group by the number of Go
-	// processors (steerToFirst); nil for a single socket.
-	unwatch func()
 
 	stopc     chan struct{} // closed by stop: read no more queries
 	stopOnce  sync.Once
@@ -68,21 +65,18 @@ func bind(addr string) (*listener, error) {
 	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().Is6() && !ap.Addr().Is4In6() {
 		udpNet, tcpNet = "udp6", "tcp6"
 	}
-	udps, err := listenUDP(ctx, udpNet, addr, udpReaders())
+	pc, err := lc.ListenPacket(ctx, udpNet, addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	tl, err := lc.Listen(ctx, tcpNet, addr)
 	if err != nil {
-		for _, c := range udps {
-			c.Close()
-		}
+		pc.Close()
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	l := &listener{
 		addr:  addr,
-		udp:   udps[0],
-		udps:  udps,
+		udp:   pc.(*net.UDPConn),
 		tcp:   tl.(*net.TCPListener),
 		stopc: make(chan struct{}),
 		conns: make(map[*tcpConn]struct{}),
@@ -92,41 +86,23 @@ func bind(addr string) (*listener, error) {
 		l.pktinfo = true
 		l.broadcasts = localBroadcasts()
 	}
-	l.overflow = true
-	for _, c := range udps {
-		if l.pktinfo {
-			if err := enablePktinfo(c); err != nil {
-				l.closeSockets()
-				return nil, fmt.Errorf("listen %s: destination address option: %w", addr, err)
-			}
+	if l.pktinfo {
+		if err := enablePktinfo(l.udp); err != nil {
+			l.closeSockets()
+			return nil, fmt.Errorf("listen %s: destination address option: %w", addr, err)
 		}
-		l.overflow = enableOverflow(c) == nil && l.overflow // counted where the kernel can say; served regardless
-		// Best effort: the kernel caps it at net.core.rmem_max (Raspberry
-		// Pi OS: 208 KiB) without an error.
-		c.SetReadBuffer(udpReadBuffer)
 	}
+	l.overflow = enableOverflow(l.udp) == nil // counted where the kernel can say; served regardless
+	// Best effort: the kernel caps it at net.core.rmem_max (Raspberry Pi
+	// OS: 208 KiB) without an error.
+	l.udp.SetReadBuffer(udpReadBuffer)
 	return l, nil
 }
 
 // start runs the listener's UDP reader and TCP acceptor. Called with s.mu held.
 func (s *Server) start(l *listener) {
 	s.live[l] = struct{}{}
-	for _, c := range l.udps {
-		l.wg.Go(func() { s.readUDP(l, c) })
-	}
-	// Steering needs a kernel that can undo it (SO_DETACH_REUSEPORT_BPF,
-	// Linux 5.3): where it cannot, the group is never steered, or a flood
-	// on every processor would still have one socket. The lock order is
-	// s.mu, then the watchers' (procs.Watch).
-	if len(l.udps) > 1 && steerToFirst(l.udps[0], false) == nil {
-		first := l.udps[0]
-		l.unwatch = procs.Watch(func(one bool) {
-			if err := steerToFirst(first, one); err != nil {
-				// Only the spread is lost: every socket still has its reader.
-				s.log.Debug("udp steering", zap.String("listen", l.addr), zap.Bool("first", one), zap.Error(err))
-			}
-		})
-	}
+	l.wg.Go(func() { s.readUDP(l) })
 	l.wg.Go(func() { s.acceptTCP(l, s.admitTCP) })
 }
 
@@ -135,12 +111,9 @@ func (s *Server) start(l *listener) {
 // still answer.
 func (l *listener) stop() {
 	l.stopOnce.Do(func() {
-		if l.unwatch != nil {
-			l.unwatch()
-		}
 		close(l.stopc)
-		for _, c := range l.udps {
-			c.SetReadDeadline(longAgo)
+		if l.udp != nil {
+			l.udp.SetReadDeadline(longAgo)
 		}
 		l.tcp.Close()
 		l.mu.Lock()
@@ -177,8 +150,8 @@ func (l *listener) stopping() bool {
 // closeSockets closes both sockets; safe to call more than once.
 func (l *listener) closeSockets() {
 	l.closeOnce.Do(func() {
-		for _, c := range l.udps {
-			c.Close()
+		if l.udp != nil {
+			l.udp.Close()
 		}
 		l.tcp.Close()
 	})
@@ -202,22 +175,44 @@ func (l *listener) untrack(c *tcpConn) {
 	l.mu.Unlock()
 }
 
-// udpReaders is how many sockets, each with its reader, serve a UDP
-// address: one per CPU (udpgroup.go). A reader answers cache hits itself
-// (fastpath.go), so at cache-hit rates the readers are where the work is.
-// The count is the CPUs the process started with, not the processors of the
-// moment: the governor (internal/procs) runs a calm server on one, and a
-// socket made then would stay alone when the load came.
-func udpReaders() int { return procs.Ceiling() }
+// udpReader is the reader's own buffers, reused for every datagram, so
+// that reading one and answering a cache hit allocate nothing. Not safe for
+// concurrent use: each socket has one reader.
+type udpReader struct {
+	buf   []byte // the datagram
+	oob   []byte // its control messages: destination address, drop count
+	ans   []byte // a fast answer
+	src   []byte // a fast answer's source-address control message
+	name  [wireform.MaxName]byte
+	ev    query.Event // a fast answer's event, cleared once recorded
+	drops kernelDrops
+}
 
-// readUDP reads datagrams from c, one of the listener's sockets, until the
-// listener stops, answering cache hits at once and admitting every other
-// query under the family's cap, to be answered in a goroutine of its own.
-func (s *Server) readUDP(l *listener, c *net.UDPConn) {
-	b := newUDPBatch(c, l.v6)
+// udpReadSize is the read buffer: a query is one question and an OPT
+// record, well under 1 KiB even with cookies and padding, so it holds the
+// largest query TCP takes (maxTCPQuerySize). A longer datagram arrives cut
+// short (MSG_TRUNC) and is dropped as malformed, never parsed in part.
+const udpReadSize = maxTCPQuerySize
+
+func newUDPReader() *udpReader {
+	return &udpReader{
+		buf: make([]byte, udpReadSize),
+		oob: make([]byte, oobSize+overflowOOBSize),
+		ans: make([]byte, 0, maxUDPAnswer),
+		src: make([]byte, 0, oobSize),
+	}
+}
+
+// readUDP reads datagrams from the listener's socket, one at a time through
+// the standard library, until the listener stops: it answers cache hits
+// itself (fastpath.go) and admits every other query under the family's
+// cap, to be answered by a worker (workers.go), so a slow query never holds
+// up the next datagram.
+func (s *Server) readUDP(l *listener) {
+	rd := newUDPReader()
 	var pause errorPause
 	for {
-		n, err := b.read()
+		n, oobn, flags, from, err := l.udp.ReadMsgUDPAddrPort(rd.buf, rd.oob)
 		if err != nil {
 			if l.stopping() || errors.Is(err, net.ErrClosed) {
 				return
@@ -228,31 +223,28 @@ func (s *Server) readUDP(l *listener, c *net.UDPConn) {
 			continue
 		}
 		pause.reset(s.log, l)
-		for i := range n {
-			wire, oob, from, truncated := b.datagram(i)
-			if l.overflow {
-				if n := b.drops.update(oob); n > 0 {
-					s.stats.udpKernel.Add(n)
-					procs.Pressed() // a full queue: more processors, and no steering to one socket
-				}
+		wire, oob := rd.buf[:n], rd.oob[:oobn]
+		if l.overflow {
+			if d := rd.drops.update(oob); d > 0 {
+				s.stats.udpKernel.Add(d)
 			}
-			if truncated {
-				// Longer than any query (its slot), so never read in part:
-				// only its header goes on, which cannot parse as a query,
-				// and gets FORMERR like any malformed query whose header
-				// parses (SPEC §9).
-				wire = wire[:min(len(wire), headerSize)]
-			}
-			s.admitUDP(l, b, i, wire, oob, from)
 		}
-		s.flush(b)
+		if flags&syscall.MSG_TRUNC != 0 {
+			// Longer than any query, so never read in part: only its
+			// header goes on, which cannot parse as a query, and gets
+			// FORMERR like any malformed query whose header parses (SPEC
+			// §9).
+			wire = wire[:min(len(wire), headerSize)]
+		}
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		s.admitUDP(l, rd, wire, oob, from)
 	}
 }
 
 // admitUDP drops what cannot be a query before it costs a goroutine, then
-// answers a cache hit in the batch or takes a unit of the client's share and
+// answers a cache hit at once or takes a unit of the client's share and
 // of the family's cap, or drops the datagram (SPEC §9).
-func (s *Server) admitUDP(l *listener, b *udpBatch, i int, wire, oob []byte, from netip.AddrPort) {
+func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from netip.AddrPort) {
 	var src netip.Addr
 	if l.pktinfo {
 		src = packetDst(oob)
@@ -266,11 +258,14 @@ func (s *Server) admitUDP(l *listener, b *udpBatch, i int, wire, oob []byte, fro
 		s.stats.malformed.Add(1)
 		return
 	}
-	// A cache hit is answered by the reader itself (fastpath.go), written
-	// with the batch: it holds nothing past that, so it takes no share and
-	// no slot.
-	if ans, g, ev, ok := s.answerFast(wire, b.name, client, b.buffer(), b.event()); ok {
-		b.queue(i, ans, src, g, ev)
+	// A cache hit is answered by the reader itself (fastpath.go): it holds
+	// nothing past its write, so it takes no share and no slot. The event
+	// is recorded after the write, as on the general path.
+	if ans, g, ev, ok := s.answerFast(wire, &rd.name, client, rd.ans[:0], &rd.ev); ok {
+		rd.src = appendSourceOOB(rd.src[:0], src)
+		_, _, err := l.udp.WriteMsgUDPAddrPort(ans, rd.src, from)
+		s.finishFast(g, ev, err == nil)
+		rd.ev = query.Event{} // no cached answer held past its record
 		return
 	}
 	key := clientKey(client)

@@ -388,7 +388,7 @@ func TestUDP_dropsPortZeroSourceBeforeAnyWork(t *testing.T) {
 	s.mu.Lock()
 	l := s.listeners[0]
 	s.mu.Unlock()
-	s.admitUDP(l, newUDPBatch(l.udp, false), 0, mustPack(t, newQuery("a.example.", dns.TypeA)), nil, netip.MustParseAddrPort("127.0.0.1:0"))
+	s.admitUDP(l, newUDPReader(), mustPack(t, newQuery("a.example.", dns.TypeA)), nil, netip.MustParseAddrPort("127.0.0.1:0"))
 	waitFor(t, "the port-0 datagram to be dropped", func() bool { return s.Snapshot().UDPBadSource == 1 })
 	if n := asked.Load(); n != 0 {
 		t.Errorf("the resolver was asked %d times for a query from port 0", n)

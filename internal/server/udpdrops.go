@@ -45,9 +45,9 @@ func setSocketOption(rc syscall.RawConn, opt int) error {
 }
 
 // kernelDrops follows one socket's cumulative drop count. Each socket has
-// one reader (udpgroup.go), but the count stays safe for several: each
-// datagram's count is compared with the newest seen by any reader, so a
-// drop is counted once, whichever reader's datagram reports it first.
+// one reader, but the count stays safe for several: each datagram's count
+// is compared with the newest seen by any reader, so a drop is counted
+// once, whichever reader's datagram reports it first.
 type kernelDrops struct {
 	last atomic.Uint32
 }

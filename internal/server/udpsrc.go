@@ -1,10 +1,10 @@
 package server
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"slices"
-	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -72,6 +72,17 @@ func appendSourceOOB(b []byte, src netip.Addr) []byte {
 	return b
 }
 
+// The control messages are read and written here by hand, with
+// encoding/binary and no unsafe: x/net's ipv4/ipv6 ControlMessage and
+// syscall.ParseSocketControlMessage allocate per datagram, and a wildcard
+// socket (the NixOS module's default) reads one with every query, cache
+// hits included. A struct cmsghdr is cmsg_len, a size_t (8 bytes on 64-bit
+// Linux, 4 on 32-bit), then cmsg_level and cmsg_type, an int each; the
+// kernel aligns each header to a size_t.
+
+// cmsgLenSize is the width of cmsg_len: the header less level and type.
+const cmsgLenSize = unix.SizeofCmsghdr - 8
+
 // nextControl splits the first control message off oob: its level, type
 // and data, and the messages after it; ok is false when none is left or
 // the header is malformed.
@@ -79,13 +90,19 @@ func nextControl(oob []byte) (level, typ int32, data, rest []byte, ok bool) {
 	if len(oob) < unix.SizeofCmsghdr {
 		return 0, 0, nil, nil, false
 	}
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-	n := int(h.Len)
-	if n < unix.CmsgLen(0) || n > len(oob) {
+	var n uint64
+	if cmsgLenSize == 8 {
+		n = binary.NativeEndian.Uint64(oob)
+	} else {
+		n = uint64(binary.NativeEndian.Uint32(oob))
+	}
+	if n < uint64(unix.CmsgLen(0)) || n > uint64(len(oob)) {
 		return 0, 0, nil, nil, false
 	}
-	next := min(unix.CmsgSpace(n-unix.CmsgLen(0)), len(oob))
-	return h.Level, h.Type, oob[unix.CmsgLen(0):n], oob[next:], true
+	level = int32(binary.NativeEndian.Uint32(oob[cmsgLenSize:]))
+	typ = int32(binary.NativeEndian.Uint32(oob[cmsgLenSize+4:]))
+	next := min(unix.CmsgSpace(int(n)-unix.CmsgLen(0)), len(oob))
+	return level, typ, oob[unix.CmsgLen(0):n], oob[next:], true
 }
 
 // appendControl appends a control message of size bytes, zeroed, and
@@ -93,9 +110,14 @@ func nextControl(oob []byte) (level, typ int32, data, rest []byte, ok bool) {
 func appendControl(b []byte, level, typ int32, size int) ([]byte, []byte) {
 	start := len(b)
 	b = slices.Grow(b, unix.CmsgSpace(size))[:start+unix.CmsgSpace(size)]
-	clear(b[start:])
-	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[start]))
-	h.Level, h.Type = level, typ
-	h.SetLen(unix.CmsgLen(size))
-	return b, b[start+unix.CmsgLen(0) : start+unix.CmsgLen(size)]
+	h := b[start:]
+	clear(h)
+	if cmsgLenSize == 8 {
+		binary.NativeEndian.PutUint64(h, uint64(unix.CmsgLen(size)))
+	} else {
+		binary.NativeEndian.PutUint32(h, uint32(unix.CmsgLen(size)))
+	}
+	binary.NativeEndian.PutUint32(h[cmsgLenSize:], uint32(level))
+	binary.NativeEndian.PutUint32(h[cmsgLenSize+4:], uint32(typ))
+	return b, h[unix.CmsgLen(0):unix.CmsgLen(size)]
 }

@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# Work per query: how much a cache hit and a cache miss cost nxdns and its
+# peers (Unbound, dnsdist, Knot Resolver), each forwarding over DoT to the
+# same fake upstream (nxdns-fakeup), each asked by the same load generator
+# (dnsperf) at the same fixed, modest rate, in one run. Prints one markdown
+# table (docs/performance.md "Work per query").
+#
+# Two figures per query:
+#   instructions  counted by valgrind's callgrind (an instruction counter of
+#                 the program's own code, user space only). The count does
+#                 not depend on the host's scheduling, its CPU steal, the
+#                 other jobs on the machine or the clock speed, so two runs
+#                 on a shared VM agree to a few per cent where latencies and
+#                 CPU times do not; it leaves out the kernel's share (the
+#                 socket calls), which is about the same for every server.
+#                 Counting starts after the warm-up (--instr-atstart=no,
+#                 then callgrind_control -i on) and each window's count is
+#                 zeroed at its start and dumped at its end; the count of an
+#                 idle window of the same server, per second, times the
+#                 window's length, is subtracted, so timers and health
+#                 checks are not charged to the queries.
+#   CPU time      utime + stime from /proc/PID/stat (every thread, kernel
+#                 included) over the answered queries at a fixed rate,
+#                 without valgrind, less the idle rate; ticks of 1/CLK_TCK
+#                 s, so the window is long enough for a few hundred ticks.
+#
+# Hits: HIT_NAMES names asked over and over after a warm-up that cached
+# them. Misses: unique names, each forwarded to the upstream over the DoT
+# connection the warm-up opened. Go programs run under valgrind with
+# GODEBUG=cpu.rdtscp=off (valgrind 3.19 does not decode RDTSCP) and
+# asyncpreemptoff=1 (callgrind asserts on the preemption signal); the Go
+# code counted is the same.
+#
+# Usage: scripts/workperquery.sh [TARGETS]  (default "nxdns unbound dnsdist kresd")
+#   BASE=<git revision>  adds the row "nxdns@BASE", that commit's nxdns,
+#                        built from `git archive` (the before of a change)
+#   HITS=2000 MISSES=500 HIT_QPS=200 MISS_QPS=50  the callgrind windows
+#   CPU_SECONDS=10 CPU_HIT_QPS=2000 CPU_MISS_QPS=200  the CPU-time windows
+# Debian packages: valgrind, dnsperf, knot-dnsutils, unbound, dnsdist,
+# knot-resolver. Everything stays on 127.0.0.1; every load is bounded in
+# count and time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+targets=${1:-"nxdns unbound dnsdist kresd"}
+HITS=${HITS:-2000} MISSES=${MISSES:-500} HIT_QPS=${HIT_QPS:-200} MISS_QPS=${MISS_QPS:-50}
+CPU_SECONDS=${CPU_SECONDS:-10} CPU_HIT_QPS=${CPU_HIT_QPS:-2000} CPU_MISS_QPS=${CPU_MISS_QPS:-200}
+IDLE_SECONDS=${IDLE_SECONDS:-5} HIT_NAMES=10
+for tool in valgrind callgrind_control dnsperf kdig; do
+  command -v "$tool" >/dev/null || { echo "$tool not installed (apt-get install valgrind dnsperf knot-dnsutils)" >&2; exit 1; }
+done
+
+. scripts/lib.sh
+bench_init
+bench_build nxdns nxdns-fakeup
+if [ -n "${BASE:-}" ]; then
+  mkdir "$work/base"
+  git archive "$BASE" | tar -x -C "$work/base"
+  (cd "$work/base" && CGO_ENABLED=0 go build -trimpath -o "$work/nxdns@$BASE" ./cmd/nxdns)
+  targets="nxdns@$BASE $targets"
+fi
+tck=$(getconf CLK_TCK)
+port=$(( 20000 + RANDOM % 20000 ))
+
+# The fake upstream, shared by every target: answers never expire during
+# the run (a prefetch or a refresh would be a miss inside the hit window).
+up=$((port += 1)) uphttp=$((port += 1))
+bench_fakeup "$uphttp" -listen "dot://127.0.0.1:$up" -cert-names upstream.test -ttl 86400
+
+# Query files: the hit names, repeated; unique miss names, one set per
+# window so no window meets a name an earlier one cached.
+for i in $(seq 1 "$HITS"); do echo "h$((i % HIT_NAMES)).hit.example A"; done >"$work/hits"
+names() { for i in $(seq 1 "$2"); do echo "m$i.$1.miss.example A"; done; }
+
+# start NAME DNSPORT VALGRIND(0|1): starts one server, its PID in $pid;
+# fails if it does not answer within 120 s.
+start() {
+  local name=$1 dns=$2 vg=$3 dir="$work/$1-$2" pre=()
+  mkdir -p "$dir"
+  if [ "$vg" = 1 ]; then
+    pre=(env GODEBUG=cpu.rdtscp=off,asyncpreemptoff=1 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$dir/cg.out" --log-file="$dir/valgrind.log")
+  fi
+  case $name in
+  nxdns*)
+    {
+      printf '[dns]\nlisten = ["127.0.0.1:%s"]\n[web]\nlisten = ""\n[log]\nqueries = false\n' "$dns"
+      bench_upstream "$up"
+    } >"$dir/nxdns.toml"
+    "${pre[@]}" "$work/$name" run --config "$dir/nxdns.toml" 2>"$dir/log" &
+    ;;
+  unbound)
+    cat >"$dir/unbound.conf" <<EOF
+server:
+  interface: 127.0.0.1
+  port: $dns
+  do-daemonize: no
+  use-syslog: no
+  logfile: ""
+  username: ""
+  chroot: ""
+  pidfile: ""
+  directory: "$dir"
+  do-not-query-localhost: no
+  module-config: "iterator"
+  qname-minimisation: no
+  tls-cert-bundle: "$work/ca.pem"
+forward-zone:
+  name: "."
+  forward-tls-upstream: yes
+  forward-addr: 127.0.0.1@$up#upstream.test
+EOF
+    "${pre[@]}" unbound -d -c "$dir/unbound.conf" >"$dir/log" 2>&1 &
+    ;;
+  dnsdist)
+    cat >"$dir/dnsdist.conf" <<EOF
+setLocal("127.0.0.1:$dns")
+setSecurityPollSuffix("")
+newServer({address="127.0.0.1:$up", tls="openssl", subjectName="upstream.test", caStore="$work/ca.pem", validateCertificates=true})
+pc = newPacketCache(10000, {maxTTL=86400})
+getPool(""):setCache(pc)
+EOF
+    "${pre[@]}" dnsdist --supervised --disable-syslog -C "$dir/dnsdist.conf" >"$dir/log" 2>&1 &
+    ;;
+  kresd)
+    cat >"$dir/kresd.conf" <<EOF
+net.listen('127.0.0.1', $dns, { kind = 'dns' })
+cache.size = 10 * MB
+trust_anchors.remove('.')
+policy.add(policy.all(policy.TLS_FORWARD({{'127.0.0.1@$up', hostname = 'upstream.test', ca_file = '$work/ca.pem'}})))
+EOF
+    "${pre[@]}" kresd -n -c "$dir/kresd.conf" "$dir" >"$dir/log" 2>&1 &
+    ;;
+  *) echo "unknown target $name" >&2; exit 1 ;;
+  esac
+  pid=$!
+  pids+=("$pid")
+  # Ready once it answers a query (valgrind starts slowly: 120 s at most).
+  for _ in $(seq 1 240); do
+    kdig @127.0.0.1 -p "$dns" +timeout=1 +retry=0 ready.example A >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  echo "$name does not answer on 127.0.0.1:$dns; its log:" >&2
+  tail -20 "$dir/log" "$dir/valgrind.log" >&2 2>/dev/null || true
+  kill "$pid" 2>/dev/null || true
+  return 1
+}
+
+# launch NAME VALGRIND: start on a fresh port, a second time if the first
+# start does not answer (a loaded machine, valgrind's slow start); sets
+# $dns and $dir.
+launch() {
+  dns=$((port += 1))
+  start "$1" "$dns" "$2" || { dns=$((port += 1)); start "$1" "$dns" "$2"; } || exit 1
+  dir="$work/$1-$dns"
+}
+
+stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+
+# warm DNSPORT: the hit names cached (asked three times: nxdns answers from
+# the wire once the general path has answered a hit) and the DoT
+# connection open.
+warm() {
+  local i
+  for _ in 1 2 3; do
+    for i in $(seq 0 $((HIT_NAMES - 1))); do kdig @127.0.0.1 -p "$1" +timeout=5 +retry=0 "h$i.hit.example" A >/dev/null || true; done
+  done
+  names "warm$1" 20 >"$work/warm"
+  dnsperf -s 127.0.0.1 -p "$1" -d "$work/warm" -n 1 -Q 5 -t 10 >/dev/null 2>&1 || true
+}
+
+# perf DNSPORT FILE QPS SECONDS REPEAT: dnsperf at a fixed rate; sets
+# $completed and $runtime.
+perf() {
+  local out
+  out=$(dnsperf -s 127.0.0.1 -p "$1" -d "$2" -Q "$3" -l "$4" -n "$5" -t 5 2>&1 || true)
+  completed=$(awk '/Queries completed:/ {print $3}' <<<"$out")
+  runtime=$(awk '/Run time \(s\):/ {print $4}' <<<"$out")
+  completed=${completed:-0} runtime=${runtime:-0}
+}
+
+# dumped DIR LABEL: the instruction count of the dump named LABEL.
+dumped() {
+  local f
+  for _ in $(seq 1 100); do
+    f=$(grep -l "^desc: Trigger: .*dump $2\$" "$1"/cg.out.* 2>/dev/null | head -1 || true)
+    [ -n "$f" ] && grep -q '^totals:' "$f" && { awk '/^totals:/ {print $2}' "$f"; return; }
+    sleep 0.2
+  done
+  echo 0
+}
+
+# cg ARGS...: a callgrind_control command to the server under valgrind.
+cg() { callgrind_control "$@" "$pid" >/dev/null 2>&1; }
+
+# cpu_ticks: utime + stime of $pid, every thread.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+
+declare -A cell
+for t in $targets; do
+  echo "measuring $t" >&2
+  # Instructions, under callgrind.
+  launch "$t" 1
+  warm "$dns"
+  cg -i on
+  cg -z
+  sleep "$IDLE_SECONDS"
+  cg -d idle
+  idle=$(dumped "$dir" idle)
+  cg -z
+  perf "$dns" "$work/hits" "$HIT_QPS" $((HITS / HIT_QPS + 10)) 1
+  cg -d hits
+  cell[$t,hitn]=$completed
+  cell[$t,hiti]=$(awk -v i="$(dumped "$dir" hits)" -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" 'BEGIN{ if (n > 0) printf "%.0f", (i - idle / s * r) / n; else print "-" }')
+  names "cg$dns" "$MISSES" >"$work/miss"
+  cg -z
+  perf "$dns" "$work/miss" "$MISS_QPS" $((MISSES / MISS_QPS + 10)) 1
+  cg -d misses
+  cell[$t,missn]=$completed
+  cell[$t,missi]=$(awk -v i="$(dumped "$dir" misses)" -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" 'BEGIN{ if (n > 0) printf "%.0f", (i - idle / s * r) / n; else print "-" }')
+  stop
+
+  # CPU time, natively.
+  launch "$t" 0
+  warm "$dns"
+  c0=$(cpu_ticks)
+  sleep "$IDLE_SECONDS"
+  idle=$(( $(cpu_ticks) - c0 ))
+  c0=$(cpu_ticks)
+  perf "$dns" "$work/hits" "$CPU_HIT_QPS" "$CPU_SECONDS" 1000000
+  cell[$t,hitc]=$(awk -v d=$(( $(cpu_ticks) - c0 )) -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }')
+  names "cpu$dns" $((CPU_MISS_QPS * CPU_SECONDS)) >"$work/miss"
+  c0=$(cpu_ticks)
+  perf "$dns" "$work/miss" "$CPU_MISS_QPS" $((CPU_SECONDS + 5)) 1
+  cell[$t,missc]=$(awk -v d=$(( $(cpu_ticks) - c0 )) -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }')
+  stop
+done
+
+# ratio T KEY PEER: T's figure over PEER's, when both were measured.
+ratio() {
+  awk -v a="${cell[$1,$2]:-}" -v b="${cell[$3,$2]:-}" 'BEGIN{ if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'
+}
+
+echo "| server | hit: instructions/query | miss: instructions/query | hit: CPU µs/query | miss: CPU µs/query | hit instr. ÷ Unbound, ÷ dnsdist | miss instr. ÷ Unbound, ÷ dnsdist |"
+echo "|---|---|---|---|---|---|---|"
+for t in $targets; do
+  printf '| %s | %s (%s answered) | %s (%s answered) | %s | %s | %s, %s | %s, %s |\n' "$t" \
+    "${cell[$t,hiti]}" "${cell[$t,hitn]}" "${cell[$t,missi]}" "${cell[$t,missn]}" \
+    "${cell[$t,hitc]}" "${cell[$t,missc]}" \
+    "$(ratio "$t" hiti unbound)" "$(ratio "$t" hiti dnsdist)" "$(ratio "$t" missi unbound)" "$(ratio "$t" missi dnsdist)"
+done
+echo
+echo "callgrind: $HITS hits at $HIT_QPS/s, $MISSES misses at $MISS_QPS/s; CPU time: hits at $CPU_HIT_QPS/s and misses at $CPU_MISS_QPS/s for ${CPU_SECONDS} s; $(nproc) CPUs, $(uname -m)"
