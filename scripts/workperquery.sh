@@ -9,10 +9,13 @@
 #   instructions  counted by valgrind's callgrind (an instruction counter of
 #                 the program's own code, user space only). The count does
 #                 not depend on the host's scheduling, its CPU steal, the
-#                 other jobs on the machine or the clock speed, so two runs
-#                 on a shared VM agree to a few per cent where latencies and
-#                 CPU times do not; it leaves out the kernel's share (the
-#                 socket calls), which is about the same for every server.
+#                 other jobs on the machine or the clock speed: two runs on
+#                 a shared VM agree within about ten per cent (a Go
+#                 runtime's own work varies with timing), where latencies
+#                 and CPU times move by more. It leaves out the kernel's
+#                 share (the socket calls), and valgrind runs the threads
+#                 one at a time, so it does not see what waking threads
+#                 across CPUs costs: the CPU time below does.
 #                 Counting starts after the warm-up (--instr-atstart=no,
 #                 then callgrind_control -i on) and each window's count is
 #                 zeroed at its start and dumped at its end; the count of an
