@@ -262,21 +262,6 @@ func (s *Server) track(c net.Conn, release func()) net.Conn {
 	return t
 }
 
-// sleep waits d and reports whether it did; false means ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // delay is how long the answer to q waits: latency plus a uniform jitter.
 func (l *listener) delay(q *dns.Msg) time.Duration {
 	if f := l.s.cfg.delay; f != nil && q != nil && len(q.Question) == 1 {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // Compiled bounds on what one listener holds.
@@ -147,7 +149,7 @@ func (l *listener) acceptLoop(serve func(net.Conn)) {
 				return
 			}
 			backoff = nextBackoff(backoff)
-			if !sleep(l.s.ctx, backoff) {
+			if !sleep.For(l.s.ctx, backoff) {
 				return
 			}
 			continue
@@ -166,7 +168,7 @@ func (l *listener) acceptLoop(serve func(net.Conn)) {
 // handshakeTimeout. It returns nil, with c closed, when either fails or the
 // server closes first.
 func (l *listener) handshake(c net.Conn) *tls.Conn {
-	if !sleep(l.s.ctx, l.Behaviour.HandshakeDelay) {
+	if !sleep.For(l.s.ctx, l.Behaviour.HandshakeDelay) {
 		c.Close()
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // udpMaxInFlight bounds the delayed UDP answers one listener holds. Past it
@@ -32,7 +34,7 @@ func (l *listener) serveUDP() {
 				return
 			}
 			backoff = nextBackoff(backoff)
-			if !sleep(l.s.ctx, backoff) {
+			if !sleep.For(l.s.ctx, backoff) {
 				return
 			}
 			continue
@@ -69,7 +71,7 @@ func (l *listener) serveUDP() {
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if sleep(l.s.ctx, d) {
+			if sleep.For(l.s.ctx, d) {
 				l.writeUDP(reply, peer)
 			}
 		})
