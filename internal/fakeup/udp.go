@@ -1,7 +1,6 @@
 package fakeup
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"time"
@@ -30,11 +29,7 @@ func (l *listener) serveUDP() {
 	for {
 		n, peer, err := l.pc.ReadFrom(buf)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || l.s.ctx.Err() != nil {
-				return
-			}
-			backoff = nextBackoff(backoff)
-			if !sleep.For(l.s.ctx, backoff) {
+			if !l.retry(err, &backoff) {
 				return
 			}
 			continue
