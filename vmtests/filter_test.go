@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // Filtering through the real binary (SPEC §8.6, §8.7): lists served by a
@@ -85,7 +87,7 @@ clients = ["127.0.0.2"]
 lists = ["ads", "games"]
 `, state, lists.URL, lists.URL)
 	p := startNxdns(t, ca, settings{queryLog: true, extra: extra}, up)
-	waitUntilMetric(t, p, "the lists' first download and the start-up probe", func() bool {
+	testutil.WaitFor(t, "the lists' first download and the start-up probe", 20*time.Second, func() bool {
 		f := p.metrics(t)
 		return metric(f, "nxdns_filter_rules", "list", "ads") == 3 && metric(f, "nxdns_filter_rules", "list", "games") == 1 &&
 			metric(f, "nxdns_upstream_probes_total") > 0
@@ -169,16 +171,5 @@ lists = ["ads", "games"]
 	p2 := startNxdns(t, ca, settings{queryLog: true, extra: extra}, up)
 	if out = p2.kdig(t, "127.0.0.1", "ads.example", "A", "+edns"); !strings.Contains(out, "EDE: 15") {
 		t.Errorf("after a restart without the list server:\n%s\nlog:\n%s", out, p2.logs.String())
-	}
-}
-
-func waitUntilMetric(t *testing.T, p *nxdnsProc, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s\nlog:\n%s", what, p.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -51,7 +51,7 @@ func TestRun_listenFlagReplacesFile(t *testing.T) {
 		pc.Close()
 	}
 	_, stderr := startRun(t, "--config", cfg, "--listen", a, "--listen", b)
-	waitForLine(t, stderr, "serving")
+	awaitLine(t, lineChan(stderr), "serving")
 	for _, addr := range []string{a, b} {
 		c := &dns.Client{Net: "tcp", Timeout: 5 * time.Second}
 		resp, _, err := c.Exchange(new(dns.Msg).SetQuestion("example.org.", dns.TypeA), addr)

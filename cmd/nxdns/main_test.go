@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,7 +183,7 @@ func TestRunExitsCleanlyOnSIGTERMAndSIGINT(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			waitForLine(t, stderr, "serving")
+			awaitLine(t, lineChan(stderr), "serving")
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -200,28 +199,6 @@ func TestRunExitsCleanlyOnSIGTERMAndSIGINT(t *testing.T) {
 				t.Fatalf("nxdns run did not exit within 10 s of %v", sig)
 			}
 		})
-	}
-}
-
-// waitForLine reads r until a line contains want; the reader keeps draining
-// afterwards so the child never blocks on a full pipe.
-func waitForLine(t *testing.T, r io.Reader, want string) {
-	t.Helper()
-	found := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(r)
-		seen := false
-		for sc.Scan() {
-			if !seen && strings.Contains(sc.Text(), want) {
-				seen = true
-				close(found)
-			}
-		}
-	}()
-	select {
-	case <-found:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no line containing %q within 10 s", want)
 	}
 }
 

@@ -322,7 +322,7 @@ resolver = "udp://%s"
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	waitForLine(t, stderr, "serving")
+	awaitLine(t, lineChan(stderr), "serving")
 
 	addr := fmt.Sprintf("127.0.0.1:%d", dnsPort)
 	for _, name := range []string{"a.example.", "a.tz.", "a.uz."} {

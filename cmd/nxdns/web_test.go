@@ -24,7 +24,7 @@ func startWeb(t *testing.T, webExtra string) uint16 {
 	path := filepath.Join(t.TempDir(), "nxdns.toml")
 	writeConfig(t, path, cfg)
 	_, stderr := startRun(t, "--config", path)
-	waitForLine(t, stderr, "web server listening")
+	awaitLine(t, lineChan(stderr), "web server listening")
 	return port
 }
 

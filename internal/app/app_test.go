@@ -136,21 +136,6 @@ func loopbackAddr(t *testing.T) string {
 	return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 }
 
-// waitZoneProbed waits for the first zone's start-up probe to be answered.
-func waitZoneProbed(t *testing.T, a *App) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if zs := a.gen.Load().zones.Snapshot(); len(zs) > 0 && zs[0].ProbesOK+zs[0].ProbesFailed > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the zone's start-up probe did not finish within 5s")
-		}
-		time.Sleep(5 * time.Millisecond) // paces the polls; the loop checks the outcome
-	}
-}
-
 func shutdown(t *testing.T, a *App) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -176,7 +161,10 @@ func TestReload_goodFileChangesRoutingAndListener(t *testing.T) {
 	}
 	// The new zone's start-up probe reaches the LAN resolver too: let it
 	// land, then count the query alone.
-	waitZoneProbed(t, a)
+	testutil.WaitFor(t, "the zone's start-up probe", 5*time.Second, func() bool {
+		zs := a.gen.Load().zones.Snapshot()
+		return len(zs) > 0 && zs[0].ProbesOK+zs[0].ProbesFailed > 0
+	})
 	base := r.lan.Counters().Queries
 	ask(t, addr2, "host.lan.")
 	if got := r.lan.Counters().Queries - base; got != 1 {

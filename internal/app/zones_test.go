@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/testutil"
 	"github.com/nxdns/nxdns/internal/web"
 )
 
@@ -22,19 +23,12 @@ func TestHealth_deadZoneResolverDegrades(t *testing.T) {
 	cfg := r.config(t, loopbackAddr(t), false)
 	cfg.ForwardZones = []config.ForwardZone{{Zone: "lan", Resolver: "udp://" + silent.LocalAddr().String()}}
 	a := r.start(t, cfg)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.WaitFor(t, "the zone resolver reported down", 5*time.Second, func() bool {
 		h := a.health()
-		if h.Zones != nil && h.Zones.Down == 1 {
-			if h.Status != web.StatusDegraded {
-				t.Errorf("status %q with a dead zone resolver, want degraded", h.Status)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("zone resolver not reported down within 5s: %+v", h.Zones)
-		}
-		time.Sleep(20 * time.Millisecond) // paces the polls; the loop checks the outcome
+		return h.Zones != nil && h.Zones.Down == 1
+	})
+	if h := a.health(); h.Status != web.StatusDegraded {
+		t.Errorf("status %q with a dead zone resolver, want degraded", h.Status)
 	}
 	if n := r.observed.FilterMessage("forward-zone resolver unreachable").Len(); n != 1 {
 		t.Errorf("%d unreachable lines, want 1", n)

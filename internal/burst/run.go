@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // prefixLen is the length of the random per-run label prefix: 50 bits of
@@ -124,7 +126,7 @@ func (r *runner) waves(ctx context.Context) ([]result, time.Duration) {
 	all := make([]result, 0, r.cfg.N*r.cfg.Waves)
 	var first time.Duration
 	for w := range r.cfg.Waves {
-		if w > 0 && !sleep(ctx, r.cfg.WaveGap) {
+		if w > 0 && !sleep.For(ctx, r.cfg.WaveGap) {
 			break
 		}
 		res, wall := r.wave(ctx, w*r.cfg.N)
@@ -170,7 +172,7 @@ func (r *runner) fixedRate(ctx context.Context) []result {
 	begin := time.Now()
 schedule:
 	for i := range total {
-		if !sleep(ctx, time.Until(begin.Add(time.Duration(i)*interval))) {
+		if !sleep.For(ctx, time.Until(begin.Add(time.Duration(i)*interval))) {
 			break
 		}
 		select {
@@ -189,19 +191,4 @@ schedule:
 	}
 	wg.Wait()
 	return res
-}
-
-// sleep waits d and reports whether it did; false means ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

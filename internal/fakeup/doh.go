@@ -12,6 +12,8 @@ import (
 	"strconv"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // dnsMessage is the RFC 8484 §6 media type.
@@ -98,7 +100,7 @@ func (l *listener) serveDoH(w http.ResponseWriter, r *http.Request) {
 		<-ctx.Done()
 		return
 	}
-	if !sleep(ctx, l.delay(q)+l.hookDelay()) {
+	if !sleep.For(ctx, l.delay(q)+l.hookDelay()) {
 		return
 	}
 	reply := l.answer(ctx, q, f)

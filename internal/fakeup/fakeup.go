@@ -176,13 +176,22 @@ func (s *Server) CloseIdle() int {
 
 // CloseConnections closes every open connection, busy or idle (a DoH
 // server dropping its clients).
-func (s *Server) CloseConnections() {
+func (s *Server) CloseConnections() { s.closeConns(false) }
+
+// closeConns closes every open connection; final also marks the server
+// closed under the same lock, so track refuses any connection after it.
+func (s *Server) closeConns(final bool) {
 	s.mu.Lock()
+	if final {
+		s.closed = true
+	}
 	open := make([]net.Conn, 0, len(s.conns))
 	for c := range s.conns {
 		open = append(open, c)
 	}
 	s.mu.Unlock()
+	// Close outside the lock: a TLS close writes close_notify and can
+	// block on a dead peer for its write deadline.
 	for _, c := range open {
 		c.Close()
 	}
@@ -208,18 +217,7 @@ func (s *Server) Close() error {
 		if s.httpSrv != nil {
 			s.httpSrv.Close()
 		}
-		s.mu.Lock()
-		s.closed = true
-		open := make([]net.Conn, 0, len(s.conns))
-		for c := range s.conns {
-			open = append(open, c)
-		}
-		s.mu.Unlock()
-		// Close outside the lock: a TLS close writes close_notify and can
-		// block on a dead peer for its write deadline.
-		for _, c := range open {
-			c.Close()
-		}
+		s.closeConns(true)
 		s.wg.Wait()
 	})
 	return nil
@@ -260,21 +258,6 @@ func (s *Server) track(c net.Conn, release func()) net.Conn {
 	s.conns[t] = struct{}{}
 	s.mu.Unlock()
 	return t
-}
-
-// sleep waits d and reports whether it did; false means ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // delay is how long the answer to q waits: latency plus a uniform jitter.

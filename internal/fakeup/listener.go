@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // Compiled bounds on what one listener holds.
@@ -143,11 +145,7 @@ func (l *listener) acceptLoop(serve func(net.Conn)) {
 		c, err := l.ln.Accept()
 		if err != nil {
 			<-slots
-			if errors.Is(err, net.ErrClosed) || l.s.ctx.Err() != nil {
-				return
-			}
-			backoff = nextBackoff(backoff)
-			if !sleep(l.s.ctx, backoff) {
+			if !l.retry(err, &backoff) {
 				return
 			}
 			continue
@@ -166,7 +164,7 @@ func (l *listener) acceptLoop(serve func(net.Conn)) {
 // handshakeTimeout. It returns nil, with c closed, when either fails or the
 // server closes first.
 func (l *listener) handshake(c net.Conn) *tls.Conn {
-	if !sleep(l.s.ctx, l.Behaviour.HandshakeDelay) {
+	if !sleep.For(l.s.ctx, l.Behaviour.HandshakeDelay) {
 		c.Close()
 		return nil
 	}
@@ -184,8 +182,14 @@ func (l *listener) handshake(c net.Conn) *tls.Conn {
 	return tc
 }
 
-// nextBackoff doubles the pause after a failing Accept or read, from 5 ms up
-// to acceptBackoffMax.
-func nextBackoff(b time.Duration) time.Duration {
-	return min(max(2*b, 5*time.Millisecond), acceptBackoffMax)
+// retry is what a loop does after its Accept or read failed with err: it
+// reports false when the listener is closing, and otherwise waits *backoff,
+// doubled from 5 ms up to acceptBackoffMax, and reports whether the loop
+// should go on.
+func (l *listener) retry(err error, backoff *time.Duration) bool {
+	if errors.Is(err, net.ErrClosed) || l.s.ctx.Err() != nil {
+		return false
+	}
+	*backoff = min(max(2**backoff, 5*time.Millisecond), acceptBackoffMax)
+	return sleep.For(l.s.ctx, *backoff)
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // maxPipelined bounds the answers in flight on one connection. Past it the
@@ -134,7 +136,7 @@ func (ss *session) owe(d time.Duration, answer func() bool) error {
 	ss.settle(+1)
 	ss.wg.Go(func() {
 		defer func() { <-ss.slots }()
-		if !sleep(ss.ctx, d) || !answer() {
+		if !sleep.For(ss.ctx, d) || !answer() {
 			ss.settle(-1)
 		}
 	})
@@ -218,7 +220,7 @@ func (ss *session) writeOut(b []byte, owed bool) bool {
 		step = 1
 	}
 	for len(b) > 0 {
-		if step == 1 && !sleep(ss.ctx, ss.l.Behaviour.SlowBytes) {
+		if step == 1 && !sleep.For(ss.ctx, ss.l.Behaviour.SlowBytes) {
 			return false
 		}
 		k := min(step, len(b))

@@ -1,12 +1,13 @@
 package fakeup
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // udpMaxInFlight bounds the delayed UDP answers one listener holds. Past it
@@ -28,11 +29,7 @@ func (l *listener) serveUDP() {
 	for {
 		n, peer, err := l.pc.ReadFrom(buf)
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || l.s.ctx.Err() != nil {
-				return
-			}
-			backoff = nextBackoff(backoff)
-			if !sleep(l.s.ctx, backoff) {
+			if !l.retry(err, &backoff) {
 				return
 			}
 			continue
@@ -69,7 +66,7 @@ func (l *listener) serveUDP() {
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if sleep(l.s.ctx, d) {
+			if sleep.For(l.s.ctx, d) {
 				l.writeUDP(reply, peer)
 			}
 		})

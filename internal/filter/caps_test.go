@@ -8,12 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // TestRebuild_namesCapsTruncateVisibly: a list past
@@ -109,7 +111,7 @@ func TestDownload_shrinkGateCountsTheNamesOverTheCap(t *testing.T) {
 	e := New(Options{})
 	t.Cleanup(e.Close)
 	e.Update(cfg)
-	waitFor(t, "the first download", func() bool { return e.Snapshot().Lists[0].Rules == 10 })
+	testutil.WaitFor(t, "the first download", 10*time.Second, func() bool { return e.Snapshot().Lists[0].Rules == 10 })
 	ls.set(200, "text/plain", `"v2"`, names("ad", 20))
 	err := e.Refresh(t.Context(), "remote")
 	if err == nil || !strings.Contains(err.Error(), "shrank from 100 to 20") {

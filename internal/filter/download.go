@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/safefile"
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // meta is what a downloaded list keeps beside its copy, across restarts:
@@ -298,12 +299,8 @@ func (e *Engine) downloadLoop(ctx context.Context, st *listState) {
 	}
 	retry := 10 * time.Minute
 	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep.For(ctx, wait) {
 			return
-		case <-t.C:
 		}
 		if err := e.Refresh(ctx, st.cfg.Name); err != nil && ctx.Err() == nil {
 			wait = min(retry, interval)

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // listServer serves one list on loopback; body and status change as a test
@@ -74,19 +75,6 @@ func names(prefix string, n int) string {
 
 func blocks(e *Engine, name string) bool { return e.set.Load().decide(name, all).blocked }
 
-// waitFor polls a condition the engine reaches on its own goroutine; the
-// bound is generous because the machine is shared.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func urlCfg(dir, u string) config.Filter {
 	f := config.FilterDefaults()
 	f.StateDir = dir
@@ -99,7 +87,7 @@ func TestDownload_loadsAndKeepsETagAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	e := New(Options{})
 	e.Update(urlCfg(dir, ls.URL+"/list.txt"))
-	waitFor(t, "the first download", func() bool { return blocks(e, "ad7.example") })
+	testutil.WaitFor(t, "the first download", 10*time.Second, func() bool { return blocks(e, "ad7.example") })
 	if st := e.Snapshot().Lists[0]; st.Rules != 100 || st.Loaded.IsZero() {
 		t.Errorf("status %+v", st)
 	}
@@ -142,7 +130,7 @@ func TestDownload_qualityGatesKeepTheLastGoodCopy(t *testing.T) {
 	e := New(Options{Logger: zap.New(core)})
 	defer e.Close()
 	e.Update(urlCfg(t.TempDir(), ls.URL+"/list.txt"))
-	waitFor(t, "the first download", func() bool { return blocks(e, "ad50.example") })
+	testutil.WaitFor(t, "the first download", 10*time.Second, func() bool { return blocks(e, "ad50.example") })
 
 	defer func(c int64) { listCap = c }(listCap)
 	listCap = 64 << 10
@@ -177,7 +165,7 @@ func TestDownload_qualityGatesKeepTheLastGoodCopy(t *testing.T) {
 	if err := e.Refresh(context.Background(), "remote"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the rebuild", func() bool { return blocks(e, "new79.example") })
+	testutil.WaitFor(t, "the rebuild", 10*time.Second, func() bool { return blocks(e, "new79.example") })
 	if blocks(e, "ad50.example") {
 		t.Error("the old rules stayed after a good refresh")
 	}
@@ -197,7 +185,7 @@ func TestDownload_hostResolvedThroughTheGivenLookup(t *testing.T) {
 	e := New(Options{LookupHost: lookup})
 	defer e.Close()
 	e.Update(urlCfg(t.TempDir(), "http://lists.test:"+u.Port()+"/list.txt"))
-	waitFor(t, "the download", func() bool { return blocks(e, "ad4.example") })
+	testutil.WaitFor(t, "the download", 10*time.Second, func() bool { return blocks(e, "ad4.example") })
 	if lookups.Load() == 0 {
 		t.Error("the list host was not resolved through LookupHost")
 	}

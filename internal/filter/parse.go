@@ -266,16 +266,24 @@ func parseLine(line string, rep *Report, regexes *int, emit func(Rule)) {
 	if rest, ok := strings.CutPrefix(f, "*."); ok {
 		kind, f = Wildcard, rest
 	}
-	name, ok := normalise(f, kind)
+	takeName(f, Rule{Kind: kind}, rep, emit)
+}
+
+// takeName emits r for the one name s of a line, counting the line taken;
+// a name that does not normalise is an invalid name when it looks like one
+// and a rejected line otherwise.
+func takeName(s string, r Rule, rep *Report, emit func(Rule)) {
+	name, ok := normalise(s, r.Kind)
 	if !ok {
-		if looksLikeName(f) {
+		if looksLikeName(s) {
 			rep.ignore(ReasonInvalidName)
 		} else {
 			rep.Rejected++
 		}
 		return
 	}
-	emit(Rule{Name: name, Kind: kind})
+	r.Name = name
+	emit(r)
 	rep.Rules++
 	rep.Taken++
 }
@@ -327,18 +335,7 @@ func parseAdblock(s string, exception bool, rep *Report, emit func(Rule)) {
 			kind, body = Wildcard, rest
 		}
 	}
-	name, ok := normalise(body, kind)
-	if !ok {
-		if looksLikeName(body) {
-			rep.ignore(ReasonInvalidName)
-		} else {
-			rep.Rejected++
-		}
-		return
-	}
-	emit(Rule{Name: name, Kind: kind, Exception: exception, Important: important})
-	rep.Rules++
-	rep.Taken++
+	takeName(body, Rule{Kind: kind, Exception: exception, Important: important}, rep, emit)
 }
 
 func parseRegex(s string, exception bool, rep *Report, regexes *int, emit func(Rule)) {

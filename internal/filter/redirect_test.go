@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // serveOn serves h on addr (a loopback address, port 0).
@@ -35,7 +38,7 @@ func serveOn(t *testing.T, addr string, h http.Handler) *httptest.Server {
 func firstDownload(t *testing.T, e *Engine) ListStatus {
 	t.Helper()
 	var st ListStatus
-	waitFor(t, "the first download", func() bool {
+	testutil.WaitFor(t, "the first download", 10*time.Second, func() bool {
 		st = e.Snapshot().Lists[0]
 		return st.Rules > 0 || st.Error != ""
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/sleep"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -142,12 +143,8 @@ func (z *Zone) probeLoop(ctx context.Context, log *zap.Logger) {
 		log.Warn("forward-zone resolver unreachable",
 			zap.String("zone", z.name), zap.String("resolver", z.url), zap.String("cause", cause))
 		for step := 0; z.health.down.Load(); step++ {
-			t := time.NewTimer(upstream.BackoffInterval(step))
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !sleep.For(ctx, upstream.BackoffInterval(step)) {
 				return
-			case <-t.C:
 			}
 			if !z.countedProbe(ctx, false) {
 				return

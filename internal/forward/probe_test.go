@@ -10,6 +10,8 @@ import (
 	"github.com/miekg/dns"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // TestProbe_deadResolverIsVisibleAndRecovers: a zone resolver that does not
@@ -29,19 +31,19 @@ func TestProbe_deadResolverIsVisibleAndRecovers(t *testing.T) {
 	tab.Start(zap.New(core))
 	defer tab.Close()
 
-	waitSnapshot(t, tab, "down after the start-up probe", 5*time.Second, func(s ZoneSnapshot) bool { return s.Down })
+	testutil.WaitFor(t, "the zone down after the start-up probe", 5*time.Second, func() bool { return tab.Snapshot()[0].Down })
 	z, _ := tab.Match("lan.")
 	for range 5 {
 		if _, _, err := z.Resolve(t.Context(), queryA("host.lan.")); err == nil {
 			t.Fatal("a silent resolver answered")
 		}
 	}
-	waitLogs(t, logs, "forward-zone resolver unreachable", 1)
+	testutil.WaitFor(t, `a "forward-zone resolver unreachable" line`, 5*time.Second, func() bool { return logs.FilterMessage("forward-zone resolver unreachable").Len() >= 1 })
 
 	answering.Store(true)
 	// The first backoff probe comes within backoffFirst (2 s, jittered down).
-	waitSnapshot(t, tab, "up once the resolver answers", 10*time.Second, func(s ZoneSnapshot) bool { return !s.Down })
-	waitLogs(t, logs, "forward-zone resolver recovered", 1)
+	testutil.WaitFor(t, "the zone up once the resolver answers", 10*time.Second, func() bool { return !tab.Snapshot()[0].Down })
+	testutil.WaitFor(t, `a "forward-zone resolver recovered" line`, 5*time.Second, func() bool { return logs.FilterMessage("forward-zone resolver recovered").Len() >= 1 })
 	if n := logs.FilterMessage("forward-zone resolver unreachable").Len(); n != 1 {
 		t.Errorf("%d unreachable lines, want 1 per episode", n)
 	}
@@ -63,7 +65,7 @@ func TestProbe_liveFailuresMarkDown(t *testing.T) {
 	tab := newTestTable(t, 200*time.Millisecond, "lan", "udp://"+addr.String())
 	tab.Start(nil)
 	defer tab.Close()
-	waitSnapshot(t, tab, "start-up probe answered", 5*time.Second, func(s ZoneSnapshot) bool { return s.ProbesOK == 1 })
+	testutil.WaitFor(t, "the start-up probe answered", 5*time.Second, func() bool { return tab.Snapshot()[0].ProbesOK == 1 })
 	answering.Store(false)
 	z, _ := tab.Match("lan.")
 	for i := range zoneDownThreshold {
@@ -83,28 +85,4 @@ func TestTable_closeWithoutStart(t *testing.T) {
 	var none *Table
 	none.Start(nil)
 	none.Close()
-}
-
-// waitSnapshot polls the first zone's snapshot until ok; the bound fails
-// the test, it is not a pause.
-func waitSnapshot(t *testing.T, tab *Table, what string, bound time.Duration, ok func(ZoneSnapshot) bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !ok(tab.Snapshot()[0]) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %+v", what, bound, tab.Snapshot()[0])
-		}
-		time.Sleep(10 * time.Millisecond) // paces the polls; the loop checks the outcome
-	}
-}
-
-func waitLogs(t *testing.T, logs *observer.ObservedLogs, msg string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for logs.FilterMessage(msg).Len() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q line within 5s", msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

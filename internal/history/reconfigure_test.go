@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // rowsIn counts the rows a history serves (at most 500: these tests keep
@@ -200,13 +202,7 @@ func TestReconfigure_newFlushIntervalRestartsTheTicker(t *testing.T) {
 	o := optsOf(h)
 	o.Flush = 10 * time.Millisecond
 	h.Reconfigure(o)
-	deadline := time.Now().Add(5 * time.Second)
-	for h.Snapshot().Pending != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the buffered event was not flushed at the new interval")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the buffered event flushed at the new interval", 5*time.Second, func() bool { return h.Snapshot().Pending == 0 })
 }
 
 // TestReconfigure_recordNeverWaitsForTheSwap: opening the new file waits

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,12 +63,21 @@ func TestWatcher_followsInterfaces(t *testing.T) {
 	if !testutil.InNetns(t) {
 		return
 	}
-	changes := make(chan []netip.Prefix, 16)
-	w, err := Watch(func(ps []netip.Prefix) { changes <- ps }, nil)
+	var last atomic.Pointer[[]netip.Prefix] // the set of the latest onChange call
+	w, err := Watch(func(ps []netip.Prefix) { last.Store(&ps) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
+	// changed waits for an onChange call whose set satisfies ok, and checks
+	// that Prefixes says the same.
+	changed := func(what string, ok func([]netip.Prefix) bool) {
+		t.Helper()
+		testutil.WaitFor(t, what, 5*time.Second, func() bool { ps := last.Load(); return ps != nil && ok(*ps) })
+		if ps := *last.Load(); !slices.Equal(ps, w.Prefixes()) {
+			t.Errorf("%s: onChange got %v, Prefixes says %v", what, ps, w.Prefixes())
+		}
+	}
 	if w.sock == nil {
 		t.Fatal("no netlink socket: the watcher fell back to polling")
 	}
@@ -77,11 +87,11 @@ func TestWatcher_followsInterfaces(t *testing.T) {
 
 	testutil.IP(t, "link", "set", "lo", "up")
 	testutil.IP(t, "addr", "add", "192.0.2.1/24", "dev", "lo")
-	waitFor(t, w, changes, "IPv4 address added", func(ps []netip.Prefix) bool { return slices.Contains(ps, v4) })
+	changed("IPv4 address added", func(ps []netip.Prefix) bool { return slices.Contains(ps, v4) })
 	testutil.IP(t, "-6", "addr", "add", "2001:db8:1::1/64", "dev", "lo", "nodad")
-	waitFor(t, w, changes, "global IPv6 address added", func(ps []netip.Prefix) bool { return slices.Contains(ps, v6) })
+	changed("global IPv6 address added", func(ps []netip.Prefix) bool { return slices.Contains(ps, v6) })
 	testutil.IP(t, "addr", "del", "192.0.2.1/24", "dev", "lo")
-	waitFor(t, w, changes, "IPv4 address removed", func(ps []netip.Prefix) bool { return !slices.Contains(ps, v4) })
+	changed("IPv4 address removed", func(ps []netip.Prefix) bool { return !slices.Contains(ps, v4) })
 
 	testutil.IP(t, "link", "add", "nx0", "type", "bridge")
 	testutil.IP(t, "addr", "add", "198.51.100.1/24", "dev", "nx0")
@@ -91,29 +101,9 @@ func TestWatcher_followsInterfaces(t *testing.T) {
 		t.Errorf("a down interface's prefix is local: %v", w.Prefixes())
 	}
 	testutil.IP(t, "link", "set", "nx0", "up")
-	waitFor(t, w, changes, "interface up", func(ps []netip.Prefix) bool { return slices.Contains(ps, dummy) })
+	changed("interface up", func(ps []netip.Prefix) bool { return slices.Contains(ps, dummy) })
 	testutil.IP(t, "link", "del", "nx0")
-	waitFor(t, w, changes, "interface removed", func(ps []netip.Prefix) bool { return !slices.Contains(ps, dummy) })
-}
-
-// waitFor waits for an onChange call whose set satisfies ok. The bound is a
-// failure deadline, not a pause: notifications arrive in milliseconds.
-func waitFor(t *testing.T, w *Watcher, changes <-chan []netip.Prefix, what string, ok func([]netip.Prefix) bool) {
-	t.Helper()
-	deadline := time.After(5 * time.Second)
-	for {
-		select {
-		case ps := <-changes:
-			if ok(ps) {
-				if !slices.Equal(ps, w.Prefixes()) {
-					t.Errorf("%s: onChange got %v, Prefixes says %v", what, ps, w.Prefixes())
-				}
-				return
-			}
-		case <-deadline:
-			t.Fatalf("%s: not seen within 5s; current set %v", what, w.Prefixes())
-		}
-	}
+	changed("interface removed", func(ps []netip.Prefix) bool { return !slices.Contains(ps, dummy) })
 }
 
 func TestWatcher_closeStopsEverything(t *testing.T) {

@@ -111,12 +111,10 @@ func TestStartDnsmasq_servesHostsAndTheirPTR(t *testing.T) {
 	}
 
 	// Its query log, which interop tests read to see what a resolver was asked.
-	deadline := time.Now().Add(5 * time.Second)
-	for d.Asked("PTR", "1.0.0.127.in-addr.arpa.") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("Asked(PTR 1.0.0.127.in-addr.arpa.) = %d after 5 s, want 1", d.Asked("PTR", "1.0.0.127.in-addr.arpa."))
-		}
-		time.Sleep(10 * time.Millisecond) // dnsmasq's log is another process's output: poll it
+	// dnsmasq's log is another process's output: poll it.
+	WaitFor(t, "dnsmasq to log the PTR query", 5*time.Second, func() bool { return d.Asked("PTR", "1.0.0.127.in-addr.arpa.") >= 1 })
+	if got := d.Asked("PTR", "1.0.0.127.in-addr.arpa."); got != 1 {
+		t.Errorf("Asked(PTR 1.0.0.127.in-addr.arpa.) = %d, want 1", got)
 	}
 	if got := d.Asked("A", "host.lan"); got != 1 {
 		t.Errorf("Asked(A host.lan) = %d, want 1", got)

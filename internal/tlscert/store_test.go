@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nxdns/nxdns/internal/certs"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 type pairFiles struct {
@@ -191,11 +192,5 @@ func TestStore_runPicksUpARenewal(t *testing.T) {
 	go func() { s.Run(stop, 5*time.Millisecond); close(done) }()
 	defer func() { close(stop); <-done }()
 	p.write(t, "renewed.home.example.org")
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Leaf().DNSNames[0] != "renewed.home.example.org" {
-		if time.Now().After(deadline) {
-			t.Fatal("Run did not pick up the renewal within 5 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "Run to pick up the renewal", 5*time.Second, func() bool { return s.Leaf().DNSNames[0] == "renewed.home.example.org" })
 }

@@ -26,13 +26,7 @@ func dotTestAfter(ctx context.Context, q *dns.Msg, d time.Duration) *dns.Msg {
 // the server's goroutines, with nothing to block on.
 func dotTestWaitQueries(t *testing.T, srv *testutil.DoTServer, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Queries() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("server read %d queries in 5 s, want %d", srv.Queries(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("the server to read %d queries", n), 5*time.Second, func() bool { return srv.Queries() >= n })
 }
 
 // dotTestBestOf runs f runs times and returns its shortest duration.
@@ -192,13 +186,7 @@ func TestDoT_dialsAheadOfNeedInTheBackground(t *testing.T) {
 		}()
 	}
 	dotTestWaitQueries(t, srv, 1+dotDialAhead)
-	deadline := time.Now().Add(5 * time.Second)
-	for dotTestUpConns(c) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d established connections 5 s after %d exchanges filled the first, want 2", dotTestUpConns(c), dotDialAhead)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, "a second established connection once the exchanges filled the first", 5*time.Second, func() bool { return dotTestUpConns(c) >= 2 })
 	close(release)
 	for range dotDialAhead {
 		if err := <-results; err != nil {

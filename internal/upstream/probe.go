@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/sleep"
 )
 
 // Probes keep users from paying for a dead upstream twice (SPEC §4.5). Each
@@ -70,12 +72,8 @@ func (p *Pool) probeLoop(ctx context.Context, e *entry) {
 // before each probe. It reports false when ctx ended.
 func (p *Pool) probeUntilBack(ctx context.Context, e *entry) bool {
 	for step := 0; e.health.backoff.Load(); step++ {
-		t := time.NewTimer(backoffInterval(step, rand.Float64()))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep.For(ctx, backoffInterval(step, rand.Float64())) {
 			return false
-		case <-t.C:
 		}
 		switch err := p.countedProbe(ctx, e); {
 		case err == nil:

@@ -198,20 +198,6 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor polls cond until it holds, failing after a generous bound. It
-// waits for a state reached asynchronously (a counter the server bumps
-// after answering), never stands in for an ordering the test can observe.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // startLANResolver is a forward zone's resolver on 127.0.0.1, UDP and TCP on
 // one port: over UDP "big." names come back truncated (TC=1), over TCP
 // everything is answered. It returns host:port.

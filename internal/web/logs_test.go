@@ -19,6 +19,7 @@ import (
 	"github.com/nxdns/nxdns/internal/logging"
 	nxquery "github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/testutil"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -96,7 +97,7 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 	ask("ads.example.") // a filter decision: list, rule and group
 	// A query's line is written after its answer was sent (so an undelivered
 	// answer is logged as such): wait for all five.
-	waitFor(t, "four query lines", func() bool { return strings.Count(buf.String(), "INFO server.query query ") >= 5 })
+	testutil.WaitFor(t, "four query lines", 10*time.Second, func() bool { return strings.Count(buf.String(), "INFO server.query query ") >= 5 })
 
 	seen := map[string]logLine{} // by "logger message", with the union of fields seen
 	sc := bufio.NewScanner(strings.NewReader(buf.String()))

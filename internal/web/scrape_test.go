@@ -25,6 +25,7 @@ import (
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/testutil"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -153,7 +154,7 @@ func runScenario(t *testing.T) *scenario {
 	garbage.Write([]byte{0xde, 0xad, 0xbe}) // shorter than a header: dropped unanswered
 	garbage.Close()
 
-	waitFor(t, "the malformed datagram counted and every connection closed", func() bool {
+	testutil.WaitFor(t, "the malformed datagram counted and every connection closed", 10*time.Second, func() bool {
 		s := sc.srv.Snapshot()
 		return s.Malformed == 1 && s.TCPConns == 0 && s.UDPInFlight == 0
 	})
