@@ -158,15 +158,32 @@ func truncate(s string, n int) string {
 	return s
 }
 
+// corruptTime is the UTC time in a moved-aside file's name; it sorts as
+// the time.
+const corruptTime = "20060102T150405.000Z"
+
 // quarantine moves the damaged file at path aside as
 // path.corrupt-<UTC time>, keeping only the newest keepCorrupt of them,
-// and returns the new name.
+// and returns the new name. Only names of that exact form are counted and
+// removed: another file beside it (path.corrupt-notes) is not ours, and the
+// path itself is never read as a pattern (a directory named "nxdns[1]").
 func quarantine(path string, now time.Time) (string, error) {
-	aside := path + ".corrupt-" + now.UTC().Format("20060102T150405.000Z")
+	aside := path + ".corrupt-" + now.UTC().Format(corruptTime)
 	if err := os.Rename(path, aside); err != nil {
 		return "", fmt.Errorf("moving the damaged file aside: %w", err)
 	}
-	old, _ := filepath.Glob(path + ".corrupt-*")
+	dir, prefix := filepath.Dir(path), filepath.Base(path)+".corrupt-"
+	entries, _ := os.ReadDir(dir)
+	var old []string
+	for _, e := range entries {
+		stamp, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if _, err := time.Parse(corruptTime, stamp); err == nil {
+			old = append(old, filepath.Join(dir, e.Name()))
+		}
+	}
 	slices.Sort(old) // the time in the name sorts as the time
 	for len(old) > keepCorrupt {
 		os.Remove(old[0])

@@ -51,3 +51,46 @@ func TestOpen_damagedFileIsMovedAsideAndAFreshStoreStarts(t *testing.T) {
 		t.Errorf("undecided check changed the file: %q, %v", b, err)
 	}
 }
+
+// The newest keepCorrupt moved-aside files stay whatever the path holds: a
+// directory named with pattern characters ("nxdns[1]") once made the
+// clean-up's glob match nothing, so moved files piled up; and a file
+// beside them that only starts like one (history.db.corrupt-notes) is not
+// nxdns's to remove.
+func TestOpen_movedAsideFilesAreBoundedWhateverThePath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nxdns[1]")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "history.db")
+	notes := path + ".corrupt-notes"
+	if err := os.WriteFile(notes, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{now: t0}
+	damaged := func(string) error { return fmt.Errorf("%w: page 7: garbage", ErrCorrupt) }
+	for i := range keepCorrupt + 2 {
+		if err := os.WriteFile(path, []byte("not a store"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.now = t0.Add(time.Duration(i) * time.Second)
+		Open(Options{Path: path, MaxBytes: 8 << 20, MaxAge: time.Hour, Now: c.Now, Precheck: damaged}).Close()
+		os.Remove(path)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aside []string
+	for _, e := range entries {
+		if e.Name() != filepath.Base(notes) {
+			aside = append(aside, e.Name())
+		}
+	}
+	if len(aside) != keepCorrupt {
+		t.Errorf("moved-aside files %v, want the newest %d", aside, keepCorrupt)
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "mine" {
+		t.Errorf("%s: %q, %v; want it untouched", notes, b, err)
+	}
+}
