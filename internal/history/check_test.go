@@ -17,23 +17,14 @@ import (
 // tested through the binary (cmd/nxdns TestRun_damagedHistoryFileIsMovedAsideAndDNSServes).
 func TestOpen_damagedFileIsMovedAsideAndAFreshStoreStarts(t *testing.T) {
 	path := filePath(t)
-	c := &clock{now: t0}
-	damaged := func(string) error { return fmt.Errorf("%w: page 7: garbage", ErrCorrupt) }
-	for i := range keepCorrupt + 2 {
-		if err := os.WriteFile(path, []byte("not a store"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c.now = t0.Add(time.Duration(i) * time.Second)
-		h := Open(Options{Path: path, MaxBytes: 8 << 20, MaxAge: time.Hour, Now: c.Now, Precheck: damaged})
+	openDamagedTimes(t, path, keepCorrupt+2, func(i int, h *History) {
 		if h.InMemory() {
 			t.Fatalf("open %d: in memory (%s), want a fresh file", i, h.Problem())
 		}
 		if p := h.Problem(); !strings.Contains(p, "page 7: garbage") || !strings.Contains(p, "moved aside to "+path+".corrupt-") {
 			t.Errorf("open %d: Problem = %q, want the damage and the move", i, p)
 		}
-		h.Close()
-		os.Remove(path)
-	}
+	})
 	aside, _ := filepath.Glob(path + ".corrupt-*")
 	if len(aside) != keepCorrupt || !strings.HasSuffix(aside[len(aside)-1], t0.Add(time.Duration(keepCorrupt+1)*time.Second).Format("20060102T150405.000Z")) {
 		t.Errorf("moved-aside files %v, want the newest %d", aside, keepCorrupt)
@@ -43,7 +34,7 @@ func TestOpen_damagedFileIsMovedAsideAndAFreshStoreStarts(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not a store"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := openTest(t, path, c, func(o *Options) { o.Precheck = undecided })
+	h := openTest(t, path, &clock{now: t0}, func(o *Options) { o.Precheck = undecided })
 	if !h.InMemory() || !strings.Contains(h.Problem(), "left in place") {
 		t.Errorf("undecided check: in memory %v, Problem %q", h.InMemory(), h.Problem())
 	}
@@ -67,16 +58,7 @@ func TestOpen_movedAsideFilesAreBoundedWhateverThePath(t *testing.T) {
 	if err := os.WriteFile(notes, []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{now: t0}
-	damaged := func(string) error { return fmt.Errorf("%w: page 7: garbage", ErrCorrupt) }
-	for i := range keepCorrupt + 2 {
-		if err := os.WriteFile(path, []byte("not a store"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c.now = t0.Add(time.Duration(i) * time.Second)
-		Open(Options{Path: path, MaxBytes: 8 << 20, MaxAge: time.Hour, Now: c.Now, Precheck: damaged}).Close()
-		os.Remove(path)
-	}
+	openDamagedTimes(t, path, keepCorrupt+2, func(int, *History) {})
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -92,5 +74,24 @@ func TestOpen_movedAsideFilesAreBoundedWhateverThePath(t *testing.T) {
 	}
 	if b, err := os.ReadFile(notes); err != nil || string(b) != "mine" {
 		t.Errorf("%s: %q, %v; want it untouched", notes, b, err)
+	}
+}
+
+// openDamagedTimes opens path n times, a second apart, each time on a file
+// the precheck calls damaged, and hands each history to check before it is
+// closed and its fresh file removed.
+func openDamagedTimes(t *testing.T, path string, n int, check func(i int, h *History)) {
+	t.Helper()
+	c := &clock{now: t0}
+	damaged := func(string) error { return fmt.Errorf("%w: page 7: garbage", ErrCorrupt) }
+	for i := range n {
+		if err := os.WriteFile(path, []byte("not a store"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.now = t0.Add(time.Duration(i) * time.Second)
+		h := Open(Options{Path: path, MaxBytes: 8 << 20, MaxAge: time.Hour, Now: c.Now, Precheck: damaged})
+		check(i, h)
+		h.Close()
+		os.Remove(path)
 	}
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,10 +13,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -204,14 +199,7 @@ func tryLogin(s *Server, remote, password string) int {
 // address had a bucket of its own: four addresses of one /64 took all
 // globalBurst guesses and the operator's right password got 429.
 func TestLogin_oneSlash64IsOneClient(t *testing.T) {
-	hash, err := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	core, logs := observer.New(zapcore.DebugLevel)
-	s := New("127.0.0.1:0", prometheus.NewRegistry(), func() Health { return Health{} }, zap.New(core))
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	s.SetPassword(hash)
+	s, logs := observedLoginServer(t)
 	for i := range globalBurst {
 		remote := fmt.Sprintf("[2001:db8:1:2::%x]:40000", i+1)
 		code := tryLogin(s, remote, "guess")
