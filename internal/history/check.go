@@ -38,11 +38,11 @@ const (
 	CheckCorrupt = 3 // the file is damaged
 )
 
-// checkTimeout bounds the child's walk. A file at the largest packaged
+// CheckTimeout bounds the child's walk. A file at the largest packaged
 // budget reads in seconds even from an SD card; a check that takes longer
 // is not a verdict on the file, which is then left in place (the history
 // runs in memory) rather than moved aside.
-const checkTimeout = 60 * time.Second
+const CheckTimeout = 60 * time.Second
 
 // keepCorrupt is how many moved-aside files are kept per path: the newest
 // ones, so a file damaged again and again cannot fill the disk.
@@ -95,10 +95,10 @@ func CheckExit(err error) int {
 // for a damaged one (the child said so, or crashed: a Go panic or fatal
 // fault, or a fault signal), any other error when the file could not be
 // checked (the child could not start or ended otherwise, or took longer
-// than checkTimeout).
+// than CheckTimeout).
 func ExecCheck(exe string) func(path string) error {
 	return func(path string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), CheckTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, exe, "history-check", path)
 		var out strings.Builder
@@ -110,7 +110,7 @@ func ExecCheck(exe string) func(path string) error {
 		case err == nil:
 			return nil
 		case ctx.Err() != nil:
-			return fmt.Errorf("checking %s took longer than %v; left in place", path, checkTimeout)
+			return fmt.Errorf("checking %s took longer than %v; left in place", path, CheckTimeout)
 		case !errors.As(err, &exit):
 			return fmt.Errorf("checking %s: %w", path, err)
 		case exit.ExitCode() == CheckFailed:
