@@ -40,6 +40,33 @@ func TestServer_servesHTTPSWithTheCertificate(t *testing.T) {
 	}
 }
 
+// A browser picks HTTP/2 in the TLS handshake: the HTTPS listener serves
+// it, and the Host check reads its :authority. Before, the handshake
+// offered h2 with no HTTP/2 server behind it, and every such connection
+// was closed unanswered.
+func TestServer_servesHTTP2OverHTTPS(t *testing.T) {
+	s, ca := tlsServer(t, "127.0.0.1:0")
+	s.Handle("GET /api/private", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) }), Private)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: "nxdns.home.arpa"}}
+	t.Cleanup(tr.CloseIdleConnections)
+	for host, want := range map[string]int{"localhost": http.StatusOK, "rebind.example": http.StatusMisdirectedRequest} {
+		req, _ := http.NewRequest("GET", "https://"+s.TLSAddr().String()+"/api/private", nil)
+		req.Host = host
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatalf(":authority %s: %v", host, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != want || (want == http.StatusOK && string(b) != "HTTP/2.0") {
+			t.Errorf(":authority %s: %s %d %q, want HTTP/2 %d", host, resp.Proto, resp.StatusCode, b, want)
+		}
+	}
+}
+
 // An HTTPS listener on the LAN makes the endpoint reachable from the LAN:
 // without a password the private routes are refused there and on the
 // loopback listener alike.

@@ -171,7 +171,13 @@ func (s *Server) Start() error {
 	s.srv.ReadHeaderTimeout = s.readHeaderTimeout
 	s.srv.ConnState = guardConnState
 	if tlsLn != nil { // before any Serve: Serve reads it
-		s.srv.TLSConfig = &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12}
+		// "h2" named here: the server sets up HTTP/2 once, in whichever of
+		// Serve (the plain listener, started first) and ServeTLS runs
+		// first, and Serve does so only when TLSConfig offers h2. Without
+		// it ServeTLS still offered h2 in the handshake with no HTTP/2
+		// behind it, and every browser (they all pick h2) got its
+		// connection closed.
+		s.srv.TLSConfig = &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	}
 	guard := newConnGuard(ln)
 	s.serving.Go(func() {
