@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/safefile"
 )
 
@@ -75,6 +76,15 @@ func readStatus(path string) (reloadStatus, error) {
 	return st, nil
 }
 
+// reloadWait is how long `nxdns reload` waits for the outcome by default:
+// longer than a reload can take when it checks a history file in a child
+// process (history.CheckTimeout; at a reload that opens the file, or at
+// each reload while a file that did not open is tried again), so a slow
+// check is not reported as a failed reload the daemon then applies, and
+// shorter than systemd's default reload timeout (TimeoutStartSec, 90 s),
+// so the command, not systemd, says what happened.
+const reloadWait = history.CheckTimeout + 25*time.Second
+
 // statusPoll is how often `nxdns reload` reads the status while it waits.
 const statusPoll = 50 * time.Millisecond
 
@@ -86,7 +96,7 @@ func cmdReload(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	set := flag.NewFlagSet("reload", flag.ContinueOnError)
 	pid := set.Int("pid", 0, "the process id of `nxdns run` (systemd: $MAINPID)")
 	status := set.String("status", "", "the file given to nxdns run --reload-status")
-	timeout := set.Duration("timeout", 60*time.Second, "how long to wait for the reload's outcome")
+	timeout := set.Duration("timeout", reloadWait, "how long to wait for the reload's outcome")
 	if code, ok := parseFlags(set, args, stderr); !ok {
 		return code
 	}

@@ -6,10 +6,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
@@ -171,4 +174,24 @@ func TestRun_skippedInlineRuleSaysWhy(t *testing.T) {
 	writeConfig(t, path, text)
 	_, stderr := startRun(t, "--config", path)
 	awaitLine(t, lineChan(stderr), `"reason": "url rule: DNS sees names, not URLs or paths`)
+}
+
+// `nxdns reload` (the units' ExecReload) waits longer by default than a
+// reload can take checking a history file in a child process
+// (history.CheckTimeout), and less than systemd's default reload timeout
+// of 90 s. It waited 60 s, the check's own bound: a reload that re-checked
+// a slow file was reported failed though nxdns then applied it.
+func TestReload_waitsOutAHistoryCheck(t *testing.T) {
+	out, _ := nxdns(t, "reload", "-h")
+	m := regexp.MustCompile(`-timeout duration\s+.*\(default ([^)]+)\)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no default for -timeout in:\n%s", out)
+	}
+	wait, err := time.ParseDuration(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wait <= history.CheckTimeout || wait >= 90*time.Second {
+		t.Errorf("reload waits %v by default, want more than the history check's %v and less than systemd's 90 s", wait, history.CheckTimeout)
+	}
 }

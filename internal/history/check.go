@@ -38,11 +38,11 @@ const (
 	CheckCorrupt = 3 // the file is damaged
 )
 
-// checkTimeout bounds the child's walk. A file at the largest packaged
+// CheckTimeout bounds the child's walk. A file at the largest packaged
 // budget reads in seconds even from an SD card; a check that takes longer
 // is not a verdict on the file, which is then left in place (the history
 // runs in memory) rather than moved aside.
-const checkTimeout = 60 * time.Second
+const CheckTimeout = 60 * time.Second
 
 // keepCorrupt is how many moved-aside files are kept per path: the newest
 // ones, so a file damaged again and again cannot fill the disk.
@@ -95,10 +95,10 @@ func CheckExit(err error) int {
 // for a damaged one (the child said so, or crashed: a Go panic or fatal
 // fault, or a fault signal), any other error when the file could not be
 // checked (the child could not start or ended otherwise, or took longer
-// than checkTimeout).
+// than CheckTimeout).
 func ExecCheck(exe string) func(path string) error {
 	return func(path string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), CheckTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, exe, "history-check", path)
 		var out strings.Builder
@@ -110,7 +110,7 @@ func ExecCheck(exe string) func(path string) error {
 		case err == nil:
 			return nil
 		case ctx.Err() != nil:
-			return fmt.Errorf("checking %s took longer than %v; left in place", path, checkTimeout)
+			return fmt.Errorf("checking %s took longer than %v; left in place", path, CheckTimeout)
 		case !errors.As(err, &exit):
 			return fmt.Errorf("checking %s: %w", path, err)
 		case exit.ExitCode() == CheckFailed:
@@ -158,15 +158,32 @@ func truncate(s string, n int) string {
 	return s
 }
 
+// corruptTime is the UTC time in a moved-aside file's name; it sorts as
+// the time.
+const corruptTime = "20060102T150405.000Z"
+
 // quarantine moves the damaged file at path aside as
 // path.corrupt-<UTC time>, keeping only the newest keepCorrupt of them,
-// and returns the new name.
+// and returns the new name. Only names of that exact form are counted and
+// removed: another file beside it (path.corrupt-notes) is not ours, and the
+// path itself is never read as a pattern (a directory named "nxdns[1]").
 func quarantine(path string, now time.Time) (string, error) {
-	aside := path + ".corrupt-" + now.UTC().Format("20060102T150405.000Z")
+	aside := path + ".corrupt-" + now.UTC().Format(corruptTime)
 	if err := os.Rename(path, aside); err != nil {
 		return "", fmt.Errorf("moving the damaged file aside: %w", err)
 	}
-	old, _ := filepath.Glob(path + ".corrupt-*")
+	dir, prefix := filepath.Dir(path), filepath.Base(path)+".corrupt-"
+	entries, _ := os.ReadDir(dir)
+	var old []string
+	for _, e := range entries {
+		stamp, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if _, err := time.Parse(corruptTime, stamp); err == nil {
+			old = append(old, filepath.Join(dir, e.Name()))
+		}
+	}
 	slices.Sort(old) // the time in the name sorts as the time
 	for len(old) > keepCorrupt {
 		os.Remove(old[0])

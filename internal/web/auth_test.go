@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -161,15 +162,7 @@ func TestLogin_zonesOfOneHostShareItsLimit(t *testing.T) {
 	}
 	s := newTestServer(t, "127.0.0.1:0")
 	s.SetPassword(hash)
-	try := func(remote, password string) int {
-		form := url.Values{"password": {password}}.Encode()
-		r := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form))
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		r.RemoteAddr = remote
-		w := httptest.NewRecorder()
-		s.handleLogin(w, r)
-		return w.Code
-	}
+	try := func(remote, password string) int { return tryLogin(s, remote, password) }
 	for i := range loginBurst {
 		if code := try("[fe80::1%eth0]:40000", "guess"); code != http.StatusUnauthorized {
 			t.Fatalf("attempt %d from fe80::1%%eth0: %d, want 401", i, code)
@@ -180,8 +173,51 @@ func TestLogin_zonesOfOneHostShareItsLimit(t *testing.T) {
 			t.Errorf("attempt from %s after %d from fe80::1%%eth0: %d, want 429", remote, loginBurst, code)
 		}
 	}
-	if code := try("[fe80::2%eth0]:40003", "guess"); code != http.StatusUnauthorized {
+	if code := try("192.0.2.7:40003", "guess"); code != http.StatusUnauthorized {
 		t.Errorf("another host: %d, want 401: the limit is per client", code)
+	}
+}
+
+// tryLogin posts password to s's login as if from remote (a made-up peer,
+// set as RemoteAddr: loopback has one IPv6 address, and the handler reads
+// nothing else of the connection).
+func tryLogin(s *Server, remote, password string) int {
+	form := url.Values{"password": {password}}.Encode()
+	r := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = remote
+	w := httptest.NewRecorder()
+	s.handleLogin(w, r)
+	return w.Code
+}
+
+// The login limiter counts an IPv6 /64 as one client, as the connection
+// caps and the DNS listeners do (query.ClientShareKey): a host that spent
+// its guesses cannot buy more from another address of its /64, and so
+// cannot spend the shared bucket alone and lock every other client out.
+// Its refusals make one rate-limit warning, naming the /64. Before, each
+// address had a bucket of its own: four addresses of one /64 took all
+// globalBurst guesses and the operator's right password got 429.
+func TestLogin_oneSlash64IsOneClient(t *testing.T) {
+	s, logs := observedLoginServer(t)
+	for i := range globalBurst {
+		remote := fmt.Sprintf("[2001:db8:1:2::%x]:40000", i+1)
+		code := tryLogin(s, remote, "guess")
+		if want := http.StatusUnauthorized; i >= loginBurst {
+			want = http.StatusTooManyRequests
+			if code != want {
+				t.Fatalf("guess %d from %s, after %d from its /64: %d, want %d", i, remote, loginBurst, code, want)
+			}
+		} else if code != want {
+			t.Fatalf("guess %d from %s: %d, want %d", i, remote, code, want)
+		}
+	}
+	if code := tryLogin(s, "192.0.2.7:40001", testPassword); code != http.StatusSeeOther {
+		t.Errorf("the operator's right password after the /64's guesses: %d, want 303", code)
+	}
+	warns := logs.FilterMessageSnippet("rate-limited").All()
+	if len(warns) != 1 || warns[0].ContextMap()["client"] != "2001:db8:1:2::/64" {
+		t.Errorf("rate-limit warnings %v, want one naming 2001:db8:1:2::/64", warns)
 	}
 }
 

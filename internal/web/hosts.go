@@ -24,9 +24,10 @@ import (
 //     under its own name, so an address is never a rebinding;
 //   - "localhost", which browsers resolve to loopback themselves (RFC 6761
 //     §6.3);
-//   - the names in web.hostnames, for a dashboard reached by name on the LAN.
+//   - the names in web.hostnames, for a dashboard reached by name on the LAN;
+//   - no Host at all (HTTP/1.0), which no browser sends.
 //
-// Everything else gets 421 Misdirected Request (RFC 9110 §15.5.20) with a
+// Everything else, a Host that is empty once its port is gone (":80") too, gets 421 Misdirected Request (RFC 9110 §15.5.20) with a
 // body that says which key to set.
 
 // hostPolicy is what hostGuard accepts; swapped whole by SetHostnames.
@@ -71,10 +72,10 @@ func normalHost(h string) string {
 
 // allows reports whether host (a request's Host) names this endpoint.
 func (p *hostPolicy) allows(host string) bool {
-	h := normalHost(host)
-	if h == "" {
+	if host == "" {
 		return true // HTTP/1.0 without Host: no browser sends that, so no rebinding
 	}
+	h := normalHost(host)
 	if ip, err := netip.ParseAddr(h); err == nil {
 		return p.wildcard || slices.Contains(p.listen, ip.Unmap().WithZone(""))
 	}

@@ -60,6 +60,9 @@ func TestHost_wildcardListenServesAnyAddress(t *testing.T) {
 	for in, want := range map[string]bool{
 		"192.168.1.10:9153": true, "[fe80::1]:9153": true, "[2001:db8::1]": true, "localhost": true,
 		"pi.lan:9153": false, "evil.example": false, "": true,
+		// Empty only once the port or brackets are gone: not a name of
+		// this endpoint either.
+		":9153": false, "[]": false, "[]:9153": false, ".": false,
 	} {
 		if got := newHostPolicy([]string{"0.0.0.0:9153"}, nil).allows(in); got != want {
 			t.Errorf("wildcard listen, Host %q: allowed %v, want %v", in, got, want)

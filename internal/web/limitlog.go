@@ -37,7 +37,7 @@ type limitEpisodes struct {
 	counters *Counters
 
 	mu      sync.Mutex // guards open and closed
-	open    map[netip.Addr]*episode
+	open    map[netip.Prefix]*episode
 	closed  bool
 	overrun bool // a refusal found the table full (logged once per overrun)
 }
@@ -54,11 +54,12 @@ type episode struct {
 }
 
 func newLimitEpisodes(log *zap.Logger) *limitEpisodes {
-	return &limitEpisodes{log: log, quiet: limitQuiet, counters: &Counters{}, open: map[netip.Addr]*episode{}}
+	return &limitEpisodes{log: log, quiet: limitQuiet, counters: &Counters{}, open: map[netip.Prefix]*episode{}}
 }
 
-// refused notes one attempt from client the rate limit refused.
-func (l *limitEpisodes) refused(client netip.Addr) {
+// refused notes one attempt from client (query.ClientShareKey) the rate
+// limit refused.
+func (l *limitEpisodes) refused(client netip.Prefix) {
 	l.counters.LoginRateLimited.Add(1)
 	now := time.Now()
 	l.mu.Lock()
@@ -86,12 +87,12 @@ func (l *limitEpisodes) refused(client netip.Addr) {
 	l.open[client] = e
 	l.counters.LoginEpisodes.Add(1)
 	l.log.Warn("login attempts rate-limited: further attempts from this client are refused unchecked until it slows down; one line when it ends",
-		zap.String("client", client.String()))
+		zap.String("client", shareName(client)))
 }
 
 // end closes e once no attempt was refused for l.quiet. A refusal that
 // re-armed the timer while it fired leaves e open for the next firing.
-func (l *limitEpisodes) end(client netip.Addr, e *episode) {
+func (l *limitEpisodes) end(client netip.Prefix, e *episode) {
 	l.mu.Lock()
 	if e.ended || l.closed || time.Since(e.last) < l.quiet {
 		l.mu.Unlock()
@@ -103,8 +104,8 @@ func (l *limitEpisodes) end(client netip.Addr, e *episode) {
 	l.logEnd(client, e)
 }
 
-func (l *limitEpisodes) logEnd(client netip.Addr, e *episode) {
-	l.log.Info("login rate limiting ended", zap.String("client", client.String()),
+func (l *limitEpisodes) logEnd(client netip.Prefix, e *episode) {
+	l.log.Info("login rate limiting ended", zap.String("client", shareName(client)),
 		zap.Uint64("refused", e.refused), zap.Duration("lasted", e.last.Sub(e.start).Round(time.Second)))
 }
 
@@ -113,7 +114,7 @@ func (l *limitEpisodes) close() {
 	l.mu.Lock()
 	l.closed = true
 	open := l.open
-	l.open = map[netip.Addr]*episode{}
+	l.open = map[netip.Prefix]*episode{}
 	for _, e := range open {
 		e.timer.Stop()
 		e.ended = true
@@ -122,4 +123,13 @@ func (l *limitEpisodes) close() {
 	for client, e := range open {
 		l.logEnd(client, e)
 	}
+}
+
+// shareName is how the log names a client share: the address of an IPv4
+// one, the prefix of an IPv6 /64.
+func shareName(p netip.Prefix) string {
+	if p.Addr().Is4() {
+		return p.Addr().String()
+	}
+	return p.String()
 }

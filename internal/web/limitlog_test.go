@@ -16,10 +16,10 @@ import (
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
-// A client hammering the login (issue 30 finding 17: 23 047 warnings in
-// 10 s from one address) makes one warning when its episode starts and one
-// line with the count when it ends, and the counters hold every refusal.
-func TestLogin_rateLimitingLogsOncePerEpisode(t *testing.T) {
+// observedLoginServer is a server on 127.0.0.1 with testPassword set, not
+// started, whose log the returned observer holds.
+func observedLoginServer(t *testing.T) (*Server, *observer.ObservedLogs) {
+	t.Helper()
 	hash, err := bcrypt.GenerateFromPassword([]byte(testPassword), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -27,10 +27,18 @@ func TestLogin_rateLimitingLogsOncePerEpisode(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	s := New("127.0.0.1:0", prometheus.NewRegistry(), func() Health { return Health{} }, zap.New(core))
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	s.SetPassword(hash)
+	return s, logs
+}
+
+// A client hammering the login (issue 30 finding 17: 23 047 warnings in
+// 10 s from one address) makes one warning when its episode starts and one
+// line with the count when it ends, and the counters hold every refusal.
+func TestLogin_rateLimitingLogsOncePerEpisode(t *testing.T) {
+	s, logs := observedLoginServer(t)
 	counters := &Counters{}
 	s.ShareCounters(counters)
 	s.limited.quiet = 300 * time.Millisecond
-	s.SetPassword(hash)
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -64,10 +64,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cross-origin request refused", http.StatusForbidden)
 		return
 	}
-	if !l.limiter.allow(clientAddr(r)) {
+	if share := query.ClientShareKey(clientAddr(r)); !l.limiter.allow(share) {
 		w.Header().Set("Retry-After", "60")
 		renderLogin(w, http.StatusTooManyRequests, loginView{Error: "Too many attempts. Wait a minute and try again.", Next: next})
-		s.limited.refused(clientAddr(r))
+		s.limited.refused(share)
 		return
 	}
 	password := r.PostFormValue("password")

@@ -6,20 +6,23 @@ import (
 	"time"
 )
 
-// loginLimiter bounds password guesses: each client address has a bucket
+// loginLimiter bounds password guesses: each client (an IPv4 address or an
+// IPv6 /64, query.ClientShareKey, as the connection caps count) has a bucket
 // of loginBurst attempts refilled at one per loginRefill, and all clients
 // together share one more bucket, so that neither one host nor a spread of
 // addresses can try more than a few passwords a minute — and bcrypt, which
 // costs a Pi a quarter second per try, never eats the CPU DNS needs.
 //
 // Guarantee: between two refills, at most loginBurst attempts from one
-// address and at most globalBurst from all addresses reach the password
-// check.
+// client and at most globalBurst from all clients reach the password
+// check. A host picks any address of its /64 at will (RFC 8981), so a
+// bucket per IPv6 address let one host spend the shared bucket alone and
+// lock every other client out of the login.
 type loginLimiter struct {
 	now func() time.Time
 
 	mu      sync.Mutex // guards the fields below
-	clients map[netip.Addr]*bucket
+	clients map[netip.Prefix]*bucket
 	global  bucket
 }
 
@@ -53,11 +56,11 @@ func (b *bucket) take(now time.Time, burst int, refill time.Duration) bool {
 }
 
 func newLoginLimiter() *loginLimiter {
-	return &loginLimiter{now: time.Now, clients: map[netip.Addr]*bucket{}}
+	return &loginLimiter{now: time.Now, clients: map[netip.Prefix]*bucket{}}
 }
 
 // allow reports whether client may try a password now.
-func (l *loginLimiter) allow(client netip.Addr) bool {
+func (l *loginLimiter) allow(client netip.Prefix) bool {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

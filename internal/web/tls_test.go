@@ -40,6 +40,34 @@ func TestServer_servesHTTPSWithTheCertificate(t *testing.T) {
 	}
 }
 
+// A browser offers HTTP/2 in the TLS handshake: the HTTPS listener answers
+// it in HTTP/1.1, which the connection caps count (one request per
+// connection at a time), and the Host check refuses a foreign name there as
+// on the plain listener. Before, the handshake picked h2 with no HTTP/2
+// server behind it, and every such connection was closed unanswered.
+func TestServer_browserOverHTTPSGetsHTTP1(t *testing.T) {
+	s, ca := tlsServer(t, "127.0.0.1:0")
+	s.Handle("GET /api/private", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) }), Private)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: "nxdns.home.arpa"}}
+	t.Cleanup(tr.CloseIdleConnections)
+	for host, want := range map[string]int{"localhost": http.StatusOK, "rebind.example": http.StatusMisdirectedRequest} {
+		req, _ := http.NewRequest("GET", "https://"+s.TLSAddr().String()+"/api/private", nil)
+		req.Host = host
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatalf("Host %s, h2 offered: %v", host, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 1 || resp.StatusCode != want || (want == http.StatusOK && string(b) != "HTTP/1.1") {
+			t.Errorf("Host %s, h2 offered: %s %d %q, want HTTP/1.1 %d", host, resp.Proto, resp.StatusCode, b, want)
+		}
+	}
+}
+
 // An HTTPS listener on the LAN makes the endpoint reachable from the LAN:
 // without a password the private routes are refused there and on the
 // loopback listener alike.

@@ -171,7 +171,16 @@ func (s *Server) Start() error {
 	s.srv.ReadHeaderTimeout = s.readHeaderTimeout
 	s.srv.ConnState = guardConnState
 	if tlsLn != nil { // before any Serve: Serve reads it
-		s.srv.TLSConfig = &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12}
+		// HTTP/1.1 only, and said so in the handshake. The connection
+		// caps (conns.go) count connections as HTTP/1.1 uses them, one
+		// request at a time; an HTTP/2 connection carries up to 250 at
+		// once, past maxConnsPerClient. And with TLSConfig set before the
+		// plain listener's Serve, the server offered h2 in the handshake
+		// with no HTTP/2 server set up behind it: every browser (they all
+		// pick h2) had its connection closed unanswered. A browser not
+		// offered h2 speaks HTTP/1.1.
+		s.srv.TLSConfig = &tls.Config{GetCertificate: s.getCert, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+		s.srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	}
 	guard := newConnGuard(ln)
 	s.serving.Go(func() {
