@@ -105,48 +105,32 @@ func flat(t reflect.Type) bool {
 	if f, ok := flatTypes.Load(t); ok {
 		return f.(bool)
 	}
-	f := flatType(t)
+	f := flatType(t, true)
 	flatTypes.Store(t, f)
 	return f
 }
 
-func flatType(t reflect.Type) bool {
+// flatType reports whether t holds nothing on the heap but, with bytes,
+// strings and slices of bytes (such as net.IP); without, nothing at all.
+func flatType(t reflect.Type, bytes bool) bool {
 	switch t.Kind() {
 	case reflect.String:
-		return true
+		return bytes
 	case reflect.Slice:
-		return t.Elem().Size() == 1 && t.Elem().Kind() != reflect.Struct
+		return bytes && t.Elem().Size() == 1 && t.Elem().Kind() != reflect.Struct
 	case reflect.Struct:
 		for i := range t.NumField() {
-			if !flatType(t.Field(i).Type) {
+			if !flatType(t.Field(i).Type, bytes) {
 				return false
 			}
 		}
 		return true
 	case reflect.Array:
-		return flatType(t.Elem())
+		return flatType(t.Elem(), bytes)
 	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Chan, reflect.Func, reflect.UnsafePointer:
 		return false
 	}
 	return true // numbers and booleans
-}
-
-// plain reports whether t is numbers and booleans only, nothing behind it.
-func plain(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if !plain(t.Field(i).Type) {
-				return false
-			}
-		}
-		return true
-	case reflect.Array:
-		return plain(t.Elem())
-	case reflect.String, reflect.Slice, reflect.Pointer, reflect.Interface, reflect.Map, reflect.Chan, reflect.Func, reflect.UnsafePointer:
-		return false
-	}
-	return true
 }
 
 // held is the heap v refers to beyond its own size: own, the slices'
@@ -161,7 +145,7 @@ func held(v reflect.Value) (own, shared int) {
 			return 0, 0
 		}
 		own = roundAlloc(v.Cap() * int(v.Type().Elem().Size()))
-		if plain(v.Type().Elem()) {
+		if flatType(v.Type().Elem(), false) {
 			return own, 0 // numbers: nothing behind the elements
 		}
 		for i := range v.Len() {
