@@ -237,6 +237,12 @@ func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 		return
 	}
 	if !st.put(k, e) {
+		// Too heavy to keep (store.go): the answer it replaces is
+		// superseded all the same, and must not be served stale later.
+		if old != nil {
+			st.remove(k, old)
+			c.changes.Add(1)
+		}
 		return
 	}
 	c.changes.Add(1)

@@ -65,7 +65,7 @@ func (s *store) get(k key) *entry {
 
 // put stores e under k, replacing what k held, and reports whether it did:
 // an entry heavier than the store's share for one entry is not stored (and
-// k keeps what it held).
+// k keeps what it held; Cache.learn drops that, superseded).
 func (s *store) put(k key, e *entry) bool {
 	w := weigh(e)
 	if int64(w) > s.maxEntryWeight() {

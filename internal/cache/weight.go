@@ -2,6 +2,7 @@ package cache
 
 import (
 	"reflect"
+	"sync"
 	"unsafe"
 
 	"github.com/miekg/dns"
@@ -20,23 +21,23 @@ import (
 // Wire length alone is no measure: a record's parsed form can cost many
 // times its wire form (a TXT record of empty strings costs a 16-byte string
 // header, three times over with the renderings, for each wire byte; an
-// HTTPS record's parameters cost an interface and an allocation each). So
-// the types whose rdata parses into many small values are counted value by
-// value, and every other type by its struct plus its wire length, which
-// bounds the bytes its names and slices hold. BenchmarkEntryBytes checks the
-// weights against the heap an entry really holds.
+// HTTPS record's parameters cost an interface and an allocation each; an
+// NSEC record's type bitmap two bytes for each bit). So the types whose
+// rdata parses into more than strings and byte slices are counted value by
+// value (rrBytes), and every other type by its struct plus its wire length,
+// which bounds the bytes its names and slices hold. BenchmarkEntryBytes and
+// TestWeigh_neverBelowTheHeapAnEntryHolds check the weights against the
+// heap an entry really holds.
 
 // Fixed costs, from the structs they stand for and otter's node.
 const (
 	// entryOverhead is the entry, the view and wireSet headers, the parsed
 	// message's struct and question, and otter's node for the key.
 	entryOverhead = int(unsafe.Sizeof(entry{})) + 2*int(unsafe.Sizeof(dns.Msg{})) + int(unsafe.Sizeof(view{})) + 160
-	// ifaceBytes is one element of a []dns.RR or []dns.SVCBKeyValue.
+	// ifaceBytes is one element of a []dns.RR.
 	ifaceBytes = 16
 	// stringBytes is one element of a []string.
 	stringBytes = int(unsafe.Sizeof(""))
-	// svcbValueBytes is one SVCB parameter's own allocation.
-	svcbValueBytes = 48
 	// templateOverhead is one wireSet and its template's slice header.
 	templateOverhead = int(unsafe.Sizeof(wireSet{})) + 32
 	// maxTemplate bounds the answer one template holds: the fast path
@@ -75,60 +76,117 @@ func weigh(e *entry) int {
 
 // rrBytes is what one parsed record holds: own, the allocations a copy
 // (dns.Copy) makes again, and shared, the strings a copy shares with it.
+//
+// A record whose fields are numbers, strings and byte slices (A, AAAA,
+// CNAME, MX, SOA, DS, RRSIG, ...: flat) holds its struct and its names,
+// strings and bytes, which its wire length bounds (a name as counted
+// uncompressed; a hex or base64 string as up to twice its bytes, within the
+// three copies counted as own). Any other record (TXT's strings, HTTPS's
+// parameters, NSEC's type bitmap, APL's prefixes, of any type the DNS
+// library parses now or later) is walked value by value: there a wire byte
+// can cost a string header, a slice element of two bytes for each bitmap
+// bit, or a struct and two allocations.
 func rrBytes(rr dns.RR) (own, shared int) {
-	own = roundAlloc(int(reflect.TypeOf(rr).Elem().Size()))
-	shared = roundAlloc(len(rr.Header().Name))
-	switch v := rr.(type) {
-	case *dns.TXT:
-		o, s := stringsBytes(v.Txt)
-		return own + o, shared + s
-	case *dns.SPF:
-		o, s := stringsBytes(v.Txt)
-		return own + o, shared + s
-	case *dns.SVCB:
-		return own + svcbBytes(v.Value), shared + roundAlloc(len(v.Target))
-	case *dns.HTTPS:
-		return own + svcbBytes(v.Value), shared + roundAlloc(len(v.Target))
+	v := reflect.ValueOf(rr).Elem()
+	own = roundAlloc(int(v.Type().Size()))
+	if flat(v.Type()) {
+		return own + roundAlloc(dns.Len(rr)), roundAlloc(len(rr.Header().Name))
 	}
-	// Every other type: its names and byte slices are within its wire
-	// length, counted as copied (a copy clones its byte slices).
-	return own + roundAlloc(dns.Len(rr)), shared
+	o, s := held(v)
+	return own + o, s
 }
 
-// stringsBytes is a []string: the slice (copied by a rendering) and the
-// strings' bytes (shared).
-func stringsBytes(ss []string) (own, shared int) {
-	for _, s := range ss {
-		shared += roundAlloc(len(s))
+// flatTypes caches flat by record type.
+var flatTypes sync.Map // reflect.Type -> bool
+
+// flat reports whether t holds nothing on the heap but strings and slices
+// of bytes (such as net.IP).
+func flat(t reflect.Type) bool {
+	if f, ok := flatTypes.Load(t); ok {
+		return f.(bool)
 	}
-	return roundAlloc(len(ss) * stringBytes), shared
+	f := flatType(t, true)
+	flatTypes.Store(t, f)
+	return f
 }
 
-// svcbBytes is an SVCB or HTTPS record's parameters, all deep-copied by a
-// rendering.
-func svcbBytes(vals []dns.SVCBKeyValue) int {
-	n := roundAlloc(len(vals) * ifaceBytes)
-	for _, kv := range vals {
-		n += svcbValueBytes
-		switch v := kv.(type) {
-		case *dns.SVCBAlpn:
-			o, s := stringsBytes(v.Alpn)
-			n += o + s
-		case *dns.SVCBIPv4Hint:
-			n += roundAlloc(len(v.Hint)*24) + len(v.Hint)*16
-		case *dns.SVCBIPv6Hint:
-			n += roundAlloc(len(v.Hint)*24) + len(v.Hint)*16
-		case *dns.SVCBMandatory:
-			n += roundAlloc(len(v.Code) * 2)
-		case *dns.SVCBECHConfig:
-			n += roundAlloc(len(v.ECH))
-		case *dns.SVCBLocal:
-			n += roundAlloc(len(v.Data))
-		case *dns.SVCBDoHPath:
-			n += roundAlloc(len(v.Template))
+// flatType reports whether t holds nothing on the heap but, with bytes,
+// strings and slices of bytes (such as net.IP); without, nothing at all.
+func flatType(t reflect.Type, bytes bool) bool {
+	switch t.Kind() {
+	case reflect.String:
+		return bytes
+	case reflect.Slice:
+		return bytes && t.Elem().Size() == 1 && t.Elem().Kind() != reflect.Struct
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !flatType(t.Field(i).Type, bytes) {
+				return false
+			}
 		}
+		return true
+	case reflect.Array:
+		return flatType(t.Elem(), bytes)
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+		return false
 	}
-	return n
+	return true // numbers and booleans
+}
+
+// held is the heap v refers to beyond its own size: own, the slices'
+// arrays and the values behind pointers and interfaces (a copy makes them
+// again), and shared, the strings' bytes (a copy shares them).
+func held(v reflect.Value) (own, shared int) {
+	switch v.Kind() {
+	case reflect.String:
+		return 0, roundAlloc(v.Len())
+	case reflect.Slice:
+		if v.IsNil() {
+			return 0, 0
+		}
+		own = roundAlloc(v.Cap() * int(v.Type().Elem().Size()))
+		if flatType(v.Type().Elem(), false) {
+			return own, 0 // numbers: nothing behind the elements
+		}
+		for i := range v.Len() {
+			o, s := held(v.Index(i))
+			own, shared = own+o, shared+s
+		}
+		return own, shared
+	case reflect.Pointer:
+		if v.IsNil() {
+			return 0, 0
+		}
+		o, s := held(v.Elem())
+		return roundAlloc(int(v.Type().Elem().Size())) + o, s
+	case reflect.Interface:
+		if v.IsNil() {
+			return 0, 0
+		}
+		return held(v.Elem())
+	case reflect.Struct:
+		for i := range v.NumField() {
+			o, s := held(v.Field(i))
+			own, shared = own+o, shared+s
+		}
+		return own, shared
+	case reflect.Array:
+		for i := range v.Len() {
+			o, s := held(v.Index(i))
+			own, shared = own+o, shared+s
+		}
+		return own, shared
+	case reflect.Map:
+		// No record type holds one; counted roughly, should one appear.
+		own = roundAlloc(v.Len() * 64)
+		for it := v.MapRange(); it.Next(); {
+			o, s := held(it.Key())
+			o2, s2 := held(it.Value())
+			own, shared = own+o+o2, shared+s+s2
+		}
+		return own, shared
+	}
+	return 0, 0
 }
 
 // roundAlloc is n rounded up to the allocator's granularity: 16 bytes

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,6 +45,38 @@ var answerKinds = []answerKind{
 			rrs[i] = &dns.A{Hdr: hdr(name, dns.TypeA), A: net.IPv4(10, byte(i>>8), byte(i), 1)}
 		}
 		return reply(name, dns.TypeA, rrs...)
+	}},
+}
+
+// answerKindsOtherTypes are large answers of the types whose rdata parses
+// into many small values besides TXT and HTTPS: each costs many times its
+// wire length parsed, and a weight of struct plus wire length would
+// under-count it.
+var answerKindsOtherTypes = []answerKind{
+	{"NINFO-60KB-empty-strings", func(name string) *dns.Msg { // TXT's parse under another type
+		return reply(name, dns.TypeNINFO, &dns.NINFO{Hdr: hdr(name, dns.TypeNINFO), ZSData: repeat("", 60000)})
+	}},
+	{"NSEC-700-full-windows", func(name string) *dns.Msg { // 2 bytes parsed for each bitmap bit
+		types := make([]uint16, 0, 255)
+		for t := 1; t <= 255; t++ {
+			types = append(types, uint16(t))
+		}
+		rrs := make([]dns.RR, 700)
+		for i := range rrs {
+			rrs[i] = &dns.NSEC{Hdr: hdr(name, dns.TypeNSEC), NextDomain: fmt.Sprintf("n%d.%s", i, name), TypeBitMap: types}
+		}
+		return reply(name, dns.TypeNSEC, rrs...)
+	}},
+	{"APL-16000-empty-prefixes", func(name string) *dns.Msg { // 4 wire bytes, two slices and a struct parsed
+		ps := make([]dns.APLPrefix, 16000)
+		for i := range ps {
+			ps[i] = dns.APLPrefix{Network: net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}}
+		}
+		return reply(name, dns.TypeAPL, &dns.APL{Hdr: hdr(name, dns.TypeAPL), Prefixes: ps})
+	}},
+	{"HIP-root-servers", func(name string) *dns.Msg { // a string header per one-byte name
+		return reply(name, dns.TypeHIP, &dns.HIP{Hdr: hdr(name, dns.TypeHIP), HitLength: 1, Hit: "01",
+			PublicKeyAlgorithm: 2, PublicKeyLength: 3, PublicKey: "AQID", RendezvousServers: repeat(".", 3000)})
 	}},
 }
 
@@ -192,6 +225,34 @@ func TestStore_60KBAnswersStayInsideTheByteBudget(t *testing.T) {
 		t.Errorf("%d entries held: want some, and fewer than %d", st.len(), budget/(60<<10))
 	}
 	t.Logf("%d entries, %d bytes of heap, weight %d", st.len(), heap, st.bytes())
+}
+
+// TestWeigh_neverBelowTheHeapAnEntryHolds: for every kind of answer, the
+// ordinary ones and those built to be expensive to parse, of any record
+// type, an entry's weight is at least the heap it holds at its largest
+// (rendered fresh and stale, a template per query shape). A weight below
+// it is a byte budget that does not bound: an answer of seven NSEC records
+// with full type bitmaps is 61 KB on the wire and megabytes parsed.
+func TestWeigh_neverBelowTheHeapAnEntryHolds(t *testing.T) {
+	for _, kind := range slices.Concat(answerKinds, answerKindsOtherTypes) {
+		t.Run(kind.name, func(t *testing.T) {
+			n := 20
+			if kind.name == "A" {
+				n = 2000
+			}
+			used, st := fillStore(t, kind, n, 1<<40, true)
+			defer st.close()
+			var weight int64
+			st.each(func(_ key, e *entry) { weight += int64(e.weight) })
+			if st.len() != n {
+				t.Fatalf("%d of %d entries held", st.len(), n)
+			}
+			t.Logf("per entry: weight %d, heap held %d", weight/int64(n), used/int64(n))
+			if weight < used {
+				t.Errorf("weight %d per entry, below the %d bytes of heap it holds", weight/int64(n), used/int64(n))
+			}
+		})
+	}
 }
 
 // TestStore_oversizedAnswerServedNotStored: an answer heavier than an

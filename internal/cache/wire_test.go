@@ -613,3 +613,30 @@ func TestANY_keepsSignaturesWithoutDO(t *testing.T) {
 		}
 	}
 }
+
+// TestServeStale_oversizedRefreshDropsTheOldAnswer: an expired entry's
+// refresh brings an answer too heavy to cache (200 A records, over 1/64 of
+// a 1 MiB budget). The client gets it; the old answer, which it replaces,
+// is dropped rather than kept to be served stale later: when the upstream
+// then stalls, the name fails rather than going back to the superseded
+// address.
+func TestServeStale_oversizedRefreshDropsTheOldAnswer(t *testing.T) {
+	r := newRig(t, withBudget(time.Second), withOptions(func(o *cache.Options) { o.MaxBytes = 1 << 20 }))
+	r.askA(t, "grow.example.")
+	r.up.set(func(q *dns.Msg) *dns.Msg {
+		m := answerA("192.0.2.2", 60)(q)
+		for i := range 199 {
+			m.Answer = append(m.Answer, &dns.A{Hdr: *m.Answer[0].Header(), A: net.IPv4(10, 0, byte(i>>8), byte(i)).To4()})
+		}
+		return m
+	})
+	r.clock.AdvanceS(61)
+	if _, ev := r.askA(t, "grow.example."); ev.Source != query.SourcePool {
+		t.Fatalf("refresh: source %q, want the pool", ev.Source)
+	}
+	testutil.WaitFor(t, "the heavy answer counted as oversized", 10*time.Second, func() bool { return r.cache.Snapshot().Oversized == 1 })
+	r.up.set(nil) // the upstream stalls
+	if resp, ev := r.askA(t, "grow.example."); ev.Source == query.SourceStale {
+		t.Errorf("after an oversized refresh: %v (source %q), the superseded answer served stale", resp, ev.Source)
+	}
+}

@@ -142,8 +142,12 @@ func (p *Pool) wait(ctx context.Context, qs *query) (*entry, *AttemptError) {
 	start := time.Now()
 	p.board.waiters.Add(1)
 	defer p.board.waiters.Add(-1)
-	p.shares.wait(qs, 1)
-	defer p.shares.wait(qs, -1)
+	p.shares.begin(qs)
+	defer func() {
+		if p.shares.end(qs) {
+			p.board.notify() // a query turned away for this one's wait may go now (fair.go)
+		}
+	}()
 	for {
 		changed := p.board.listen()
 		e, found := p.sweep(qs)

@@ -15,13 +15,16 @@ import (
 // client's miss waits among the flood's queries for one, woken in no order.
 //
 // A client (an IPv4 address, or an IPv6 /64, as the listeners count them)
-// may hold up to half of an entry's slots whatever else happens. Beyond
-// that it may take a free slot only while no other client's query waits at
-// the pool: an idle pool is all one client's (a router forwarding a whole
-// LAN as one source keeps every slot), a contended one keeps half of each
-// entry for everyone else. Since half of the slots can be over the share
-// for at most one client at a time, a free slot with a query waiting for it
-// always has a taker.
+// may hold up to half of an entry's slots (rounded up) whatever else
+// happens. Beyond that it may take a free slot only while no other client's
+// query waits at the pool: an idle pool is all one client's (a router
+// forwarding a whole LAN as one source keeps every slot), a contended one
+// keeps half of each entry for everyone else. Since only one client at a
+// time can hold half of the slots rounded up while a slot is free, a free
+// slot with a query waiting for it always has a taker. A client turned away
+// because another's query waited is woken when that wait ends and no other
+// client's query waits any more (end), not only at the next release: its
+// query would otherwise sit beside a free slot until then.
 //
 // Queries with no client (the prober, nxdns's own lookups) are not counted.
 
@@ -55,6 +58,10 @@ type shares struct {
 	held    map[heldKey]int32
 	waiting map[netip.Prefix]int32
 	waiters int32 // queries with a client inside Pool.wait
+	// refused is set when take turns a query away for another client's
+	// waiting one, and cleared when end reports that the waits it counted
+	// are over.
+	refused bool
 }
 
 type heldKey struct {
@@ -62,8 +69,10 @@ type heldKey struct {
 	client netip.Prefix
 }
 
-// share is one client's share of e's slots: half, and at least one.
-func share(e *entry) int32 { return int32(max(e.slots/2, 1)) }
+// share is one client's share of e's slots: half, rounded up. Rounded
+// down, two clients at their share of an odd number of slots would each be
+// turned away for the other's waiting query with a slot free.
+func share(e *entry) int32 { return int32((e.slots + 1) / 2) }
 
 // take counts a slot of e for qs's client and reports whether the client
 // may have it; the caller then tries the slot itself and calls give if it
@@ -76,6 +85,7 @@ func (s *shares) take(e *entry, qs *query) bool {
 	defer s.mu.Unlock()
 	k := heldKey{e.pos, qs.client}
 	if s.held[k] >= share(e) && s.waiters > s.waiting[qs.client] {
+		s.refused = true
 		return false
 	}
 	if s.held == nil {
@@ -96,6 +106,27 @@ func (s *shares) give(e *entry, qs *query) {
 	if s.held[k]--; s.held[k] <= 0 {
 		delete(s.held, k)
 	}
+}
+
+// begin counts qs's client as waiting.
+func (s *shares) begin(qs *query) { s.wait(qs, 1) }
+
+// end counts qs's wait as over and reports whether the waiters must be
+// woken: a query was turned away for another client's waiting one, and at
+// most one client's queries wait now, so none of them is turned away any
+// more.
+func (s *shares) end(qs *query) (wake bool) {
+	if !qs.hasClient {
+		return false
+	}
+	s.wait(qs, -1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused && len(s.waiting) <= 1 {
+		s.refused = false
+		return true
+	}
+	return false
 }
 
 // wait counts qs's client as waiting (d = 1) or no longer (d = -1).

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/testutil"
 )
@@ -92,4 +95,94 @@ func TestPool_floodFromOneClientLeavesAnothersMissesFast(t *testing.T) {
 		t.Errorf("the flooding client got %d of %d answered: held to its share, not shut out", flooded.Load()-floodFailed.Load(), flooded.Load())
 	}
 	poolTestAllFree(t, p)
+}
+
+// TestPool_queryTurnedAwayForAnothersWaitIsWokenWhenItEnds: client A, at
+// its share of the primary (two of four slots, stalled), asks again while
+// client B's query waits for the standby (it got SERVFAIL from the
+// primary, so only the standby is left to it). A slot of the primary
+// frees; A's query is turned away for B's waiting one, though B cannot use
+// that slot. When B's wait ends (its client gave up), A's query takes the
+// free slot at once. Without a wake-up at the end of B's wait it sat
+// beside the free slot until the next release: here, the end of A's own
+// stalled exchanges a minute later.
+func TestPool_queryTurnedAwayForAnothersWaitIsWokenWhenItEnds(t *testing.T) {
+	primary := &fakeClient{onExchange: func(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
+		switch name := m.Question[0].Name; {
+		case strings.HasPrefix(name, "stalled"):
+			return poolTestStall(ctx, m)
+		case name == "b.test.":
+			return poolTestReply(m, dns.RcodeServerFailure), nil
+		}
+		return poolTestAnswer(ctx, m)
+	}}
+	standby := &fakeClient{onExchange: poolTestAnswer}
+	p := poolTestNew(t, Options{Attempt: time.Minute, Total: time.Minute, Slots: 4}, primary, standby)
+	releaseStandby := poolTestHold(t, p, 1, 4)
+
+	clientA := WithClient(t.Context(), netip.MustParseAddr("127.0.0.10"))
+	stalledCtx, stopStalled := context.WithCancel(clientA)
+	stalled := []<-chan poolTestResult{poolTestGo(stalledCtx, p, "stalled1.test."), poolTestGo(stalledCtx, p, "stalled2.test.")}
+	testutil.WaitFor(t, "A's two exchanges to stall on the primary", 10*time.Second, func() bool { return primary.live.Load() == 2 })
+
+	ctxB, giveUpB := context.WithCancel(WithClient(t.Context(), netip.MustParseAddr("127.0.0.11")))
+	b := poolTestGo(ctxB, p, "b.test.")
+	testutil.WaitFor(t, "B to wait for the standby", 10*time.Second, func() bool {
+		return primary.live.Load() == 3 && p.board.waiters.Load() == 1
+	})
+	releasePrimary := poolTestHold(t, p, 0, 2) // the primary full: A's two and two others
+
+	a := poolTestGo(clientA, p, "a.test.")
+	testutil.WaitFor(t, "A's query to wait", 10*time.Second, func() bool { return p.board.waiters.Load() == 2 })
+	p.shares.mu.Lock()
+	p.shares.refused = false
+	p.shares.mu.Unlock()
+	releasePrimary() // a primary slot frees while B waits
+	testutil.WaitFor(t, "A's query to be turned away for B's wait", 10*time.Second, func() bool {
+		p.shares.mu.Lock()
+		defer p.shares.mu.Unlock()
+		return p.shares.refused
+	})
+	giveUpB()
+	if r := <-b; r.err == nil {
+		t.Fatalf("B's query answered (%v) with the standby held", r.resp)
+	}
+
+	select {
+	case r := <-a:
+		if r.err != nil || r.upstream != poolTestURL(0) {
+			t.Errorf("A's query: %v from %q, want an answer from the primary", r.err, r.upstream)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's query still waits beside a free primary slot after B's wait ended")
+	}
+	stopStalled()
+	for _, ch := range stalled {
+		<-ch
+	}
+	releasePrimary()
+	for range 4 {
+		releaseStandby()
+	}
+	poolTestAllFree(t, p)
+}
+
+// TestShares_oddSlotsLeaveNoFreeSlotIdle: two clients each hold one of an
+// entry's three slots and each has a query waiting; the free third slot
+// goes to one of them. With the share rounded down (one slot), each was
+// turned away for the other's waiting query and the slot sat idle until a
+// release.
+func TestShares_oddSlotsLeaveNoFreeSlotIdle(t *testing.T) {
+	var s shares
+	e := &entry{slots: 3}
+	a := &query{client: netip.MustParsePrefix("127.0.0.10/32"), hasClient: true}
+	b := &query{client: netip.MustParsePrefix("127.0.0.11/32"), hasClient: true}
+	if !s.take(e, a) || !s.take(e, b) {
+		t.Fatal("an idle entry turned a client away")
+	}
+	s.begin(a)
+	s.begin(b)
+	if !s.take(e, a) && !s.take(e, b) {
+		t.Error("both clients turned away with the third slot free")
+	}
 }
