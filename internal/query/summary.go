@@ -43,6 +43,14 @@ func Summary(m *dns.Msg) string {
 	return b.String()
 }
 
+// summaryRdataMax bounds the record data Summary writes out: miekg/dns
+// builds some records' text by repeated concatenation (NSEC type bitmaps,
+// HIP and NINFO name lists), so its cost grows with the square of the
+// record's size — seconds for one hostile record, paid at every log line
+// and every rendering of a cached answer. A record past the bound is named
+// by its size instead, which is all a log line can show of it anyway.
+const summaryRdataMax = 512
+
 // rdata is rr's presentation form minus its header: "192.0.2.1". The
 // records most answers consist of are written directly: rr.String() builds
 // the whole line, header included, and would be most of a query-log line's
@@ -59,6 +67,9 @@ func rdata(rr dns.RR) string {
 		if plainName(r.Target) {
 			return r.Target
 		}
+	}
+	if n := dns.Len(rr); n > summaryRdataMax {
+		return "(" + strconv.Itoa(n) + " bytes)"
 	}
 	s := rr.String()
 	if hs := rr.Header().String(); strings.HasPrefix(s, hs) {
