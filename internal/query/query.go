@@ -30,6 +30,10 @@ type Request struct {
 	Deadline time.Time
 	// Event is the query's record; each stage fills the fields it decides.
 	Event *Event
+	// Wire, when set, packs answers as the server would send them to this
+	// query's client: the cache keeps the bytes with an entry, for the UDP
+	// wire shortcut (wire.go). nil for every other query.
+	Wire WireForm
 }
 
 // Handler answers a Request: the rest of the chain, as a stage sees it.
@@ -85,11 +89,8 @@ func (l link) Answer(ctx context.Context, r *Request) (*dns.Msg, error) {
 // wants every query (the query log and the counters are the server's own).
 // Record is called once per query, after the answer was written or dropped,
 // on the query's goroutine: it must return at once (buffer, never block on
-// I/O). The Event is final when handed over, but it is the sink's only for
-// the call: the UDP fast path reuses its events for the next datagrams
-// (allocating one per cache hit was most of what made the garbage
-// collector run, and its cycles were the hit path's slowest answers), so a
-// sink copies what it keeps.
+// I/O). The Event is final when handed over and is never changed again:
+// every query has its own, so a sink may keep it.
 type Sink interface {
 	Record(e *Event)
 }
