@@ -37,7 +37,6 @@ type flight struct {
 	source   string   // Event.Source the route set: pool or zone:NAME
 	upstream string   // Event.Upstream
 	tried    []string // Event.Tried
-	stored   *entry   // the entry the answer was stored as; nil when not stored
 }
 
 // join returns k's flight; leader is true when the caller created it and

@@ -14,9 +14,12 @@ import (
 // wire form: AnswerWire finds the entry, lets every stage before the cache
 // confirm that it would pass the query on, and writes the entry's template
 // for the query's shape. The template is the server's own packing of the
-// entry's answer (query.Request.Wire), kept by the stage when it answers a
-// query of that shape through the chain — as it stores the entry, or on a
-// later hit — so the shortcut never sends an answer the chain did not give.
+// entry's answer (query.Request.Wire), kept by the stage the first time it
+// answers a query of that shape from the entry through the chain, so the
+// shortcut never sends an answer the chain did not give. Not when it
+// stores the entry: most entries are never asked again, and packing each
+// miss's answer a second time cost a miss about a seventh more
+// instructions (scripts/workperquery.sh) for templates most would not use.
 
 var _ query.WireAnswerer = (*Stage)(nil)
 
@@ -113,11 +116,12 @@ func (e *entry) template(shape uint8) *wireSet {
 
 // keepWire keeps the server's packing of m — the entry's answer as the
 // stage returns it at age seconds — as the template for the query shape of
-// wire, unless the entry has one for it already or the answer is not one
-// to keep (wire.Pack, wireform.NewTemplate).
+// wire, unless the shortcut would not answer that query's like, the entry
+// has a template for the shape already, or the answer is not one to keep
+// (wire.Pack, wireform.NewTemplate).
 func (e *entry) keepWire(wire query.WireForm, m *dns.Msg, age int64) {
-	shape := wire.Shape()
-	if e.template(shape) != nil {
+	shape, ok := wire.Shape()
+	if !ok || e.template(shape) != nil {
 		return
 	}
 	packed, ok := wire.Pack(m)

@@ -47,7 +47,7 @@ func askWire(t *testing.T, s *Stage, name, ip string, wire query.WireForm) *dns.
 // plainWire packs an answer as it is, for shape 0.
 type plainWire struct{}
 
-func (plainWire) Shape() uint8 { return 0 }
+func (plainWire) Shape() (uint8, bool) { return 0, true }
 func (plainWire) Pack(m *dns.Msg) ([]byte, bool) {
 	out, err := m.Pack()
 	return out, err == nil
@@ -67,14 +67,19 @@ func answerWire(s *Stage, name string) (*dns.Msg, *query.Event, bool) {
 	return m, ev, true
 }
 
-// The stage keeps the server's packing of an answer with the entry it
-// stores, so the wire shortcut answers the next query of that shape; an
-// entry stored again after a flush answers with its own answer, and one
-// stored for a query with no packing (not plain UDP) has no template.
-func TestAnswerWire_templateKeptWithTheEntryItStores(t *testing.T) {
+// The stage keeps the server's packing of an entry's answer the first time
+// it answers a query of that shape from the entry, so the wire shortcut
+// answers the next one; a miss keeps none (most entries are never asked
+// again), an entry stored again after a flush answers with its own answer,
+// and a hit with no packing (not plain UDP) keeps none.
+func TestAnswerWire_templateKeptByTheFirstHitOfItsShape(t *testing.T) {
 	s := hitStage(t)
 	const name = "nas.home."
-	askWire(t, s, name, "192.168.1.1", plainWire{}) // miss: stored, with its template
+	askWire(t, s, name, "192.168.1.1", plainWire{}) // miss: stored
+	if _, _, ok := answerWire(s, name); ok {
+		t.Fatal("a miss's answer was kept as a template")
+	}
+	askWire(t, s, name, "192.168.1.9", plainWire{}) // hit: the entry's answer is packed
 	m, ev, ok := answerWire(s, name)
 	if !ok || len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "192.168.1.1" || m.Id != 7 {
 		t.Fatalf("wire answer %v (answered %v)", m, ok)
@@ -86,11 +91,12 @@ func TestAnswerWire_templateKeptWithTheEntryItStores(t *testing.T) {
 	if _, _, ok := answerWire(s, name); ok {
 		t.Fatal("a flushed entry answered from the wire")
 	}
-	ask(t, s, name, "192.168.1.2") // stored without a packing
+	ask(t, s, name, "192.168.1.2") // miss: the new entry
+	ask(t, s, name, "192.168.1.2") // hit without a packing
 	if _, _, ok := answerWire(s, name); ok {
-		t.Fatal("an entry stored without a packing answered from the wire")
+		t.Fatal("a hit without a packing left a template")
 	}
-	askWire(t, s, name, "192.168.1.9", plainWire{}) // a hit: the entry's own answer is packed
+	askWire(t, s, name, "192.168.1.9", plainWire{})
 	m, _, ok = answerWire(s, name)
 	if !ok || m.Answer[0].(*dns.A).A.String() != "192.168.1.2" {
 		t.Fatalf("wire answer after the flush %v (answered %v)", m, ok)

@@ -117,9 +117,6 @@ func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handle
 		}
 		s.c.misses.Add(1)
 		r.Event.Source, r.Event.Upstream, r.Event.Tried = fl.source, fl.upstream, fl.tried
-		if fl.stored != nil && r.Wire != nil {
-			fl.stored.keepWire(r.Wire, fl.msg, 0) // fl.msg is the entry's answer at age 0
-		}
 		return fl.msg, fl.err
 	case <-point:
 		return s.serveStale(r, stale), nil // the exchange goes on and refreshes the entry
@@ -249,9 +246,7 @@ func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 	c.changes.Add(1)
 	if c.flushes.covers(flushes, k.name) { // a flush while storing: see Flush
 		st.remove(k, e)
-		return
 	}
-	fl.stored = e
 }
 
 // dropZone removes a recovered zone's stale and negative entries.

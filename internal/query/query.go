@@ -32,7 +32,7 @@ type Request struct {
 	Event *Event
 	// Wire, when set, packs answers as the server would send them to this
 	// query's client: the cache keeps the bytes with an entry, for the UDP
-	// wire shortcut (wire.go). nil for every other query.
+	// wire shortcut (wire.go). nil but for plain UDP queries.
 	Wire WireForm
 }
 

@@ -38,13 +38,14 @@ type WireAnswerer interface {
 	AnswerWire(dst []byte, q WireQuery, ev *Event, before []Passer) ([]byte, bool)
 }
 
-// WireForm is how the server would send answers to one query, handed down
-// the chain in Request.Wire for a query the wire shortcut could answer next
-// time (plain UDP, in a shape the shortcut serves), so that a stage that
-// answers from stored state keeps the bytes with what it stores.
+// WireForm is how the server would send answers to one plain UDP query,
+// handed down the chain in Request.Wire, so that a stage that answers from
+// stored state can keep the bytes with it for the wire shortcut.
 type WireForm interface {
-	// Shape is the query's shape (WireQuery.Shape).
-	Shape() uint8
+	// Shape is the query's shape (WireQuery.Shape); false when the
+	// shortcut would not answer a query like it (not one it reads, or a
+	// size limit other than its shape's).
+	Shape() (uint8, bool)
 	// Pack is the answer the server would send this query's client for m
 	// as the chain returned it, without changing the query's event; false
 	// when that answer is not one to keep (it had to be truncated, or does

@@ -122,7 +122,7 @@ func BenchmarkCacheHit(b *testing.B) {
 	wire, _ := q.Pack()
 	client := netip.MustParseAddr("127.0.0.1")
 	ctx := context.Background()
-	for range 2 { // a miss that leaves the template, then a hit
+	for range 2 { // a miss, then a hit that leaves the template
 		s.handle(ctx, wire, client, query.UDP)
 	}
 	b.Run("general", func(b *testing.B) {

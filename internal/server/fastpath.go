@@ -123,37 +123,41 @@ func (s *Server) finishFast(g *generation, ev *query.Event, delivered bool) {
 	g.release()
 }
 
-// wireForm packs answers for a query the fast path could answer (plain
-// UDP, read by wireform.ParseQuery, its shape's canonical size limit), for
-// the chain's query.Request.Wire: the general path's own relay and fit,
-// on a scratch copy of the query's state, so the query's event and answer
-// are untouched.
-type wireForm struct {
-	q     *pending
-	shape uint8
-}
+// wireForm packs answers to a plain UDP query, for the chain's
+// query.Request.Wire: the general path's own relay and fit, on a scratch
+// copy of the query's state, so the query's event and answer are
+// untouched. The wire form is read only when a stage asks for the shape
+// (a hit without a template for it), so a miss costs nothing here.
+// A pointer to the query's own pending, so handing it down costs no
+// allocation.
+type wireForm pending
 
-// wireFormOf is the Request.Wire for q, or nil when the fast path could
-// not answer its like.
-func (g *generation) wireFormOf(q *pending, wire []byte) query.WireForm {
+// wireFormOf is the Request.Wire for q, or nil when there is no fast path
+// or q is not plain UDP.
+func (g *generation) wireFormOf(q *pending) query.WireForm {
 	if g.fast == nil || q.ev.Proto != query.UDP {
 		return nil
 	}
-	var name [wireform.MaxName]byte
-	wq, ok := wireform.ParseQuery(wire, &name)
-	if !ok || !canonicalLimit(wq) {
-		return nil
-	}
-	return wireForm{q: q, shape: wq.Shape}
+	return (*wireForm)(q)
 }
 
-func (w wireForm) Shape() uint8 { return w.shape }
+// Shape is the query's shape, when the fast path would answer its like:
+// a query wireform.ParseQuery reads, with its shape's canonical size
+// limit.
+func (w *wireForm) Shape() (uint8, bool) {
+	var name [wireform.MaxName]byte
+	wq, ok := wireform.ParseQuery(w.raw, &name)
+	if !ok || !canonicalLimit(wq) {
+		return 0, false
+	}
+	return wq.Shape, true
+}
 
 // Pack is the answer serve would send for m. A truncated answer is not
 // one to keep: its event's Reply is the message fit cut, which the fast
 // path would not have (the bytes would be the same, the log line not).
-func (w wireForm) Pack(m *dns.Msg) ([]byte, bool) {
-	scratch := &pending{req: w.q.req, opt: w.q.opt, ev: &query.Event{Proto: query.UDP}}
+func (w *wireForm) Pack(m *dns.Msg) ([]byte, bool) {
+	scratch := &pending{req: w.req, opt: w.opt, ev: &query.Event{Proto: query.UDP}}
 	a := scratch.relay(m)
 	limit := scratch.sizeLimit()
 	out, err := fit(a, limit, nil)

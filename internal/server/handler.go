@@ -25,13 +25,13 @@ func headerOK(wire []byte) bool { return len(wire) >= headerSize && wire[2]&0x80
 // and the query event (SPEC §2) it fills in for the log, the counters and
 // every query.Sink.
 type pending struct {
-	gen  *generation
-	st   *State
-	ev   *query.Event
-	req  *dns.Msg       // nil when only the header parsed
-	opt  *dns.OPT       // the client's OPT record; nil without EDNS
-	ans  *answerMsg     // the answer base last built (reply.go)
-	wire query.WireForm // Request.Wire (fastpath.go); nil when the fast path could not answer the query's like
+	gen *generation
+	st  *State
+	ev  *query.Event
+	req *dns.Msg   // nil when only the header parsed
+	opt *dns.OPT   // the client's OPT record; nil without EDNS
+	ans *answerMsg // the answer base last built (reply.go)
+	raw []byte     // the query as received, for Request.Wire (fastpath.go)
 
 	// Held here rather than allocated one by one: a query costs one
 	// allocation for all of them (docs/performance.md "Answer cache"). The
@@ -63,7 +63,7 @@ func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, prot
 	}}
 	buf := packBuffers.Get().(*[]byte)
 	defer packBuffers.Put(buf)
-	q.wire = g.wireFormOf(q, wire)
+	q.raw = wire
 	var out []byte
 	if m := s.answer(ctx, q, wire); m != nil {
 		out = s.pack(q, m, *buf)
@@ -157,7 +157,7 @@ func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {
 		Msg:      q.upstreamQuery(),
 		Deadline: q.ev.Time.Add(q.st.budget()),
 		Event:    q.ev,
-		Wire:     q.wire,
+		Wire:     q.gen.wireFormOf(q),
 	}
 	resp, err := q.gen.chain.Answer(ctx, r)
 	if err != nil || resp == nil {
