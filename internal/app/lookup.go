@@ -27,8 +27,8 @@ func (a *App) lookupHost(ctx context.Context, host string) ([]netip.Addr, error)
 	}
 	route := query.HandlerFunc(func(ctx context.Context, r *query.Request) (*dns.Msg, error) {
 		res, _ := g.Route(r.Msg.Question[0].Name)
-		resp, _, err := res.Resolve(ctx, r.Msg)
-		return resp, err
+		out, err := res.Exchange(ctx, r.Msg)
+		return out.Msg, err
 	})
 	var addrs []netip.Addr
 	var last error

@@ -12,12 +12,14 @@ import (
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/upstream"
 )
 
 type instantResolver struct{}
 
-func (instantResolver) Resolve(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
-	return answerA("192.0.2.1", 3600)(q), "tls://192.0.2.53:853", nil
+func (instantResolver) Exchange(_ context.Context, q *dns.Msg) (upstream.Result, error) {
+	const up = "tls://192.0.2.53:853"
+	return upstream.Result{Msg: answerA("192.0.2.1", 3600)(q), Upstream: up, Tried: []string{up}}, nil
 }
 
 type poolOnly struct{}

@@ -105,12 +105,9 @@ func (e *entry) nearExpiry(now int64) bool {
 	return e.expires-now <= int64(e.ttl)*int64(time.Second)/10
 }
 
-// fresh renders the answer with every TTL decremented by the entry's age
-// (SPEC §8.5: decremented on the way out).
-func (e *entry) render(now int64) *dns.Msg { return e.renderView(now).msg }
-
-// renderView is render's answer with its summary, shared by every query in
-// the same second of the entry's age.
+// renderView renders the answer with every TTL decremented by the entry's
+// age (SPEC §8.5: decremented on the way out), with its summary, shared by
+// every query in the same second of the entry's age.
 func (e *entry) renderView(now int64) *view {
 	age := max(now-e.stored, 0) / int64(time.Second)
 	if v := e.view.Load(); v != nil && v.age == age {

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"time"
-	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -10,125 +9,128 @@ import (
 	"github.com/nxdns/nxdns/internal/wireform"
 )
 
-// The server's fast path (docs/performance.md "Answer cache") answers a
-// plain UDP cache hit from the query's wire form: it asks Fresh for the
-// entry, lets every stage before the cache confirm that it would pass the
-// query on, and writes the entry's Template for the query's shape. The
-// template is the general path's own packed answer, kept by Remember the
-// first time that path answers the question in that shape; so the fast path
-// never decides an answer the chain did not give.
+// The server's UDP wire shortcut (query.WireAnswerer; docs/architecture.md
+// "Cache hits from the wire") answers a plain UDP cache hit from the query's
+// wire form: AnswerWire finds the entry, lets every stage before the cache
+// confirm that it would pass the query on, and writes the entry's template
+// for the query's shape. The template is the server's own packing of the
+// entry's answer (query.Request.Wire), kept by the stage the first time it
+// answers a query of that shape from the entry through the chain, so the
+// shortcut never sends an answer the chain did not give. Not when it
+// stores the entry: most entries are never asked again, and packing each
+// miss's answer a second time cost a miss about a seventh more
+// instructions (scripts/workperquery.sh) for templates most would not use.
 
-// Hit is a fresh entry the fast path may answer from.
-type Hit struct {
+var _ query.WireAnswerer = (*Stage)(nil)
+
+// hit is a fresh entry the shortcut may answer from.
+type hit struct {
 	c   *Cache
 	e   *entry
-	k   key
 	now int64 // Unix ns, on the cache's clock
 }
 
-// Fresh returns the entry for a question when answering it costs the cache
-// nothing but the answer: the entry is fresh and not yet due for a prefetch
-// (that, and every other case, is the general path's). name is the
-// question's name in lower-case presentation form; Fresh keeps no reference
-// to it, so it may be the caller's reused buffer. now is the query's
-// arrival, which the caller has read already (the system clock costs a
-// tenth of a hit on some machines); a cache with a clock of its own uses
-// that instead.
-func (s *Stage) Fresh(name []byte, qtype, qclass uint16, shape uint8, now time.Time) (Hit, bool) {
+// freshHit returns the entry for a question when answering it costs the
+// cache nothing but the answer: the entry is fresh and not yet due for a
+// prefetch (that, and every other case, is the general path's). name is
+// the question's name in lower-case presentation form; nothing keeps a
+// reference to it, so it may be the caller's reused buffer. now is the
+// query's arrival, which the caller has read already; a cache with a clock
+// of its own uses that instead.
+func (s *Stage) freshHit(name []byte, qtype, qclass uint16, shape uint8, now time.Time) (hit, bool) {
 	c := s.c
 	st, set := c.state()
 	if st == nil {
-		return Hit{}, false
+		return hit{}, false
 	}
-	k := key{name: unsafe.String(unsafe.SliceData(name), len(name)), qtype: qtype, qclass: qclass}
+	// The key lives only for the lookup, so the compiler copies a name of
+	// up to 32 bytes on the stack; a longer one costs one allocation of its
+	// length (BenchmarkAnswerWire reports it). No unsafe view of the
+	// caller's buffer: the store must never see bytes that change.
+	k := key{name: string(name), qtype: qtype, qclass: qclass}
 	if shape&wireform.ShapeDO != 0 {
 		k.flags |= flagDO
 	}
 	if shape&wireform.ShapeCD != 0 {
 		k.flags |= flagCD
 	}
-	e := st.get(k) // the store keeps no reference to the key it is asked
+	e := st.get(k)
 	if c.ownClock {
 		now = c.now()
 	}
 	ns := now.UnixNano()
 	if e == nil || !e.fresh(ns) || set.prefetch && e.nearExpiry(ns) {
-		return Hit{}, false
+		return hit{}, false
 	}
-	// A string that outlives the call: the entry's own copy of the key's
-	// name, the same bytes as the name asked (the store matched them).
-	k.name = e.name
-	return Hit{c: c, e: e, k: k, now: ns}, true
+	return hit{c: c, e: e, now: ns}, true
 }
 
-// Name is the question's name as the cache holds it, for the query event.
-func (h Hit) Name() string { return h.k.name }
+// AnswerWire answers a plain UDP query from a fresh entry's template for
+// its shape (query.WireAnswerer), counting the hit and setting the event
+// as Answer does for one.
+func (s *Stage) AnswerWire(dst []byte, q query.WireQuery, ev *query.Event, before []query.Passer) ([]byte, bool) {
+	h, ok := s.freshHit(q.Name, q.Qtype, q.Qclass, q.Shape, ev.Time)
+	if !ok {
+		return nil, false
+	}
+	w := h.e.template(q.Shape)
+	if w == nil {
+		return nil, false
+	}
+	ev.Name = h.e.name // the entry's own copy of the name asked
+	for _, p := range before {
+		if !p.Passes(ev, h.cnames()) {
+			return nil, false
+		}
+	}
+	out := w.tpl.Write(dst, q.ID, h.age()-w.age)
+	h.c.hits.Add(1)
+	ev.Cache, ev.Source = query.CacheHit, query.SourceCache
+	v := h.e.renderView(h.now)
+	ev.Reply, ev.Answer = v.msg, v.summary
+	return out, true
+}
 
-// CNAMEs are the CNAME targets of the answer as cached, in its order, for
+// cnames are the CNAME targets of the answer as cached, in its order, for
 // the stages that check an answer's names (the filter's CNAME check); nil
 // when it has none. Read-only.
-func (h Hit) CNAMEs() []string {
+func (h hit) cnames() []string {
 	if p := h.e.cnames; p != nil {
 		return *p
 	}
 	return nil
 }
 
-// Write appends the answer for a query of shape with id to dst[:0]: the
-// entry's template for that shape with its TTLs counted down to now. false
-// when the general path has not answered a query of that shape yet.
-func (h Hit) Write(dst []byte, shape uint8, id uint16) ([]byte, bool) {
-	for w := h.e.wires.Load(); w != nil; w = w.next {
+// age is the entry's age in whole seconds, the unit its TTLs count down in.
+func (h hit) age() int64 { return max(h.now-h.e.stored, 0) / int64(time.Second) }
+
+// template is the entry's template for queries of shape, or nil.
+func (e *entry) template(shape uint8) *wireSet {
+	for w := e.wires.Load(); w != nil; w = w.next {
 		if w.shape == shape {
-			return w.tpl.Write(dst, id, h.Age()-w.age), true
+			return w
 		}
 	}
-	return nil, false
+	return nil
 }
 
-// Has reports whether the entry holds a template for queries of shape.
-func (h Hit) Has(shape uint8) bool {
-	for w := h.e.wires.Load(); w != nil; w = w.next {
-		if w.shape == shape {
-			return true
-		}
-	}
-	return false
-}
-
-// Answer counts the hit and sets the event as the stage does for a hit:
-// the cache fields, and the answer at this moment (TTLs counted down) as
-// its Reply with that answer's summary.
-func (h Hit) Answer(ev *query.Event) {
-	h.c.hits.Add(1)
-	ev.Cache, ev.Source = query.CacheHit, query.SourceCache
-	v := h.e.renderView(h.now)
-	ev.Reply, ev.Answer = v.msg, v.summary
-}
-
-// Age is the entry's age in whole seconds, the unit its TTLs count down in.
-func (h Hit) Age() int64 { return max(h.now-h.e.stored, 0) / int64(time.Second) }
-
-// Remember keeps wire, the general path's packed answer to a query of shape
-// that the cache answered with answered (the message its Answer returned),
-// as the entry's template for that shape. It does nothing unless answered
-// is the entry's answer for this very second of its age — the entry may
-// have been replaced or flushed since, or the second turned — or when the
-// answer cannot be templated.
-func (s *Stage) Remember(name []byte, qtype, qclass uint16, shape uint8, answered *dns.Msg, wire []byte) {
-	h, ok := s.Fresh(name, qtype, qclass, shape, time.Now())
-	if !ok || h.Has(shape) {
+// keepWire keeps the server's packing of m — the entry's answer as the
+// stage returns it at age seconds — as the template for the query shape of
+// wire, unless the shortcut would not answer that query's like, the entry
+// has a template for the shape already, or the answer is not one to keep
+// (wire.Pack, wireform.NewTemplate).
+func (e *entry) keepWire(wire query.WireForm, m *dns.Msg, age int64) {
+	shape, ok := wire.Shape()
+	if !ok || e.template(shape) != nil {
 		return
 	}
-	v := h.e.view.Load()
-	if v == nil || v.msg != answered {
-		return
-	}
-	tpl, ok := wireform.NewTemplate(wire)
+	packed, ok := wire.Pack(m)
 	if !ok {
 		return
 	}
-	h.e.keep(shape, tpl, v.age)
+	if tpl, ok := wireform.NewTemplate(packed); ok {
+		e.keep(shape, tpl, age)
+	}
 }
 
 // maxShapes bounds the templates an entry keeps: a household's clients

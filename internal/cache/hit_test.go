@@ -24,57 +24,87 @@ func hitStage(t *testing.T) *Stage {
 
 func ask(t *testing.T, s *Stage, name, ip string) *dns.Msg {
 	t.Helper()
+	return askWire(t, s, name, ip, nil)
+}
+
+// askWire asks s for name's A record, answered by next with ip, the server's
+// packing handed down as wire (nil for none).
+func askWire(t *testing.T, s *Stage, name, ip string, wire query.WireForm) *dns.Msg {
+	t.Helper()
 	q := new(dns.Msg).SetQuestion(name, dns.TypeA)
 	next := query.HandlerFunc(func(_ context.Context, r *query.Request) (*dns.Msg, error) {
 		m := new(dns.Msg).SetReply(r.Msg)
 		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)}}
 		return m, nil
 	})
-	m, err := s.Answer(context.Background(), &query.Request{Msg: q, Deadline: time.Now().Add(time.Second), Event: &query.Event{}}, next)
+	m, err := s.Answer(context.Background(), &query.Request{Msg: q, Deadline: time.Now().Add(time.Second), Event: &query.Event{}, Wire: wire}, next)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
 }
 
-// Remember keeps a packed answer only for the entry that gave it: an answer
-// the cache gave before the name was flushed and asked again never becomes
-// the new entry's template (it would be sent for the whole new TTL).
-func TestRemember_keepsOnlyTheAnswerOfTheEntryNowHeld(t *testing.T) {
-	s := hitStage(t)
-	const name = "nas.home."
-	ask(t, s, name, "192.168.1.1")        // miss: stored
-	old := ask(t, s, name, "192.168.1.1") // hit: the entry's answer
-	wire, err := old.Pack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.c.Flush(name)
-	ask(t, s, name, "192.168.1.2") // the new entry
-	s.Remember([]byte(name), dns.TypeA, dns.ClassINET, 0, old, wire)
-	h, ok := s.Fresh([]byte(name), dns.TypeA, dns.ClassINET, 0, time.Now())
+// plainWire packs an answer as it is, for shape 0.
+type plainWire struct{}
+
+func (plainWire) Shape() (uint8, bool) { return 0, true }
+func (plainWire) Pack(m *dns.Msg) ([]byte, bool) {
+	out, err := m.Pack()
+	return out, err == nil
+}
+
+// answerWire asks s's wire shortcut for name's A record in shape 0.
+func answerWire(s *Stage, name string) (*dns.Msg, *query.Event, bool) {
+	ev := &query.Event{Time: time.Now()}
+	out, ok := s.AnswerWire(nil, query.WireQuery{Name: []byte(name), Qtype: dns.TypeA, Qclass: dns.ClassINET, ID: 7}, ev, nil)
 	if !ok {
-		t.Fatal("the new entry is not fresh")
-	}
-	if h.Has(0) {
-		t.Fatal("the flushed entry's answer became the new entry's template")
-	}
-	fresh := ask(t, s, name, "192.168.1.2")
-	wire, _ = fresh.Pack()
-	s.Remember([]byte(name), dns.TypeA, dns.ClassINET, 0, fresh, wire)
-	h, _ = s.Fresh([]byte(name), dns.TypeA, dns.ClassINET, 0, time.Now())
-	out, ok := h.Write(nil, 0, 7)
-	if !ok {
-		t.Fatal("the entry's own answer was not kept")
+		return nil, ev, false
 	}
 	m := new(dns.Msg)
-	if err := m.Unpack(out); err != nil || len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "192.168.1.2" {
-		t.Fatalf("template answer %v (%v)", m.Answer, err)
+	if err := m.Unpack(out); err != nil {
+		return nil, ev, false
+	}
+	return m, ev, true
+}
+
+// The stage keeps the server's packing of an entry's answer the first time
+// it answers a query of that shape from the entry, so the wire shortcut
+// answers the next one; a miss keeps none (most entries are never asked
+// again), an entry stored again after a flush answers with its own answer,
+// and a hit with no packing (not plain UDP) keeps none.
+func TestAnswerWire_templateKeptByTheFirstHitOfItsShape(t *testing.T) {
+	s := hitStage(t)
+	const name = "nas.home."
+	askWire(t, s, name, "192.168.1.1", plainWire{}) // miss: stored
+	if _, _, ok := answerWire(s, name); ok {
+		t.Fatal("a miss's answer was kept as a template")
+	}
+	askWire(t, s, name, "192.168.1.9", plainWire{}) // hit: the entry's answer is packed
+	m, ev, ok := answerWire(s, name)
+	if !ok || len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "192.168.1.1" || m.Id != 7 {
+		t.Fatalf("wire answer %v (answered %v)", m, ok)
+	}
+	if ev.Name != name || ev.Cache != query.CacheHit || ev.Source != query.SourceCache || ev.Reply == nil {
+		t.Errorf("event %+v", ev)
+	}
+	s.c.Flush(name)
+	if _, _, ok := answerWire(s, name); ok {
+		t.Fatal("a flushed entry answered from the wire")
+	}
+	ask(t, s, name, "192.168.1.2") // miss: the new entry
+	ask(t, s, name, "192.168.1.2") // hit without a packing
+	if _, _, ok := answerWire(s, name); ok {
+		t.Fatal("a hit without a packing left a template")
+	}
+	askWire(t, s, name, "192.168.1.9", plainWire{})
+	m, _, ok = answerWire(s, name)
+	if !ok || m.Answer[0].(*dns.A).A.String() != "192.168.1.2" {
+		t.Fatalf("wire answer after the flush %v (answered %v)", m, ok)
 	}
 }
 
-// The fields a fast-path hit reads (Fresh, Has, Write, Age, Answer,
-// CNAMEs) lie in the entry's first 64 bytes, ahead of the ones only the
+// The fields a wire hit reads (freshHit, template, age, AnswerWire,
+// cnames) lie in the entry's first 64 bytes, ahead of the ones only the
 // general path and the API read, so that a hit touches as few of the
 // entry's cache lines as its placement allows.
 func TestEntry_hitFieldsComeFirst(t *testing.T) {
@@ -119,15 +149,15 @@ func TestHit_CNAMEsAreTheAnswersTargets(t *testing.T) {
 	if _, err := s.Answer(context.Background(), &query.Request{Msg: q, Deadline: time.Now().Add(time.Second), Event: &query.Event{}}, chain); err != nil {
 		t.Fatal(err)
 	}
-	h, ok := s.Fresh([]byte("www.shop.example."), dns.TypeA, dns.ClassINET, 0, time.Now())
+	h, ok := s.freshHit([]byte("www.shop.example."), dns.TypeA, dns.ClassINET, 0, time.Now())
 	if !ok {
 		t.Fatal("not cached")
 	}
-	if got := h.CNAMEs(); !slices.Equal(got, []string{"shop.CDN.example.", "edge.tracker.example."}) {
+	if got := h.cnames(); !slices.Equal(got, []string{"shop.CDN.example.", "edge.tracker.example."}) {
 		t.Errorf("CNAMEs %q", got)
 	}
 	ask(t, s, "nas.home.", "192.168.1.1")
-	if h, ok = s.Fresh([]byte("nas.home."), dns.TypeA, dns.ClassINET, 0, time.Now()); !ok || h.CNAMEs() != nil {
-		t.Errorf("an answer without a CNAME: %q (cached %v)", h.CNAMEs(), ok)
+	if h, ok = s.freshHit([]byte("nas.home."), dns.TypeA, dns.ClassINET, 0, time.Now()); !ok || h.cnames() != nil {
+		t.Errorf("an answer without a CNAME: %q (cached %v)", h.cnames(), ok)
 	}
 }

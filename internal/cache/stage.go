@@ -76,7 +76,11 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 		if set.prefetch && e.nearExpiry(ns) && ns >= e.retryAt.Load() {
 			s.prefetch(k, e, r, next)
 		}
-		return e.render(ns), nil
+		v := e.renderView(ns)
+		if r.Wire != nil {
+			e.keepWire(r.Wire, v.msg, v.age)
+		}
+		return v.msg, nil
 	case !e.usableStale(ns, set.staleMaxAge):
 		st.remove(k, e) // past stale_max_age: no use to anyone
 		e = nil

@@ -3,7 +3,6 @@ package cache
 import (
 	"reflect"
 	"sync"
-	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -30,16 +29,16 @@ import (
 // heap an entry really holds.
 
 // Fixed costs, from the structs they stand for and otter's node.
-const (
+var (
 	// entryOverhead is the entry, the view and wireSet headers, the parsed
 	// message's struct and question, and otter's node for the key.
-	entryOverhead = int(unsafe.Sizeof(entry{})) + 2*int(unsafe.Sizeof(dns.Msg{})) + int(unsafe.Sizeof(view{})) + 160
+	entryOverhead = int(reflect.TypeFor[entry]().Size()) + 2*int(reflect.TypeFor[dns.Msg]().Size()) + int(reflect.TypeFor[view]().Size()) + 160
 	// ifaceBytes is one element of a []dns.RR.
 	ifaceBytes = 16
 	// stringBytes is one element of a []string.
-	stringBytes = int(unsafe.Sizeof(""))
+	stringBytes = int(reflect.TypeFor[string]().Size())
 	// templateOverhead is one wireSet and its template's slice header.
-	templateOverhead = int(unsafe.Sizeof(wireSet{})) + 32
+	templateOverhead = int(reflect.TypeFor[wireSet]().Size()) + 32
 	// maxTemplate bounds the answer one template holds: the fast path
 	// answers UDP only, and nxdns's UDP answers are at most 1232 bytes (the
 	// EDNS size it advertises, internal/server), so a larger answer's

@@ -62,6 +62,13 @@ func (z *Zone) Resolve(ctx context.Context, q *dns.Msg) (resp *dns.Msg, upstream
 	return resp, z.url, nil
 }
 
+// Exchange is Resolve for the route (server.Resolver): the zone's one
+// resolver is the upstream tried and attributed, answer or failure.
+func (z *Zone) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, error) {
+	resp, up, err := z.Resolve(ctx, q)
+	return upstream.Result{Msg: resp, Upstream: up, Tried: []string{up}}, err
+}
+
 // exchange runs one whole exchange under one deadline. The returned error is
 // an *upstream.AttemptError whose Kind was read before the deadline's context
 // was cancelled.

@@ -30,6 +30,10 @@ type Request struct {
 	Deadline time.Time
 	// Event is the query's record; each stage fills the fields it decides.
 	Event *Event
+	// Wire, when set, packs answers as the server would send them to this
+	// query's client: the cache keeps the bytes with an entry, for the UDP
+	// wire shortcut (wire.go). nil but for plain UDP queries.
+	Wire WireForm
 }
 
 // Handler answers a Request: the rest of the chain, as a stage sees it.
@@ -85,11 +89,8 @@ func (l link) Answer(ctx context.Context, r *Request) (*dns.Msg, error) {
 // wants every query (the query log and the counters are the server's own).
 // Record is called once per query, after the answer was written or dropped,
 // on the query's goroutine: it must return at once (buffer, never block on
-// I/O). The Event is final when handed over, but it is the sink's only for
-// the call: the UDP fast path reuses its events for the next datagrams
-// (allocating one per cache hit was most of what made the garbage
-// collector run, and its cycles were the hit path's slowest answers), so a
-// sink copies what it keeps.
+// I/O). The Event is final when handed over and is never changed again:
+// every query has its own, so a sink may keep it.
 type Sink interface {
 	Record(e *Event)
 }
@@ -139,30 +140,33 @@ const RcodeNone = -1
 // the query arrives, the stages fill in what they decide, the server
 // completes it when the answer is packed, and every consumer — the query
 // log, the counters, the history — reads this one value, so they never
-// disagree.
+// disagree. Each field says who writes it; docs/architecture.md "Who
+// writes which event field" has the whole table.
 type Event struct {
-	Time       time.Time  // arrival
-	Client     netip.Addr // the client's address (the TCP peer for streams)
-	ClientName string     // static or learned name; "" when none is known
-	Proto      Proto
+	Time       time.Time  // arrival; the server's
+	Client     netip.Addr // the client's address (the TCP peer for streams); the server's
+	ClientName string     // static or learned name; "" when none is known; the server's, once the query passes dns.allow
+	Proto      Proto      // the server's
 
 	// The question as the client asked it; Name is "" when none parsed.
+	// The server's (on a UDP fast hit the cache sets Name: the entry's
+	// copy of the same lower-case name).
 	Name   string
 	Qtype  uint16
 	Qclass uint16
 
-	Source   string   // one of the Source constants, or ZonePrefix+zone
-	Upstream string   // the attributed upstream or zone resolver, redacted; "" for none (never invented)
-	Tried    []string // every upstream tried, in order, redacted; nil when none was
-	Cache    string   // the cache's outcome (CacheHit …); "" when the cache was not consulted
-	Filter   Decision // the policy stage's decision; zero when it did not block
+	Source   string   // one of the Source constants, or ZonePrefix+zone: set by whoever answered (the server, a stage, the route)
+	Upstream string   // the attributed upstream or zone resolver, redacted; "" for none (never invented); the route's (the cache relays its exchange's)
+	Tried    []string // every upstream tried, in order, redacted; nil when none was; the route's (the cache relays its exchange's)
+	Cache    string   // the cache's outcome (CacheHit …); "" when the cache was not consulted; the cache stage's
+	Filter   Decision // the policy stage's decision; zero when it did not block; the filter's
 
-	Resolved bool          // the query passed access control and went down the chain
-	Rcode    int           // of the answer sent; RcodeNone when nothing was sent
-	EDE      *EDE          // the Extended DNS Error sent, ours or relayed; nil for none
-	Reply    *dns.Msg      // the answer as sent (read-only); nil when nothing was sent
-	Answer   string        // Summary(Reply), set when the event is recorded, so no sink summarises it again
-	Duration time.Duration // from arrival to the answer packed
+	Resolved bool          // the query passed access control and went down the chain; the server's
+	Rcode    int           // of the answer sent; RcodeNone when nothing was sent; the server's
+	EDE      *EDE          // the Extended DNS Error sent, ours or relayed; nil for none; the server's
+	Reply    *dns.Msg      // the answer as sent (read-only); nil when nothing was sent; the server's (the cache's on a UDP fast hit)
+	Answer   string        // Summary(Reply), set when the event is recorded, so no sink summarises it again; the server's (the cache's on a UDP fast hit)
+	Duration time.Duration // from arrival to the answer packed; the server's
 }
 
 // Cache outcomes (Event.Cache).

@@ -6,7 +6,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/wireform"
 )
@@ -25,24 +24,28 @@ import (
 //   - the client is inside dns.allow,
 //   - the client's size limit is the one its shape's template was packed
 //     for (512 bytes without EDNS, 1232 with),
-//   - the cache has a fresh entry not due for a prefetch,
-//   - every stage before the cache is a query.Passer and passes it, and
-//   - the entry holds a template for the query's shape: the general path's
-//     own packed answer to an identical query, kept by keepTemplate.
+//   - a stage is a query.WireAnswerer (the cache), every stage before it
+//     is a query.Passer and passes the query, and
+//   - the answerer has a fresh answer packed for the query's shape: the
+//     general path's own packing (wireForm, handed down in Request.Wire),
+//     which the answerer kept when it answered such a query in the chain.
+//
+// The server reads the answerer; it never writes to it.
 type fastPath struct {
-	passers []query.Passer // the stages before the cache, in order
-	cache   *cache.Stage
+	passers []query.Passer // the stages before the answerer, in order
+	answer  query.WireAnswerer
 }
 
 // newFastPath is the fast path over a generation's stages, or nil when
-// there is no cache or a stage before it is not a query.Passer.
+// no stage is a query.WireAnswerer or a stage before it is not a
+// query.Passer.
 func newFastPath(stages []query.Stage) *fastPath {
 	for i, st := range stages {
-		c, ok := st.(*cache.Stage)
+		a, ok := st.(query.WireAnswerer)
 		if !ok {
 			continue
 		}
-		f := &fastPath{cache: c}
+		f := &fastPath{answer: a}
 		for _, before := range stages[:i] {
 			p, ok := before.(query.Passer)
 			if !ok {
@@ -66,14 +69,14 @@ func canonicalLimit(q wireform.Query) bool {
 }
 
 // answerFast writes the answer to the datagram from the cache into dst and
-// its query's event into ev, and returns the answer with the query's
-// generation, to be recorded by finishFast once written; or it reports
-// false having done nothing the general path would notice. name is the
-// caller's buffer for the question's name; dst and ev are the caller's
-// too, reused once the query is recorded.
-func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte, ev *query.Event) ([]byte, *generation, *query.Event, bool) {
+// returns it with its query's event and generation, to be recorded by
+// finishFast once written; or it reports false having done nothing the
+// general path would notice. name is the caller's buffer for the
+// question's name, dst its buffer for the answer, reused once written. The
+// event is the query's own: a sink may keep it.
+func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte) ([]byte, *generation, *query.Event, bool) {
 	g := s.acquire()
-	out, ok := g.answerFast(wire, name, client, dst, ev)
+	out, ev, ok := g.answerFast(wire, name, client, dst)
 	if !ok {
 		g.release()
 		return nil, nil, nil, false
@@ -81,41 +84,31 @@ func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client ne
 	return out, g, ev, true
 }
 
-func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte, ev *query.Event) ([]byte, bool) {
+func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte) ([]byte, *query.Event, bool) {
 	f := g.fast
 	if f == nil {
-		return nil, false
+		return nil, nil, false
 	}
 	q, ok := wireform.ParseQuery(wire, name)
 	if !ok || !canonicalLimit(q) || isTransfer(q.Qtype) || !allowed(g.st.Allow, client) {
-		return nil, false
+		return nil, nil, false
 	}
-	arrival := time.Now()
-	hit, ok := f.cache.Fresh(q.Name, q.Qtype, q.Qclass, q.Shape, arrival)
-	if !ok || !hit.Has(q.Shape) {
-		return nil, false
-	}
-	*ev = query.Event{
-		Time: arrival, Client: client, Proto: query.UDP,
-		Name: hit.Name(), Qtype: q.Qtype, Qclass: q.Qclass,
+	ev := &query.Event{
+		Time: time.Now(), Client: client, Proto: query.UDP,
+		Qtype: q.Qtype, Qclass: q.Qclass,
 		Resolved: true, Rcode: query.RcodeNone,
 	}
 	if g.st.Names != nil {
 		ev.ClientName = g.st.Names.Name(client)
 	}
-	for _, p := range f.passers {
-		if !p.Passes(ev, hit.CNAMEs()) {
-			return nil, false
-		}
-	}
-	out, ok := hit.Write(dst, q.Shape, q.ID)
+	wq := query.WireQuery{Name: q.Name, Qtype: q.Qtype, Qclass: q.Qclass, Shape: q.Shape, ID: q.ID}
+	out, ok := f.answer.AnswerWire(dst, wq, ev, f.passers)
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
 	ev.Rcode = int(out[3] & 0xF)
-	hit.Answer(ev)
 	ev.Duration = time.Since(ev.Time)
-	return out, true
+	return out, ev, true
 }
 
 // finishFast records a fast answer's query once its write is done and
@@ -130,19 +123,46 @@ func (s *Server) finishFast(g *generation, ev *query.Event, delivered bool) {
 	g.release()
 }
 
-// keepTemplate hands the general path's answer out to a UDP query that the
-// cache answered with got to the entry, as the template for queries of its
-// shape, when the fast path could have answered that query. A truncated
-// answer is not kept: its event's Reply is the message fit cut, which the
-// fast path would not have (the bytes would be the same, the log line not).
-func (g *generation) keepTemplate(wire []byte, got *dns.Msg, out []byte) {
-	if g.fast == nil || len(out) < headerSize || out[2]&0x02 != 0 { // TC
-		return
+// wireForm packs answers to a plain UDP query, for the chain's
+// query.Request.Wire: the general path's own relay and fit, on a scratch
+// copy of the query's state, so the query's event and answer are
+// untouched. The wire form is read only when a stage asks for the shape
+// (a hit without a template for it), so a miss costs nothing here.
+// A pointer to the query's own pending, so handing it down costs no
+// allocation.
+type wireForm pending
+
+// wireFormOf is the Request.Wire for q, or nil when there is no fast path
+// or q is not plain UDP.
+func (g *generation) wireFormOf(q *pending) query.WireForm {
+	if g.fast == nil || q.ev.Proto != query.UDP {
+		return nil
 	}
+	return (*wireForm)(q)
+}
+
+// Shape is the query's shape, when the fast path would answer its like:
+// a query wireform.ParseQuery reads, with its shape's canonical size
+// limit.
+func (w *wireForm) Shape() (uint8, bool) {
 	var name [wireform.MaxName]byte
-	q, ok := wireform.ParseQuery(wire, &name)
-	if !ok || !canonicalLimit(q) {
-		return
+	wq, ok := wireform.ParseQuery(w.raw, &name)
+	if !ok || !canonicalLimit(wq) {
+		return 0, false
 	}
-	g.fast.cache.Remember(q.Name, q.Qtype, q.Qclass, q.Shape, got, out)
+	return wq.Shape, true
+}
+
+// Pack is the answer serve would send for m. A truncated answer is not
+// one to keep: its event's Reply is the message fit cut, which the fast
+// path would not have (the bytes would be the same, the log line not).
+func (w *wireForm) Pack(m *dns.Msg) ([]byte, bool) {
+	scratch := &pending{req: w.req, opt: w.opt, ev: &query.Event{Proto: query.UDP}}
+	a := scratch.relay(m)
+	limit := scratch.sizeLimit()
+	out, err := fit(a, limit, nil)
+	if err != nil || len(out) > limit || len(out) < headerSize || out[2]&0x02 != 0 { // TC
+		return nil, false
+	}
+	return out, true
 }

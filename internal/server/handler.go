@@ -31,7 +31,7 @@ type pending struct {
 	req *dns.Msg   // nil when only the header parsed
 	opt *dns.OPT   // the client's OPT record; nil without EDNS
 	ans *answerMsg // the answer base last built (reply.go)
-	got *dns.Msg   // the chain's answer, as the last stage to touch it returned it
+	raw []byte     // the query as received, for Request.Wire (fastpath.go)
 
 	// Held here rather than allocated one by one: a query costs one
 	// allocation for all of them (docs/performance.md "Answer cache"). The
@@ -63,6 +63,7 @@ func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, prot
 	}}
 	buf := packBuffers.Get().(*[]byte)
 	defer packBuffers.Put(buf)
+	q.raw = wire
 	var out []byte
 	if m := s.answer(ctx, q, wire); m != nil {
 		out = s.pack(q, m, *buf)
@@ -71,9 +72,6 @@ func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, prot
 	if out != nil && send(out) != nil {
 		s.stats.undelivered.Add(1)
 		q.ev.Rcode, q.ev.Reply = query.RcodeNone, nil // nothing reached the client
-	}
-	if q.ev.Cache == query.CacheHit && q.ev.Source == query.SourceCache && proto == query.UDP {
-		g.keepTemplate(wire, q.got, out)
 	}
 	s.record(q.st, q.ev)
 }
@@ -159,9 +157,9 @@ func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {
 		Msg:      q.upstreamQuery(),
 		Deadline: q.ev.Time.Add(q.st.budget()),
 		Event:    q.ev,
+		Wire:     q.gen.wireFormOf(q),
 	}
 	resp, err := q.gen.chain.Answer(ctx, r)
-	q.got = resp
 	if err != nil || resp == nil {
 		return q.failure(ctx, err)
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/upstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,11 +29,24 @@ func (s *Server) handle(ctx context.Context, wire []byte, client netip.Addr, pro
 // testUpstream is the attributed upstream the fake resolvers report.
 const testUpstream = "tls://192.0.2.53:853"
 
-// resolverFunc is a callback Resolver standing in for the pool or a zone.
+// resolverFunc is a callback Resolver standing in for the pool or a zone,
+// returning an answer and its upstream as a zone does: the upstream is the
+// one tried, and a *upstream.QueryError says whom a failure tried and
+// blames.
 type resolverFunc func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error)
 
-func (f resolverFunc) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
-	return f(ctx, q)
+func (f resolverFunc) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, error) {
+	m, up, err := f(ctx, q)
+	res := upstream.Result{Msg: m, Upstream: up}
+	if qe, ok := errors.AsType[*upstream.QueryError](err); ok {
+		res.Tried = qe.Tried
+		if up == "" {
+			res.Upstream = qe.Attributed
+		}
+	} else if up != "" {
+		res.Tried = []string{up}
+	}
+	return res, err
 }
 
 // routerFunc is a callback Router.

@@ -184,7 +184,6 @@ type udpReader struct {
 	ans   []byte // a fast answer
 	src   []byte // a fast answer's source-address control message
 	name  [wireform.MaxName]byte
-	ev    query.Event // a fast answer's event, cleared once recorded
 	drops kernelDrops
 }
 
@@ -261,11 +260,10 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 	// A cache hit is answered by the reader itself (fastpath.go): it holds
 	// nothing past its write, so it takes no share and no slot. The event
 	// is recorded after the write, as on the general path.
-	if ans, g, ev, ok := s.answerFast(wire, &rd.name, client, rd.ans[:0], &rd.ev); ok {
+	if ans, g, ev, ok := s.answerFast(wire, &rd.name, client, rd.ans[:0]); ok {
 		rd.src = appendSourceOOB(rd.src[:0], src)
 		_, _, err := l.udp.WriteMsgUDPAddrPort(ans, rd.src, from)
 		s.finishFast(g, ev, err == nil)
-		rd.ev = query.Event{} // no cached answer held past its record
 		return
 	}
 	key := clientKey(client)

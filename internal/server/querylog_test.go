@@ -121,13 +121,9 @@ func TestQueryLog_offAndUnnamed(t *testing.T) {
 // does after a failover.
 type triedFunc func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []string, error)
 
-func (f triedFunc) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
-	resp, up, _, err := f(ctx, q)
-	return resp, up, err
-}
-
-func (f triedFunc) ResolveTried(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []string, error) {
-	return f(ctx, q)
+func (f triedFunc) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, error) {
+	resp, up, tried, err := f(ctx, q)
+	return upstream.Result{Msg: resp, Upstream: up, Tried: tried}, err
 }
 
 // TestQueryLog_triedAndAnswer: an answer after a failover logs every

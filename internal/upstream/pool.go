@@ -221,20 +221,43 @@ func (qs *query) started(e *entry) {
 	qs.n++
 }
 
-// Resolve answers q through the pool (it implements server.Resolver). It
-// fixes one deadline when the query enters and every wait and attempt spends
-// it (SPEC §4.2). The string is the attributed upstream's redacted URL, "" for
-// none. Errors are *QueryError. Resolve does not modify q.
+// Result is what resolving one query learned, for the query event: the
+// answer (nil on a failure), the upstream or zone resolver it is attributed
+// to — the one that answered, or the one a failure is blamed on; "" for
+// none, never invented (SPEC §4.4) — and every upstream whose exchange ran,
+// in order, on an answer as on a failure. URLs are redacted. The pool and
+// each forward zone return one from Exchange, the route's one way of
+// learning who was asked.
+type Result struct {
+	Msg      *dns.Msg
+	Upstream string
+	Tried    []string
+}
+
+// Resolve answers q through the pool. It fixes one deadline when the query
+// enters and every wait and attempt spends it (SPEC §4.2). The string is
+// the answering upstream's redacted URL, "" for none. Errors are
+// *QueryError. Resolve does not modify q.
 func (p *Pool) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
-	resp, up, _, err := p.ResolveTried(ctx, q)
+	resp, up, _, err := p.resolve(ctx, q)
 	return resp, up, err
 }
 
-// ResolveTried is Resolve that also returns every upstream whose exchange
-// ran, in order, redacted: the query log lists them on an answer after a
-// failover too (SPEC §4.4, "the query event also lists every upstream
-// tried"). On failure they are the QueryError's Tried as well.
-func (p *Pool) ResolveTried(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []string, error) {
+// Exchange is Resolve for the route (server.Resolver): the Result lists
+// every upstream whose exchange ran, on an answer after a failover too
+// (SPEC §4.4, "the query event also lists every upstream tried"), and on a
+// failure names the upstream the QueryError attributes it to.
+func (p *Pool) Exchange(ctx context.Context, q *dns.Msg) (Result, error) {
+	resp, up, tried, err := p.resolve(ctx, q)
+	if qe, ok := errors.AsType[*QueryError](err); ok && up == "" {
+		up = qe.Attributed
+	}
+	return Result{Msg: resp, Upstream: up, Tried: tried}, err
+}
+
+// resolve is Resolve with every upstream whose exchange ran, in order,
+// redacted; on failure they are the QueryError's Tried as well.
+func (p *Pool) resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []string, error) {
 	deadline := time.Now().Add(p.total)
 	ctx, cancel := context.WithDeadlineCause(ctx, deadline, KindBudgetExhausted)
 	defer cancel()

@@ -398,20 +398,20 @@ func TestPool_deadlineAlreadyGoneStartsNoAttempt(t *testing.T) {
 	})
 }
 
-// TestPool_resolveTriedListsEveryUpstream: after a failover that ends in an
-// answer, ResolveTried names both upstreams in order and attributes the
-// answer to the one that gave it (SPEC §4.4: the event lists every upstream
+// TestPool_exchangeListsEveryUpstream: after a failover that ends in an
+// answer, Exchange names both upstreams in order and attributes the answer
+// to the one that gave it (SPEC §4.4: the event lists every upstream
 // tried), which Resolve's QueryError could only do on failure.
-func TestPool_resolveTriedListsEveryUpstream(t *testing.T) {
+func TestPool_exchangeListsEveryUpstream(t *testing.T) {
 	primary := &fakeClient{onExchange: poolTestRefuse}
 	standby := &fakeClient{onExchange: poolTestAnswer}
 	p := poolTestNew(t, poolTestShipped, primary, standby)
-	resp, up, tried, err := p.ResolveTried(t.Context(), poolTestQuery("a.example."))
-	if err != nil || resp == nil {
+	res, err := p.Exchange(t.Context(), poolTestQuery("a.example."))
+	if err != nil || res.Msg == nil {
 		t.Fatalf("err = %v", err)
 	}
-	if up != poolTestURL(1) || !slices.Equal(tried, []string{poolTestURL(0), poolTestURL(1)}) {
-		t.Errorf("attributed %q, tried %v; want the standby, after [primary standby]", up, tried)
+	if res.Upstream != poolTestURL(1) || !slices.Equal(res.Tried, []string{poolTestURL(0), poolTestURL(1)}) {
+		t.Errorf("attributed %q, tried %v; want the standby, after [primary standby]", res.Upstream, res.Tried)
 	}
 }
 
