@@ -62,11 +62,7 @@ func TestRawUDP_dualStackPeers(t *testing.T) {
 // The reader reads and answers each datagram with headers of its own: no
 // allocation per datagram (the client's calls included).
 func TestRawUDP_readAndWriteAllocateNothing(t *testing.T) {
-	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := listenUDP4(t)
 	raw := newRawUDP(srv)
 	client := dialUDP(t, srv.LocalAddr().String())
 	buf, oob, q := make([]byte, 64), make([]byte, oobSize), []byte("ping")
@@ -101,11 +97,7 @@ func TestRawUDP_readAndWriteAllocateNothing(t *testing.T) {
 // has a header of its own, so every datagram arrives whole, to its
 // address, once (run under -race, a shared header is also a race).
 func TestRawUDP_sendFromManyGoroutines(t *testing.T) {
-	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := listenUDP4(t)
 	raw := newRawUDP(srv)
 	const writers, each = 8, 30 // fewer than a default receive buffer holds
 	clients := make([]*net.UDPConn, writers)
@@ -162,4 +154,15 @@ func TestRawUDP_zones(t *testing.T) {
 	if zoneIndex("") != 0 {
 		t.Error("no zone must be scope id 0")
 	}
+}
+
+// listenUDP4 is a UDP socket on 127.0.0.1, closed when the test ends.
+func listenUDP4(t *testing.T) *net.UDPConn {
+	t.Helper()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
