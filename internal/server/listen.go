@@ -185,6 +185,7 @@ type udpReader struct {
 	src   []byte // a fast answer's source-address control message
 	name  [wireform.MaxName]byte
 	drops kernelDrops
+	raw   *rawUDP // the socket's calls (rawudp.go)
 }
 
 // udpReadSize is the read buffer: a query is one question and an OPT
@@ -202,16 +203,17 @@ func newUDPReader() *udpReader {
 	}
 }
 
-// readUDP reads datagrams from the listener's socket, one at a time through
-// the standard library, until the listener stops: it answers cache hits
-// itself (fastpath.go) and admits every other query under the family's
+// readUDP reads datagrams from the listener's socket, one at a time
+// (rawudp.go), until the listener stops: it answers cache hits itself
+// (fastpath.go) and admits every other query under the family's
 // cap, to be answered by a worker (workers.go), so a slow query never holds
 // up the next datagram.
 func (s *Server) readUDP(l *listener) {
 	rd := newUDPReader()
+	rd.raw = newRawUDP(l.udp)
 	var pause errorPause
 	for {
-		n, oobn, flags, from, err := l.udp.ReadMsgUDPAddrPort(rd.buf, rd.oob)
+		n, oobn, flags, from, err := rd.raw.read(rd.buf, rd.oob)
 		if err != nil {
 			if l.stopping() || errors.Is(err, net.ErrClosed) {
 				return
@@ -262,7 +264,7 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 	// is recorded after the write, as on the general path.
 	if ans, g, ev, ok := s.answerFast(wire, &rd.name, client, rd.ans[:0]); ok {
 		rd.src = appendSourceOOB(rd.src[:0], src)
-		_, _, err := l.udp.WriteMsgUDPAddrPort(ans, rd.src, from)
+		err := rd.raw.write(ans, rd.src, from)
 		s.finishFast(g, ev, err == nil)
 		return
 	}
@@ -278,6 +280,7 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 		return
 	}
 	q := append([]byte(nil), wire...) // buf is reused by the next read
+	raw := rd.raw
 	l.wg.Add(1)
 	s.work.run(func() {
 		defer l.wg.Done()
@@ -286,8 +289,7 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 		// A failed write (the client's port closed, a full buffer) is
 		// counted as undelivered; UDP clients retry on their own timer.
 		s.serve(s.ctx, q, client, query.UDP, func(ans []byte) error {
-			_, _, err := l.udp.WriteMsgUDPAddrPort(ans, sourceOOB(src), from)
-			return err
+			return raw.send(ans, sourceOOB(src), from)
 		})
 	})
 }

@@ -117,9 +117,10 @@ func TestPktinfo_answersFromQueriedAddress(t *testing.T) {
 			if _, err := client.Write([]byte("ping")); err != nil {
 				t.Fatal(err)
 			}
+			raw := newRawUDP(srv) // the reader's calls (rawudp.go)
 			buf, oob := make([]byte, 64), make([]byte, oobSize)
 			srv.SetReadDeadline(time.Now().Add(10 * time.Second))
-			_, oobn, _, from, err := srv.ReadMsgUDPAddrPort(buf, oob)
+			_, oobn, _, from, err := raw.read(buf, oob)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +139,7 @@ func TestPktinfo_answersFromQueriedAddress(t *testing.T) {
 			}); n != 0 {
 				t.Errorf("%.1f allocations per datagram reading its destination and making its source", n)
 			}
-			if _, _, err := srv.WriteMsgUDPAddrPort([]byte("pong"), out, from); err != nil {
+			if err := raw.write([]byte("pong"), out, from); err != nil {
 				t.Fatal(err)
 			}
 			client.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -205,11 +206,12 @@ func TestKernelDrops_countsReceiveQueueOverflow(t *testing.T) {
 	}
 	var k kernelDrops
 	var total uint64
+	raw := newRawUDP(c) // the reader's calls (rawudp.go)
 	buf, oob := make([]byte, 2048), make([]byte, overflowOOBSize)
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	read := 0
 	for {
-		_, oobn, _, _, err := c.ReadMsgUDPAddrPort(buf, oob)
+		_, oobn, _, _, err := raw.read(buf, oob)
 		if err != nil {
 			break // drained: the deadline ends the loop
 		}
@@ -221,7 +223,7 @@ func TestKernelDrops_countsReceiveQueueOverflow(t *testing.T) {
 	// the count arrives with the first datagram after the flood.
 	out.Write(make([]byte, 512))
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	_, oobn, _, _, err := c.ReadMsgUDPAddrPort(buf, oob)
+	_, oobn, _, _, err := raw.read(buf, oob)
 	if err != nil {
 		t.Fatal(err)
 	}
