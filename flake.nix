@@ -76,7 +76,7 @@
         };
       nixosModules.nxdns = self.nixosModules.default;
 
-      # The SPEC §10 scenarios (and §8.8's DoT/DoH serving, dot-doh) as NixOS
+      # The scenarios of docs/design.md#scenarios (and the DoT/DoH serving of docs/design.md#tls-serving, dot-doh) as NixOS
       # VM tests. x86_64 only: they need KVM,
       # and under aarch64 emulation three VMs would miss the tests' timing
       # bounds for the emulator's sake. The Pi's binary is the same source,

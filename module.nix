@@ -42,7 +42,7 @@ let
   stateDir = "/var/lib/nxdns";
   listsDir = "${stateDir}/lists";
 
-  # dns.allow is left to the binary (null: not written, so SPEC §3's default
+  # dns.allow is left to the binary (null: not written, so the default of docs/design.md#config-allow
   # applies); this is how the option's description names that default.
   allowDefaultText = ''`[ "local" ]`: loopback and every network this host is attached to (IPv4 and IPv6), followed as interfaces change'';
 
@@ -51,7 +51,7 @@ let
   passwordCredential = "/run/credentials/nxdns.service/web-password";
 
   # A typed option whose unset value (null) is left out of the file, so
-  # nxdns's own default applies (SPEC §3 is the one table of defaults).
+  # nxdns's own default applies (docs/reference/configuration.md is the one table of defaults).
   optional =
     type: description:
     mkOption {
@@ -517,7 +517,7 @@ in
       '';
       description = ''
         nxdns configuration, written as TOML to /etc/nxdns/nxdns.toml (see
-        docs/SPEC.md §3 for every key). Options left `null` are omitted and
+        docs/reference/configuration.md for every key). Options left `null` are omitted and
         take nxdns's defaults. Changing settings reloads nxdns (SIGHUP)
         instead of restarting it; an invalid file is rejected at build time
         by `nxdns check`.

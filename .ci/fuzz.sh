@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The fuzz targets (SPEC §9 "Fuzzing"), each for a bounded number of
-# inputs: about a minute and a half in all on CI (every target SPEC §9 names: the query parser and
+# The fuzz targets (docs/design.md#fuzzing), each for a bounded number of
+# inputs: about a minute and a half in all on CI (every target docs/design.md#fuzzing names: the query parser and
 # handler over UDP and DoH, the config loader, the cache file, the fast path's query reader, a UDP read's control messages, the local
 # records and the list parser). The seed corpora live in each package's testdata/fuzz/<Target>
 # and run as ordinary tests in scripts/test.sh too; an input the fuzzer finds

@@ -22,7 +22,7 @@ const (
 	metricsDoc    = "../docs/reference/metrics.md"
 )
 
-// pending are series of SPEC §8.5, §8.7, §8.8 and §9 that the dashboard and
+// pending are series of docs/design.md#cache, docs/design.md#filtering, docs/design.md#tls-serving and docs/design.md#metrics that the dashboard and
 // the rules use before docs/reference/metrics.md documents them (they are
 // being built on other branches). A name documented since must leave this
 // list: the test fails until it does, so the list never hides a typo.
@@ -188,7 +188,7 @@ func TestSeries_readsNames(t *testing.T) {
 	}
 }
 
-// TestRules_coverTheIssue: the alerts SPEC §10 and issue 16 ask for exist:
+// TestRules_coverTheIssue: the alerts docs/design.md#nixos-module and issue 16 ask for exist:
 // an upstream in backoff for 10 minutes, budget exhaustion, listener drops,
 // list refresh failures, certificate expiry, reload failures.
 func TestRules_coverTheIssue(t *testing.T) {

@@ -110,7 +110,7 @@ func TestUnit_doesNotDependOnSettings(t *testing.T) {
 	}
 }
 
-// TestUnit_lifecycle: SPEC §10's unit. Reload waits for nxdns's outcome
+// TestUnit_lifecycle: the unit of docs/design.md#nixos-module. Reload waits for nxdns's outcome
 // and fails when nxdns rejected it (issue 30 finding 3: ExecReload checks
 // the file with what it names, then `nxdns reload` signals and waits for the
 // status file in RuntimeDirectory; Type=notify-reload cannot report a

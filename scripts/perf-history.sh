@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# DNS throughput with the query history on versus off (docs/performance.md,
-# "History"): dnsperf against two real nxdns binaries in front of the same
+# DNS throughput with the query history on versus off
+# (docs/performance.md#history): dnsperf against two real nxdns binaries in front of the same
 # zero-latency fake DoT upstream, runs interleaved so machine noise hits
 # both alike. "off" is a binary built from BASE (default: the merge base
 # with main, which has no history); "on" is this tree with history.path on

@@ -1,4 +1,4 @@
-# SPEC §10 "burst" (field failure 1, the burst staircase): a browser fires
+# docs/design.md#scenarios "burst" (field failure 1, the burst staircase): a browser fires
 # ~30 unique names at once at a Pi with one DoT upstream that answers after
 # 100 ms. They must resolve together, in about one round trip — not as a
 # serial staircase of one exchange (and one TLS handshake) per query — and

@@ -16,7 +16,7 @@ import (
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
-// Scenario (SPEC §8.5 serve-stale): the upstream answers, then stalls in
+// Scenario (docs/design.md#serve-stale): the upstream answers, then stalls in
 // place, over the emulated path, on the connection the pool already holds.
 // Every name the household asked before is answered from the cache, stale
 // with EDE 3, before the client's 5 s timeout and by the 1.8 s stale point,

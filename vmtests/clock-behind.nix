@@ -1,4 +1,4 @@
-# SPEC §10, the Pi's boot path: a Pi has no real-time clock, so after months
+# docs/design.md#boot-path, the Pi's boot path: a Pi has no real-time clock, so after months
 # switched off it boots with its clock months behind, and every DoT
 # certificate looks "not yet valid". The resolver node here boots that way (a
 # oneshot sets its clock 200 days back before timesyncd and nxdns start), with

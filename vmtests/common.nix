@@ -1,4 +1,4 @@
-# Shared pieces of the VM tests (SPEC §10): a test CA, the three nodes and the
+# Shared pieces of the VM tests (docs/design.md#scenarios): a test CA, the three nodes and the
 # Python helpers of the test scripts.
 #
 #   client    192.168.1.1  runs nxdns-burst and kdig
@@ -114,7 +114,7 @@ rec {
       443
     ];
     environment.systemPackages = [ pkgs.curl ];
-    # The round trip a Pi has to a public resolver (SPEC §1 lesson 6): every
+    # The round trip a Pi has to a public resolver (docs/design.md#lesson-round-trips): every
     # packet the upstream node sends waits 30 ms (±4), so each TCP connect,
     # TLS handshake and query to it costs a real round trip. Only this node
     # delays, so the client's path to the resolver stays a LAN.

@@ -1,4 +1,4 @@
-// Package vmtests reproduces the field failures of SPEC §1 against the real
+// Package vmtests reproduces the field failures of docs/design.md#field-failures against the real
 // nxdns binary on loopback: a fake DoT/DoH upstream (internal/fakeup) with
 // added latency or stalls, nxdns started as a process with a generated
 // configuration, and the burst client (internal/burst) measuring what a LAN

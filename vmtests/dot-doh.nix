@@ -1,4 +1,4 @@
-# SPEC §8.8: the client node queries the resolver node over DoT (kdig +tls,
+# docs/design.md#tls-serving: the client node queries the resolver node over DoT (kdig +tls,
 # Android's Private DNS in miniature) and DoH (kdig +https, curl) with a CA
 # it trusts, the resolver advertises both by DDR (RFC 9462), and /metrics
 # counts the queries by proto. The certificate is issued by the test CA for

@@ -20,7 +20,7 @@ import (
 )
 
 // Real clients nobody here wrote, resolving through the real binary's DoT
-// and DoH listeners (SPEC §8.8): kdig +tls and +https, and curl --doh-url,
+// and DoH listeners (docs/design.md#tls-serving): kdig +tls and +https, and curl --doh-url,
 // each verifying nxdns's certificate against the test CA, never skipping
 // verification. A test skips when its tool is not installed (.ci/run
 // installs knot-dnsutils, curl and dnsmasq-base).

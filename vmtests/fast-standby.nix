@@ -1,4 +1,4 @@
-# SPEC §10 "fast standby": at the shipped defaults (attempt 2000 ms, total
+# docs/design.md#scenarios "fast standby": at the shipped defaults (attempt 2000 ms, total
 # 4000 ms) the primary stalls every attempt. Once it is in backoff the
 # standby answers each query at once: a dead primary costs at most the
 # queries in flight when it died, not one attempt timeout per query. The

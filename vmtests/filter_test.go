@@ -15,7 +15,7 @@ import (
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
-// Filtering through the real binary (SPEC §8.6, §8.7): lists served by a
+// Filtering through the real binary (docs/design.md#local-answers, docs/design.md#filtering): lists served by a
 // local HTTP server, queries asked with kdig, the decisions read from the
 // answers, the fake upstream's counters and the API.
 
@@ -148,7 +148,7 @@ lists = ["ads", "games"]
 	if f := p.metrics(t); metric(f, "nxdns_filter_blocked_total", "list", "ads") < 4 {
 		t.Errorf("nxdns_filter_blocked_total{list=ads} = %v", metric(f, "nxdns_filter_blocked_total", "list", "ads"))
 	}
-	// Local answers (SPEC §8.6): what a new user tried first never leaves.
+	// Local answers (docs/design.md#local-answers): what a new user tried first never leaves.
 	before = up.counts().Queries
 	// A single label is NODATA, not NXDOMAIN (docs/local.md).
 	for _, q := range [][]string{{"-x", "10.1.2.3", "NXDOMAIN"}, {"nas", "A", "NOERROR"}, {"printer.local", "A", "NXDOMAIN"}, {"use-application-dns.net", "A", "NXDOMAIN"}} {

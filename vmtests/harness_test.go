@@ -28,7 +28,7 @@ import (
 )
 
 // scenarioPath is the path between nxdns and every fake upstream: the round
-// trip a Pi has to a public resolver (SPEC §1 lesson 6: 15–40 ms), so each
+// trip a Pi has to a public resolver (docs/design.md#lesson-round-trips: 15–40 ms), so each
 // TCP connect, TLS handshake and query costs its real round trips
 // (internal/pathemu). The jitter keeps answers from arriving in lockstep.
 var scenarioPath = pathemu.Path{RTT: 30 * time.Millisecond, Jitter: 4 * time.Millisecond}

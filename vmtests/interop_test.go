@@ -13,9 +13,9 @@ import (
 )
 
 // Interop through the real binary with resolvers nobody here wrote: unbound
-// as an encrypted upstream (SPEC §5, §6), dnsmasq as the household router
-// behind the forward zones and the source of learned client names (SPEC §3,
-// §8). Each test skips when its resolver is not installed.
+// as an encrypted upstream (docs/design.md#dot-client, docs/design.md#doh-client), dnsmasq as the household router
+// behind the forward zones and the source of learned client names (docs/design.md#learned-names,
+// docs/design.md#forward-zones). Each test skips when its resolver is not installed.
 
 // TestInteropUnbound: an A query for a name in unbound's local zone, sent to
 // nxdns over UDP and TCP, comes back with unbound's local data, over DoT and
@@ -64,7 +64,7 @@ func TestInteropUnbound(t *testing.T) {
 
 // TestInteropDnsmasqZones: with forward zones "lan" and its reverse zone
 // pointing at dnsmasq, host.lan's A record and its PTR resolve through nxdns,
-// and the query log names the zone's resolver (SPEC §8).
+// and the query log names the zone's resolver (docs/design.md#forward-zones).
 func TestInteropDnsmasqZones(t *testing.T) {
 	skipShort(t)
 	lan := testutil.StartDnsmasq(t, "192.168.1.50 host.lan")

@@ -47,7 +47,7 @@
       };
       # Not the defaults: the unit must not change with them
       # (vmtests/golden/unit-*.json are compared).
-      # Within the budget inequalities (SPEC §3), so `nxdns check` does not warn.
+      # Within the budget inequalities (docs/design.md#config-budgets), so `nxdns check` does not warn.
       upstream = {
         attempt_timeout_ms = 1500;
         total_timeout_ms = 3500;

@@ -24,7 +24,7 @@ import (
 // TestPerfServedTLS measures DoT and DoH served throughput and latency of
 // the real binary beside dnsdist serving the same on the same machine, in
 // the same run, both forwarding to the same zero-latency fake DoT upstream
-// (docs/performance.md "Serving DoT and DoH"). It asserts only that every
+// (docs/performance.md#served-tls). It asserts only that every
 // query was answered; the numbers are logged. Opt-in (NXDNS_PERF=1): it
 // loads both cores for about 30 s. Bounded: each load runs perfSeconds.
 func TestPerfServedTLS(t *testing.T) {

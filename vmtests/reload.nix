@@ -1,4 +1,4 @@
-# SPEC §10 "reload": a configuration switch reloads nxdns without dropping a
+# docs/design.md#scenarios "reload": a configuration switch reloads nxdns without dropping a
 # query. The resolver boots with the DoT primary as its only upstream; its
 # specialisation "standby" has the DoH standby instead. While the client
 # sends a steady stream of queries, the resolver switches to the

@@ -1,4 +1,4 @@
-# SPEC §10 "saturated primary" (field failure 2): the primary upstream's
+# docs/design.md#scenarios "saturated primary" (field failure 2): the primary upstream's
 # slots are all held by stalled exchanges while the standby sits idle. No
 # query may wait behind the saturated primary while the standby has room:
 # zero SERVFAIL, every answer well inside the 5 s budget, zero budget

@@ -30,7 +30,7 @@ func skipShort(t *testing.T) {
 	}
 }
 
-// Scenario 1 (SPEC §1 "the burst staircase", lesson 6): one upstream 30 ms
+// Scenario 1 (docs/design.md#burst-staircase, lesson 6): one upstream 30 ms
 // of path away that takes 60 ms to resolve a name (a cache miss at a public
 // resolver). 30 unique names at once resolve in about one query's latency —
 // at most 1.3 times a single warm query — because they share the warm
@@ -105,7 +105,7 @@ func checkAllAnswered(t *testing.T, what string, r *burst.Report) {
 	}
 }
 
-// Scenario 2 (SPEC §1 "the saturated primary", lessons 2 and 7): every slot
+// Scenario 2 (docs/design.md#saturated-primary, lessons 2 and 7): every slot
 // of the primary is held by stalled exchanges. A burst arriving meanwhile
 // goes to the free standby at once, without queueing; then a burst of
 // hundreds: nothing is dropped at the listener or lost, every answer lands
@@ -188,7 +188,7 @@ func TestScenarioSaturatedPrimary(t *testing.T) {
 
 			m := p.metrics(t)
 			if got := metric(m, "nxdns_listener_dropped_total"); got > 0 {
-				t.Errorf("listener dropped %v queries of ordinary bursts, want 0 (SPEC §9)", got)
+				t.Errorf("listener dropped %v queries of ordinary bursts, want 0 (docs/design.md#lesson-bursts)", got)
 			}
 			if got := metric(m, "nxdns_upstream_budget_exhausted_total"); got != 0 {
 				t.Errorf("budget_exhausted_total = %v, want 0", got)
@@ -247,7 +247,7 @@ func TestScenarioFastStandby(t *testing.T) {
 	}
 }
 
-// Scenario 4 (SPEC §1 lesson 5, "the server yields first"): every upstream
+// Scenario 4 (docs/design.md#lesson-yield-first): every upstream
 // stalls, at the shipped defaults. Each query gets SERVFAIL with an Extended
 // DNS Error before the 5 s after which glibc, musl, dig and kdig give up on
 // the try. The first queries find the primary in service and spend one full
@@ -277,7 +277,7 @@ func TestScenarioEverythingStalls(t *testing.T) {
 	}
 }
 
-// Scenario 4b (SPEC §4.3 step 5): every upstream is down — black-holed, so
+// Scenario 4b (docs/design.md#pool-last-resort): every upstream is down — black-holed, so
 // each connection attempt hangs rather than fails — and already in backoff
 // (their start-up probes failed). A query does not spend its 4000 ms budget
 // on the dead: it is answered SERVFAIL with EDE 23 within about one probe
@@ -339,7 +339,7 @@ func TestScenarioIdleClose(t *testing.T) {
 }
 
 // Scenario 5b: the upstream closes each connection, unanswered, when its
-// second query arrives — the stale-connection case of SPEC §5 made
+// second query arrives — the stale-connection case of docs/design.md#stale-connection made
 // deterministic (the connection was reused, no byte of the answer came, the
 // cause is EOF). Every query is still answered: each is retried once on a
 // fresh connection, counted in reuse_recoveries_total, and nothing is
@@ -379,7 +379,7 @@ func TestScenarioStaleConnectionRecovery(t *testing.T) {
 	}
 }
 
-// Scenario 6 (SPEC §9): a UDP flood from loopback, well above the listener's
+// Scenario 6 (docs/design.md#robustness): a UDP flood from loopback, well above the listener's
 // cap, for a bounded time. The upstream (one round trip away, 32 slots)
 // answers about a thousand queries a second; the flood sends eight, so its
 // queries pile up at the listener. The queries in flight stay at the cap

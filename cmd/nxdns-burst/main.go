@@ -1,6 +1,6 @@
 // Command nxdns-burst fires waves of concurrent unique-name queries (or a
 // fixed query rate) at a resolver and prints one JSON report: latencies,
-// rcodes, Extended DNS Errors and the staircase ratio of SPEC §1. See
+// rcodes, Extended DNS Errors and the staircase ratio of docs/design.md#burst-staircase. See
 // docs/reference/tools.md; the logic lives in internal/burst.
 package main
 

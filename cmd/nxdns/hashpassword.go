@@ -10,7 +10,7 @@ import (
 )
 
 // cmdHashPassword reads a password from the first line of stdin and prints
-// the bcrypt hash web.password_file holds (SPEC §9). Reading stdin, not an
+// the bcrypt hash web.password_file holds (docs/design.md#web-auth). Reading stdin, not an
 // argument, keeps the password out of the shell history and of ps.
 func cmdHashPassword(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 {

@@ -112,7 +112,7 @@ func TestCheckExampleConfigIsValid(t *testing.T) {
 	}
 }
 
-// A file that breaks the budget inequalities (SPEC §3) is valid: check exits
+// A file that breaks the budget inequalities (docs/design.md#config-budgets) is valid: check exits
 // 0 and warns, naming each broken promise; the shipped defaults warn of none.
 func TestCheckWarnsWhenBudgetsBreakTheInequalities(t *testing.T) {
 	dir := t.TempDir()

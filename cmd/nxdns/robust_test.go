@@ -23,7 +23,7 @@ import (
 
 // A stderr nobody drains (a stand-in for a busy journald) costs log lines,
 // counted, never DNS service; a stderr whose reader went away does not kill
-// the process (SIGPIPE); SIGTERM still stops it (SPEC §9, issue 13 finding
+// the process (SIGPIPE); SIGTERM still stops it (docs/design.md#log-never-blocks, issue 13 finding
 // 2). Before the fix the query-log write blocked inside the listener slot:
 // after about 270 queries nothing was answered, SIGTERM hung on its own log
 // line, and closing the reader killed nxdns with SIGPIPE (exit 141).

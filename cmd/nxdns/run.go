@@ -43,11 +43,11 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	level := zap.NewAtomicLevelAt(lvl)
 	opts := logging.FromEnv(level)
 	opts.Out = stderr
-	opts.Async = true // a stalled journald costs log lines, never queries (SPEC §9)
+	opts.Async = true // a stalled journald costs log lines, never queries (docs/design.md#log-never-blocks)
 	log := logging.New(opts)
 	// A reader of stderr that went away (journald restarted, a closed pipe)
 	// must not kill the process: ignored, SIGPIPE becomes an EPIPE that the
-	// logger counts as dropped lines (SPEC §9).
+	// logger counts as dropped lines (docs/design.md#log-never-blocks).
 	signal.Ignore(syscall.SIGPIPE)
 	defer log.Sync() //nolint:errcheck // stderr: nothing to do about a failed flush
 
@@ -74,7 +74,7 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	log.Info("serving", zap.String("version", buildinfo.Get().String()), zap.String("config", name))
 
 	// A reload runs off this loop, so SIGTERM is handled whatever a reload
-	// meets (SPEC §9: files are read off the signal-handling path). A SIGHUP
+	// meets (docs/design.md#file-reads: files are read off the signal-handling path). A SIGHUP
 	// during a reload is kept and runs once that one ends.
 	reloaded := make(chan error, 1) // buffered: a reload ending after SIGTERM does not block
 	reloading, again := false, false

@@ -477,7 +477,7 @@ func (a *App) health() web.Health {
 	return h
 }
 
-// logEffective prints the configuration summary SPEC §9 asks for at start-up.
+// logEffective prints the configuration summary docs/design.md#logs asks for at start-up.
 func (a *App) logEffective(cfg config.Config) {
 	ups := make([]string, 0, len(cfg.Upstreams))
 	for _, e := range a.gen.Load().pool.Snapshot().Upstreams {

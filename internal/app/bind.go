@@ -9,7 +9,7 @@ import (
 )
 
 // explainListen adds what an operator needs to a listener that could not be
-// bound (SPEC §9): which address, who usually holds it and how to find out,
+// bound (docs/design.md#cli): which address, who usually holds it and how to find out,
 // or which privilege is missing. Other errors pass through unchanged.
 func explainListen(err error) error {
 	var oe *net.OpError

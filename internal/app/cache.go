@@ -8,7 +8,7 @@ import (
 	"github.com/nxdns/nxdns/internal/web"
 )
 
-// cacheOptions are the answer cache's settings from cfg (SPEC §8.5). The
+// cacheOptions are the answer cache's settings from cfg (docs/design.md#cache). The
 // cache itself belongs to the App, not to a generation, so its entries and
 // counters survive a reload; each generation gets a new cache.Stage over it.
 func cacheOptions(cfg config.Config, log *zap.Logger) cache.Options {
@@ -28,7 +28,7 @@ func cacheOptions(cfg config.Config, log *zap.Logger) cache.Options {
 // reconfigureCache applies a reload's cache settings to the running cache,
 // and forgets the names of every forward zone added, removed or pointed at
 // another resolver: their cached answers came from whoever answered them
-// before, and a LAN name must not keep a public resolver's answer (SPEC §8).
+// before, and a LAN name must not keep a public resolver's answer (docs/design.md#forward-zones).
 func (a *App) reconfigureCache(old, cfg config.Config) {
 	if a.cache.Reconfigure(cacheOptions(cfg, a.log)) {
 		a.log.Info("cache emptied: dns.cache_size, dns.cache_max_bytes or the TTL clamps changed")
@@ -49,7 +49,7 @@ func (a *App) reconfigureCache(old, cfg config.Config) {
 	}
 }
 
-// cacheRoutes adds the cache's API (SPEC §8.5) to a web endpoint: flushing
+// cacheRoutes adds the cache's API (docs/design.md#cache-api) to a web endpoint: flushing
 // changes how names are answered, an entry shows which names the household
 // asks, so neither is public.
 func (a *App) cacheRoutes(s *web.Server) {

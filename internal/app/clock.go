@@ -8,12 +8,12 @@ import (
 	"github.com/nxdns/nxdns/internal/clock"
 )
 
-// The boot path of a Pi without a real-time clock (SPEC §10): nxdns starts
+// The boot path of a Pi without a real-time clock (docs/design.md#boot-path): nxdns starts
 // at once with whatever time the system has. Until NTP sets the clock, the
 // upstreams' certificates may look "not yet valid" and the upstreams go into
 // backoff; nxdns says why (a warn line, /api/health's clock) and, when the
 // clock becomes synchronized, applies the running configuration again, which
-// probes every upstream at once (SPEC §4.5's load-time probe) instead of
+// probes every upstream at once (the load-time probe of docs/design.md#pool-probes) instead of
 // waiting for each one's next backoff probe, up to a minute away.
 
 // unsyncedMsg is logged at start and whenever the clock is found

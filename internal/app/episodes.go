@@ -9,7 +9,7 @@ import (
 )
 
 // poolHealth carries one generation's pool transitions into the App's
-// episode log, which outlives the pool (SPEC §9: upstreams, backoff
+// episode log, which outlives the pool (docs/design.md#dashboard: upstreams, backoff
 // episodes). Once a reload retires the generation it stops: the old pool
 // still answers the queries that started on it while it drains, and a
 // failure there must not open an episode the new pool, already serving,

@@ -170,18 +170,18 @@ func (g *generation) state(local []netip.Prefix) *server.State {
 	}
 }
 
-// stages is the chain between access control and the route, in SPEC §2's
-// order; each feature appends its stage on its own line, or nothing when
+// stages is the chain between access control and the route, in
+// the order of docs/design.md#stage-chain; each feature appends its stage on its own line, or nothing when
 // the configuration turns it off.
 func (g *generation) stages() []query.Stage {
 	var stages []query.Stage
-	// DDR: advertise DoT/DoH to plain clients when serving them (SPEC §8.8)
+	// DDR: advertise DoT/DoH to plain clients when serving them (docs/design.md#ddr)
 	if s := g.ddrStage(); s != nil {
 		stages = append(stages, s)
 	}
-	stages = append(stages, g.local)  // local answers (SPEC §8.6)
-	stages = append(stages, g.filter) // policy: lists, groups, pause (SPEC §8.7)
-	// cache: hit, prefetch, coalescing, serve-stale (SPEC §8.5)
+	stages = append(stages, g.local)  // local answers (docs/design.md#local-answers)
+	stages = append(stages, g.filter) // policy: lists, groups, pause (docs/design.md#filtering)
+	// cache: hit, prefetch, coalescing, serve-stale (docs/design.md#cache)
 	if g.cache != nil && g.cfg.DNS.CacheSize > 0 {
 		stages = append(stages, g.cache)
 	}
@@ -193,13 +193,13 @@ func (g *generation) stages() []query.Stage {
 func (g *generation) sinks() []query.Sink {
 	var sinks []query.Sink
 	if g.history != nil {
-		sinks = append(sinks, g.history) // history (SPEC §9)
+		sinks = append(sinks, g.history) // history (docs/design.md#history)
 	}
 	return sinks
 }
 
 // Route sends a name to the forward zone with the longest matching suffix,
-// otherwise to the pool (SPEC §2).
+// otherwise to the pool (docs/design.md#stage-chain).
 func (g *generation) Route(qname string) (server.Resolver, string) {
 	if z, ok := g.zones.Match(qname); ok {
 		return z, "zone:" + strings.TrimSuffix(z.Name(), ".")

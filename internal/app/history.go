@@ -20,7 +20,7 @@ func historyOptions(cfg config.History, log *zap.Logger) history.Options {
 	}
 }
 
-// openHistory starts the query history of cfg (SPEC §9). It never fails:
+// openHistory starts the query history of cfg (docs/design.md#history). It never fails:
 // a store that cannot be opened keeps the history in memory and says so
 // in /api/health, and DNS starts either way. check, when set, vets a file
 // before this process opens it, at start and at every reload that opens

@@ -9,7 +9,7 @@ import (
 	"github.com/nxdns/nxdns/internal/localnet"
 )
 
-// dns.allow's "local" (SPEC §3): the host's own networks, followed while
+// dns.allow's "local" (docs/design.md#config-allow): the host's own networks, followed while
 // nxdns runs. The watcher outlives generations (a reload that keeps "local"
 // keeps following); a change swaps in a server state with the new allow set
 // and the same generation, so no pool or zone is rebuilt for it.

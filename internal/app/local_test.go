@@ -55,7 +55,7 @@ func rcodeFrom(t *testing.T, src, addr string) int {
 }
 
 // TestStart_summaryNamesAllowList: the start-up configuration line carries
-// dns.allow and, for "local", the networks it stands for (SPEC §9).
+// dns.allow and, for "local", the networks it stands for (docs/design.md#config-allow).
 func TestStart_summaryNamesAllowList(t *testing.T) {
 	r := newRig(t)
 	r.start(t, r.config(t, loopbackAddr(t), false))

@@ -55,7 +55,7 @@ func Probe(ctx context.Context, cfg config.Config) []ProbeResult {
 }
 
 // probeZones asks each forward zone's resolver for its zone's SOA through a
-// table of its own (the probe the server runs in the background, SPEC §4.5),
+// table of its own (the probe the server runs in the background, docs/design.md#pool-probes),
 // one after another.
 func probeZones(ctx context.Context, cfg config.Config) []ProbeResult {
 	tab, err := forward.NewTable(cfg.ForwardZones, cfg.Upstream.Read())

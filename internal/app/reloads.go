@@ -8,7 +8,7 @@ import (
 	"github.com/nxdns/nxdns/internal/metrics"
 )
 
-// The configuration's life for /metrics (SPEC §9: config reloads; issue 16
+// The configuration's life for /metrics (docs/design.md#metrics: config reloads; issue 16
 // finding 19): reload outcomes, and the generation whose counters the
 // upstream and zone series show. Guarded by statMu, not a.mu, so a scrape
 // never waits behind a reload.

@@ -10,7 +10,7 @@ import (
 	"github.com/nxdns/nxdns/internal/tlscert"
 )
 
-// certState is the App's serving certificate (SPEC §8.8). It outlives
+// certState is the App's serving certificate (docs/design.md#tls-certificate). It outlives
 // generations: a reload with the same files keeps the store (and refreshes
 // it, so SIGHUP after a renewal takes effect at once), new files open a new
 // one, and its poll picks up renewals between reloads.

@@ -83,7 +83,7 @@ func TestRun_refusedPortCountsErrors(t *testing.T) {
 }
 
 // The staircase ratio tells a parallel resolver from a serial one: the shape
-// of SPEC §1, one query's latency against N of them.
+// of docs/design.md#field-failures, one query's latency against N of them.
 func TestRun_staircaseRatio(t *testing.T) {
 	const (
 		n       = 10

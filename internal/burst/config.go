@@ -1,6 +1,6 @@
 // Package burst is the client side of the scenario tests: it fires waves of
 // concurrent unique-name queries at a resolver, as a browser opening a page
-// does (SPEC §1, "the burst staircase"), or a fixed query rate, and reports
+// does (docs/design.md#burst-staircase), or a fixed query rate, and reports
 // latencies, rcodes, Extended DNS Errors and the staircase ratio: how many
 // single-query latencies the burst took. About 1 means the resolver served
 // the burst in parallel; about N means it served it one query at a time.

@@ -23,7 +23,7 @@ type plan struct {
 
 // udpServer is a loopback UDP DNS server for these tests. A parallel one
 // answers each query on its own goroutine; a serial one finishes each query,
-// delay included, before reading the next: the staircase of SPEC §1.
+// delay included, before reading the next: the staircase of docs/design.md#burst-staircase.
 type udpServer struct {
 	conn  net.PacketConn
 	done  chan struct{}

@@ -11,8 +11,8 @@ import (
 	"github.com/nxdns/nxdns/internal/query"
 )
 
-// Explanation describes one cached entry for GET /api/cache/entry (SPEC
-// §8.5): what was asked, how old the answer is, how long it stays, what the
+// Explanation describes one cached entry for GET /api/cache/entry
+// (docs/design.md#cache-api): what was asked, how old the answer is, how long it stays, what the
 // clamps did, who answered, and whether it is served fresh or stale.
 type Explanation struct {
 	Name        string  `json:"name"`

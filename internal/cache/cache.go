@@ -1,4 +1,4 @@
-// Package cache is nxdns's answer cache (SPEC §8.5): the stage of the chain
+// Package cache is nxdns's answer cache (docs/design.md#cache): the stage of the chain
 // between policy and the route that answers repeated questions from memory,
 // shares identical queries in flight, refreshes popular names before they
 // expire, and serves an expired answer (RFC 8767) when the upstreams or a
@@ -20,7 +20,7 @@ import (
 )
 
 // Options are the cache's settings, from the dns section of the
-// configuration (SPEC §8.5).
+// configuration (docs/design.md#cache).
 type Options struct {
 	Size        int           // entries held; 0 disables the cache
 	MaxBytes    int64         // dns.cache_max_bytes: the entries' memory (weight.go); 0 is DefaultMaxBytes
@@ -189,7 +189,7 @@ func (c *Cache) Flush(name string) int {
 	return n
 }
 
-// Snapshot is the cache's counters at one instant, for /metrics (SPEC §8.5).
+// Snapshot is the cache's counters at one instant, for /metrics (docs/design.md#cache).
 type Snapshot struct {
 	Hits       uint64 // answered from a fresh entry
 	Misses     uint64 // passed on to the route, alone or sharing an exchange

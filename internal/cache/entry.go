@@ -10,7 +10,7 @@ import (
 	"github.com/nxdns/nxdns/internal/query"
 )
 
-// key is what makes two queries the same question to the cache (SPEC §8.5):
+// key is what makes two queries the same question to the cache (docs/design.md#cache):
 // the name case-folded (0x20 clients vary its case, RFC 4343), type, class
 // and the two DNSSEC bits that change what an upstream sends back. DO asks
 // for signatures; CD=1 answers were not validated and must never reach a
@@ -48,7 +48,7 @@ func (k key) do() bool { return k.flags&flagDO != 0 }
 // The fields a fast-path hit reads come first, together, so that a hit
 // reads one or two cache lines of the entry rather than three: on a CPU
 // the clients' own work shares, each line is another wait for memory
-// (docs/performance.md "Answer cache").
+// (docs/performance.md#answer-cache).
 type entry struct {
 	name    string                  // the key's name, the query's name in lower case: a hit's event takes it without reading msg
 	stored  int64                   // Unix nanoseconds
@@ -100,13 +100,13 @@ func (e *entry) usableStale(now int64, maxAge time.Duration) bool {
 }
 
 // nearExpiry reports whether a fresh entry is in the last tenth of its TTL,
-// where a hit triggers a prefetch (SPEC §8.5).
+// where a hit triggers a prefetch (docs/design.md#cache-prefetch).
 func (e *entry) nearExpiry(now int64) bool {
 	return e.expires-now <= int64(e.ttl)*int64(time.Second)/10
 }
 
 // renderView renders the answer with every TTL decremented by the entry's
-// age (SPEC §8.5: decremented on the way out), with its summary, shared by
+// age (docs/design.md#cache: decremented on the way out), with its summary, shared by
 // every query in the same second of the entry's age.
 func (e *entry) renderView(now int64) *view {
 	age := max(now-e.stored, 0) / int64(time.Second)

@@ -6,7 +6,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// flights coalesces identical queries in flight (SPEC §8.5): the first query
+// flights coalesces identical queries in flight (docs/design.md#cache-coalescing): the first query
 // for a key starts one exchange, every later one for the same key waits for
 // its result.
 //

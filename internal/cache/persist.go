@@ -19,7 +19,7 @@ import (
 	"github.com/nxdns/nxdns/internal/safefile"
 )
 
-// The cache file (dns.cache_file, SPEC §8.5): the entries with their
+// The cache file (dns.cache_file, docs/design.md#cache-file): the entries with their
 // absolute times, so a restart starts warm and stale-capable.
 //
 //	magic "NXDNSCACHE" | version u16 | min_ttl u32 | max_ttl u32 | count u32
@@ -36,7 +36,7 @@ import (
 const (
 	fileMagic   = "NXDNSCACHE"
 	fileVersion = 1
-	// maxFileBytes bounds what a load reads (SPEC §9: every file read has a
+	// maxFileBytes bounds what a load reads (docs/design.md#file-reads: every file read has a
 	// size cap): a million entries of a few hundred bytes.
 	maxFileBytes = 512 << 20
 	// defaultSaveInterval is how often a changed cache is written while running:

@@ -31,13 +31,13 @@ const (
 	maxTTLField = 1<<31 - 1
 )
 
-// limits are the clamps of SPEC §8.5 in seconds.
+// limits are the clamps of docs/design.md#cache in seconds.
 type limits struct {
 	min, max uint32
 }
 
 // prepare turns an upstream's answer into an entry, or nil when the answer
-// must not be cached (SPEC §8.5's never-cache list: SERVFAIL and every rcode
+// must not be cached (the never-cache list of docs/design.md#cache-never: SERVFAIL and every rcode
 // but NOERROR and NXDOMAIN, truncated answers, a TTL that clamps to 0).
 // resp is not modified: the entry holds copies of its records.
 func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source string) *entry {

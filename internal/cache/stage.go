@@ -13,7 +13,7 @@ import (
 	"github.com/nxdns/nxdns/internal/query"
 )
 
-// Serve-stale timing (SPEC §8.5, RFC 8767).
+// Serve-stale timing (docs/design.md#serve-stale, RFC 8767).
 const (
 	// maxStalePoint is RFC 8767 §5's client-response timer: 1.8 s, before a
 	// stub's first retry.
@@ -27,7 +27,7 @@ const (
 	failureRecheck = 30 * time.Second
 )
 
-// Stage is the cache's link of the stage chain (SPEC §2) for one
+// Stage is the cache's link of the stage chain (docs/design.md#stage-chain) for one
 // configuration generation. The entries live in the Cache, which survives
 // reloads; the Stage owns only the exchanges it started (coalesced
 // queries, prefetches, refreshes after a stale answer), which Close ends.
@@ -128,7 +128,7 @@ func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handle
 
 // stalePoint is how long a query with a stale entry waits for a fresh
 // answer: the earlier of 1.8 s and the query's budget less the margin
-// (SPEC §8.5), so the stale answer always lands before the client gives up.
+// (docs/design.md#serve-stale), so the stale answer always lands before the client gives up.
 func stalePoint(deadline, now time.Time) time.Duration {
 	return max(min(maxStalePoint, deadline.Sub(now)-staleMargin), 0)
 }
@@ -188,7 +188,7 @@ func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, o
 	})
 }
 
-// serveStale answers with an expired entry: TTL 30, EDE 3 (SPEC §8.5).
+// serveStale answers with an expired entry: TTL 30, EDE 3 (docs/design.md#serve-stale).
 func (s *Stage) serveStale(r *query.Request, e *entry) *dns.Msg {
 	s.c.stale.Add(1)
 	r.Event.Cache, r.Event.Source = query.CacheStale, query.SourceStale
@@ -205,7 +205,7 @@ func failed(msg *dns.Msg, err error) bool {
 // learn records an exchange's outcome: the answer stored, or for a failure
 // the failure-recheck timer of the stale entry it would have refreshed. A
 // forward zone's failure marks the zone down; its first good answer
-// afterwards drops the zone's stale and negative entries (SPEC §8.5). An
+// afterwards drops the zone's stale and negative entries (docs/design.md#serve-stale). An
 // answer to an exchange started before a flush of its name (flushes is the
 // log's seq when it started) goes to its waiters but does not stay: the
 // operator flushed because the old answer was wrong, and this one may be it.

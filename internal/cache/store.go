@@ -17,7 +17,7 @@ import (
 //
 // Only the bound is otter's: expiry and refresh are the cache's own, since
 // an expired entry must stay for serve-stale and a refresh must spend the
-// query's budget (SPEC §8.5), neither of which otter's expiry and refresh
+// query's budget (docs/design.md#serve-stale), neither of which otter's expiry and refresh
 // calculators model. Safe for concurrent use.
 type store struct {
 	c         *otter.Cache[key, *entry]

@@ -67,7 +67,7 @@ func (w Web) Addr() (addr netip.AddrPort, ok bool) {
 }
 
 // EnabledUpstreams are the upstreams that become pool entries, lowest
-// priority first, ties in file order (SPEC §3). The slice is a copy.
+// priority first, ties in file order (docs/design.md#config-upstreams). The slice is a copy.
 func (c Config) EnabledUpstreams() []UpstreamURL {
 	var out []UpstreamURL
 	for _, u := range c.Upstreams {

@@ -7,7 +7,7 @@ import (
 )
 
 // AllowLocal is the dns.allow word for "the networks this host is attached
-// to" (SPEC §3): loopback plus the prefix of every address on every
+// to" (docs/design.md#config-allow): loopback plus the prefix of every address on every
 // interface, IPv4 and IPv6, global prefixes included. It is the default, so a
 // fresh install answers its own LAN, whatever the LAN's addresses, and
 // nothing beyond it. The set follows the interfaces while nxdns runs; the

@@ -1,6 +1,6 @@
 package config
 
-// The shipped budgets obey two inequalities (SPEC §3), written out with
+// The shipped budgets obey two inequalities (docs/design.md#config-budgets), written out with
 // their numbers in docs/reference/configuration.md. A file may break them —
 // an operator can have reasons — so they are warnings, which `nxdns check`
 // prints and which never stop nxdns from starting or reloading.

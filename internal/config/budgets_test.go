@@ -14,7 +14,7 @@ func TestWarnings_budgetInequalities(t *testing.T) {
 		{1500, 4500, nil}, // 4500 + 500 is exactly the stubs' 5000: still first
 		{2500, 4000, []Code{CodeStandbyWithoutAttempt}},
 		{2000, 4600, []Code{CodeBudgetOutlastsClients}},
-		{2500, 5000, []Code{CodeBudgetOutlastsClients}}, // the old defaults: the field failure of SPEC §1
+		{2500, 5000, []Code{CodeBudgetOutlastsClients}}, // the old defaults: the field failure of docs/design.md#field-failures
 		{4000, 4800, []Code{CodeStandbyWithoutAttempt, CodeBudgetOutlastsClients}},
 	} {
 		c := Default()
@@ -35,7 +35,7 @@ func TestWarnings_budgetInequalities(t *testing.T) {
 	}
 }
 
-// The defaults are the numbers SPEC §3 fixes.
+// The defaults are the numbers docs/design.md#config-budgets fixes.
 func TestDefault_budgets(t *testing.T) {
 	u := Default().Upstream
 	if u.AttemptTimeoutMS != 2000 || u.TotalTimeoutMS != 4000 {

@@ -1,4 +1,4 @@
-// Package config is nxdns's configuration: the TOML model of SPEC §3, its
+// Package config is nxdns's configuration: the TOML model of docs/design.md#configuration, its
 // defaults, strict loading and validation. It imports nothing internal, never
 // logs and never exits: callers decide whether a problem stops the process or
 // keeps the running configuration.
@@ -26,7 +26,7 @@ type DNS struct {
 	Listen []string `toml:"listen"` // IP:port; each gets a UDP and a TCP listener
 	Allow  []string `toml:"allow"`  // CIDR prefixes or "local"; clients outside get REFUSED
 
-	// The answer cache and serve-stale of SPEC §8.5. TTLs and ages are whole
+	// The answer cache and serve-stale of docs/design.md#cache. TTLs and ages are whole
 	// seconds, the unit of a DNS TTL.
 	CacheSize   int    `toml:"cache_size"`      // answers held; 0 disables the cache
 	CacheBytes  int64  `toml:"cache_max_bytes"` // the answers' memory, in bytes (docs/cache.md "Memory")
@@ -100,7 +100,7 @@ func Default() Config {
 	return Config{
 		DNS: DNS{
 			// Port 5300: unprivileged, and not 5353, which avahi (mDNS) holds
-			// on most Linux desktops (SPEC §3).
+			// on most Linux desktops (docs/design.md#configuration).
 			Listen:      []string{"127.0.0.1:5300", "[::1]:5300"},
 			Allow:       []string{AllowLocal},
 			CacheSize:   10000,

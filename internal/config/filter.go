@@ -10,7 +10,7 @@ import (
 )
 
 // Filter is the [filter] section: blocklists, allowlists, client groups
-// and what a blocked name gets (SPEC §8.7).
+// and what a blocked name gets (docs/design.md#filter-answers).
 type Filter struct {
 	Lists         []FilterList  `toml:"lists"`
 	Groups        []FilterGroup `toml:"groups"`

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// History is the query history kept for the dashboard and the API (SPEC §9
-// "History"): where it is stored and the budgets that bound it.
+// History is the query history kept for the dashboard and the API
+// (docs/design.md#history): where it is stored and the budgets that bound it.
 type History struct {
 	// Path is the store's file; "" keeps the history in memory only (lost
 	// on restart, bounded by MaxBytes all the same). The NixOS module puts
@@ -48,7 +48,7 @@ func checkHistory(ps *Problems, h History) {
 	checkRange(ps, "history.flush_seconds", h.FlushSeconds, 1, maxFlushSeconds)
 }
 
-// checkWebAuth enforces SPEC §9: history is private data, never served
+// checkWebAuth enforces docs/design.md#web-auth: history is private data, never served
 // without a password on a non-loopback address. The password file itself is
 // read when the web endpoint starts (a credential may exist only in the
 // service's runtime directory, not where `nxdns check` runs).

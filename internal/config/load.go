@@ -11,13 +11,13 @@ import (
 )
 
 // Load reads a configuration file from r: it starts from Default, decodes the
-// file strictly over it and validates the result (SPEC §3). Any problem with
+// file strictly over it and validates the result (docs/design.md#configuration). Any problem with
 // the content, from an unknown key to a duplicate zone, is returned as
 // Problems holding every problem found, each with its path and, where the
 // file declares the key, its line; the Config is then the zero value and must
 // not be served. An error reading r is returned as it is, not as Problems.
 //
-// Two decisions where SPEC §3 is silent:
+// Two decisions where docs/design.md#configuration is silent:
 //   - A file's upstreams never come from Default. A file without [[upstreams]]
 //     gets NoUpstreams: the built-in public resolvers serve only when no file
 //     is given, so a file never sends queries to a resolver its author did not

@@ -8,7 +8,7 @@ import (
 )
 
 // Local is the [local] section: local records and the names nxdns answers
-// itself instead of leaking them to public upstreams (SPEC §8.6).
+// itself instead of leaking them to public upstreams (docs/design.md#local-answers).
 type Local struct {
 	// Records are resource records in zone-file syntax, one per string
 	// ("nas.home. 300 IN A 192.168.1.50"); names are absolute whether or not

@@ -9,7 +9,7 @@ import (
 	"github.com/nxdns/nxdns/internal/safefile"
 )
 
-// Size caps of the files a configuration names (SPEC §9 "Robustness": read
+// Size caps of the files a configuration names (docs/design.md#file-reads: read
 // once, with a size cap, only if they are regular files).
 const (
 	// MaxConfigFileSize bounds the configuration file: a household's file is

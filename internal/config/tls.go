@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 )
 
-// TLS is the [tls] section (SPEC §8.8): DNS over TLS and DNS over HTTPS
+// TLS is the [tls] section (docs/design.md#tls-serving): DNS over TLS and DNS over HTTPS
 // served to the LAN with one certificate. Both lists empty (the default)
 // serve neither.
 type TLS struct {

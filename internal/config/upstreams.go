@@ -10,7 +10,7 @@ import (
 )
 
 // MaxUpstreams is the most enabled upstreams the pool takes: its compiled
-// bound (SPEC §3). Disabled upstreams do not count.
+// bound (docs/design.md#config-upstreams). Disabled upstreams do not count.
 const MaxUpstreams = 64
 
 // Default ports when an upstream URL gives none.
@@ -71,7 +71,7 @@ func checkUpstream(ps *Problems, path string, u UpstreamURL) string {
 	return id
 }
 
-// checkURL applies SPEC §3's URL rules: tls://host[:port] or
+// checkURL applies the URL rules of docs/design.md#config-upstreams: tls://host[:port] or
 // https://host[:port]/path, no userinfo, no fragment. It returns the URL's
 // identity (scheme, lower-case host, effective port, path and query, so that
 // tls://9.9.9.9 and tls://9.9.9.9:853 are one upstream) and whether the host

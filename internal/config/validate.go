@@ -8,7 +8,7 @@ import (
 	"unicode"
 )
 
-// Ranges of SPEC §3 and of the decisions written in
+// Ranges of docs/design.md#configuration and of the decisions written in
 // docs/reference/configuration.md.
 const (
 	minTimeoutMS = 100     // below this not even a LAN TLS handshake completes
@@ -27,7 +27,7 @@ const (
 // logLevels are the accepted log.level values, in increasing severity.
 var logLevels = []string{"debug", "info", "warn", "error"}
 
-// Validate checks c against every rule of SPEC §3 and returns all problems,
+// Validate checks c against every rule of docs/design.md#configuration and returns all problems,
 // in the order of the model's sections; nil means c is valid. It is pure:
 // the files c names are read and checked by ReadFiles, which Load calls
 // first. The problems carry no line: Load adds lines for the keys a file

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Forward-zone resolver networks (SPEC §8).
+// Forward-zone resolver networks (docs/design.md#forward-zones).
 const (
 	NetworkUDP = "udp" // one datagram, TC=1 falls back to TCP
 	NetworkTCP = "tcp" // straight to TCP

@@ -146,7 +146,7 @@ type UpstreamJSON struct {
 	Episodes []EpisodeJSON `json:"episodes"`
 }
 
-// EpisodeJSON is one backoff episode of an upstream (SPEC §4.5).
+// EpisodeJSON is one backoff episode of an upstream (docs/design.md#pool-health).
 type EpisodeJSON struct {
 	Start     time.Time  `json:"start"`
 	End       *time.Time `json:"end"` // null while ongoing

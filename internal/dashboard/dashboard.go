@@ -1,5 +1,5 @@
-// Package dashboard is nxdns's web UI and its JSON API (SPEC §9
-// "Dashboard"): the overview, the query log, clients, upstreams, the
+// Package dashboard is nxdns's web UI and its JSON API
+// (docs/design.md#dashboard): the overview, the query log, clients, upstreams, the
 // filter lists and the cache, read from the history, the serving pool, the
 // filter engine and the cache. Pages are rendered on the server with
 // html/template (every name a LAN client sent is escaped) from files

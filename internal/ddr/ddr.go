@@ -1,11 +1,11 @@
 // Package ddr answers Discovery of Designated Resolvers (RFC 9462) for
-// nxdns's own DoT and DoH service (SPEC §8.8): a client that asks the plain
+// nxdns's own DoT and DoH service (docs/design.md#tls-serving): a client that asks the plain
 // resolver for _dns.resolver.arpa SVCB learns that the same resolver speaks
 // DoT and DoH, on which ports, under which certificate name, and upgrades
 // (Windows 11, Android 13+ and Chrome do this by themselves).
 //
 // The stage runs first in the chain and only when TLS serving is on; with
-// it off, the local stage answers resolver.arpa with NODATA (SPEC §8.6).
+// it off, the local stage answers resolver.arpa with NODATA (docs/design.md#bypass-guards).
 package ddr
 
 import (

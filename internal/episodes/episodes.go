@@ -1,5 +1,5 @@
-// Package episodes keeps the upstreams' backoff episodes over time (SPEC
-// §4.5's episodes, shown by the dashboard's upstreams page, SPEC §9): when
+// Package episodes keeps the upstreams' backoff episodes over time
+// (the episodes of docs/design.md#pool-health, shown by the dashboard's upstreams page, docs/design.md#dashboard): when
 // each upstream entered backoff, why, and when it came back.
 //
 // A pool is rebuilt at every reload, so it cannot keep this history

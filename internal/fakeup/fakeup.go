@@ -2,7 +2,7 @@
 // UDP, TCP, TLS and HTTPS on loopback or a VM network, answering any name with
 // a deterministic synthetic address, and misbehaving on request (latency,
 // stalls, slow handshakes, idle closes, truncation, refusals) so the field
-// failures of SPEC §1 can be reproduced on demand. It counts what it saw, so
+// failures of docs/design.md#field-failures can be reproduced on demand. It counts what it saw, so
 // a scenario can assert on connections and handshakes as well as answers.
 //
 // cmd/nxdns-fakeup is its command-line face; a Go scenario test can Start one

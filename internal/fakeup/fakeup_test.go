@@ -204,7 +204,7 @@ func TestIdleClose_waitsForAnswersOwed(t *testing.T) {
 
 // close_on_query=N closes a connection, its Nth query read and unanswered,
 // so the client sees a clean close (EOF) on a connection it reused: the
-// stale-connection race of SPEC §5, on demand. The count is per connection.
+// stale-connection race of docs/design.md#stale-connection, on demand. The count is per connection.
 func TestCloseOnQuery_closesUnansweredAtTheNthQuery(t *testing.T) {
 	for _, tr := range []string{"tcp", "dot"} {
 		t.Run(tr, func(t *testing.T) {

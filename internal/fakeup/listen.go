@@ -167,7 +167,7 @@ func parseBehaviour(q url.Values, t Transport) (Behaviour, error) {
 			}
 			b.IdleClose, err = parseDuration(v)
 		case "tc":
-			b.TC, err = strconv.ParseBool(v) // over a stream: hostile (SPEC §7)
+			b.TC, err = strconv.ParseBool(v) // over a stream: hostile (docs/design.md#response-validation)
 		case "refuse":
 			b.Refuse, err = strconv.ParseBool(v)
 		case "close_on_query":

@@ -39,7 +39,7 @@ var ErrAllowFull = fmt.Errorf("already %d names allowed from the dashboard: remo
 
 // allowed is the names allowed at run time (the dashboard's "allow" action):
 // each name and every name below it, answered as if an allowlist had it,
-// over every list and group (SPEC §8.7: an allow rule wins over every block
+// over every list and group (docs/design.md#filter-matching: an allow rule wins over every block
 // rule). It belongs to the Engine, so it survives reloads; with a state
 // directory it is also kept in AllowFile, so it survives restarts.
 //
@@ -172,7 +172,7 @@ func (a *allowed) save(names map[string]struct{}) error {
 }
 
 // readAllowFile reads an allow file with safefile.ReadFile (a regular file
-// of at most maxAllowedBytes, never a FIFO: SPEC §9), one name a line,
+// of at most maxAllowedBytes, never a FIFO: docs/design.md#file-reads), one name a line,
 // '#' comments; a line that is not a name is skipped.
 func readAllowFile(path string) ([]string, error) {
 	b, err := safefile.ReadFile(path, maxAllowedBytes)

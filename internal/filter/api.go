@@ -22,7 +22,7 @@ type Route struct {
 	Mutating bool
 }
 
-// Routes are the filter's API endpoints (SPEC §8.7); current returns the
+// Routes are the filter's API endpoints (docs/design.md#filtering); current returns the
 // serving generation's stage. internal/app mounts them with web.Server.Handle
 // as Private or Mutating.
 func (e *Engine) Routes(current func() *Stage) []Route {

@@ -218,7 +218,7 @@ func settle() {
 	debug.FreeOSMemory()
 }
 
-// TestMemory_budget measures what SPEC §8.7's budget is about: resident
+// TestMemory_budget measures what the budget of docs/design.md#filter-budget is about: resident
 // memory for 100 000 and 1 000 000 blocked names loaded through the Engine
 // (as nxdns loads them), and the peak during a refresh. It runs only when
 // NXDNS_FILTER_MEMORY=1 (it writes ~35 MB and takes seconds); the numbers

@@ -409,7 +409,7 @@ func (e *Engine) download(ctx context.Context, u string, m meta, path string, pr
 }
 
 // redactURL keeps a list URL's scheme, host and path: its query may carry
-// a token (SPEC §9: no secrets in logs or metrics).
+// a token (docs/design.md#redaction: no secrets in logs or metrics).
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" {

@@ -1,4 +1,4 @@
-// Package filter is the policy stage (SPEC §8.7): blocklists and
+// Package filter is the policy stage (docs/design.md#filtering): blocklists and
 // allowlists in the common formats, compiled into one compact hashed set,
 // applied per client group and schedule, with pause, explain, downloads
 // that keep the last good copy, and CNAME-cloaking checks on answers.
@@ -610,7 +610,7 @@ func (e *Engine) Snapshot() Snapshot {
 }
 
 // Stale lists the lists that have never loaded or whose copy is older than
-// three refresh intervals (SPEC §8.7: /api/health is then degraded).
+// three refresh intervals (docs/design.md#filtering: /api/health is then degraded).
 func (s Snapshot) Stale() []string {
 	var out []string
 	for _, l := range s.Lists {

@@ -13,7 +13,7 @@ import (
 
 // TestUpdate_fifoListFailsAtOnce: a list path that is a FIFO with no
 // writer fails that list with a clear error; the update returns at once
-// instead of waiting for a writer (SPEC §9: never hangs a reload).
+// instead of waiting for a writer (docs/design.md#file-reads: never hangs a reload).
 func TestUpdate_fifoListFailsAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.list")

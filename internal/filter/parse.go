@@ -13,7 +13,7 @@ import (
 	"golang.org/x/net/idna"
 )
 
-// Kind is how a rule's name matches a query name (SPEC §8.7).
+// Kind is how a rule's name matches a query name (docs/design.md#filter-formats).
 type Kind uint8
 
 const (
@@ -54,7 +54,7 @@ const (
 	ReasonNamesCap    Reason = "over the names cap"   // past filter.max_names_per_list, or filter.max_names in all
 )
 
-// Bounds on what one list may cost (SPEC §8.7: "count and length bounded").
+// Bounds on what one list may cost (docs/design.md#filter-formats: "count and length bounded").
 const (
 	// MaxRegexLen is the longest regex rule taken, in bytes.
 	MaxRegexLen = 256

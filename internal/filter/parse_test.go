@@ -18,7 +18,7 @@ func parseAll(t *testing.T, text string) ([]Rule, Report) {
 	return rules, rep
 }
 
-// TestParse_everyFormatMixedInOneFile: SPEC §8.7's formats in one list.
+// TestParse_everyFormatMixedInOneFile: the formats of docs/design.md#filter-formats in one list.
 func TestParse_everyFormatMixedInOneFile(t *testing.T) {
 	text := "\ufeff# a hosts file, an adblock list and plain names in one\r\n" +
 		"! adblock comment\r\n" +

@@ -279,7 +279,7 @@ type verdict struct {
 	why     hit
 }
 
-// decide applies SPEC §8.7's order for name (lower-case, no trailing dot)
+// decide applies the order of docs/design.md#filter-matching for name (lower-case, no trailing dot)
 // and the lists in mask: an allowlist entry wins over everything; then
 // $important block rules; then @@ exceptions; then block rules. It walks
 // the name and its parents (one lookup each) and allocates nothing.

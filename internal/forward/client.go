@@ -16,7 +16,7 @@ import (
 
 // longAgo is a deadline in the past. Setting it wakes every blocked read and
 // write on a socket at once: the way an exclusive socket obeys its context
-// (STYLE §7, as Go's net/fd_unix.go and crypto/tls/conn.go do).
+// (as Go's net/fd_unix.go and crypto/tls/conn.go do).
 var longAgo = time.Unix(1, 0)
 
 // headerLen is the fixed DNS header (RFC 1035 §4.1.1): a shorter datagram
@@ -35,7 +35,7 @@ var udpBufs = sync.Pool{New: func() any {
 // Resolve forwards q to the zone's resolver and returns its answer with q's
 // ID, whatever its rcode: a zone has one resolver, so there is nothing to
 // fail over to and the client gets what the LAN said. upstream is always the
-// zone's resolver URL (SPEC §8: the query log names it, success or failure).
+// zone's resolver URL (docs/design.md#forward-zones: the query log names it, success or failure).
 // A failure is a *upstream.QueryError naming that resolver: KindPeerTimeout
 // when read_timeout expired (a zone has one resolver, so the budget/peer
 // distinction is pool policy only), the caller's cause (KindCanceled unless
@@ -73,7 +73,7 @@ func (z *Zone) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, error
 // an *upstream.AttemptError whose Kind was read before the deadline's context
 // was cancelled.
 func (z *Zone) exchange(parent context.Context, q *dns.Msg) (*dns.Msg, error) {
-	// The one deadline of SPEC §8, fixed once: the UDP leg, a TC=1 fallback
+	// The one deadline of docs/design.md#forward-zones, fixed once: the UDP leg, a TC=1 fallback
 	// and the TCP leg all spend it, so a truncated answer followed by a
 	// stalled TCP retry costs one read_timeout, not two. WithDeadlineCause
 	// keeps the earlier of this and the caller's deadline, and its cause tells

@@ -67,7 +67,7 @@ func TestResolve_UDPAnswerKeepsClientIDAndQuery(t *testing.T) {
 	}
 }
 
-// The regression of SPEC §8: a TC=1 answer late in the budget followed by a
+// The regression of docs/design.md#forward-zones: a TC=1 answer late in the budget followed by a
 // TCP leg that never answers costs one read_timeout, never two.
 func TestResolve_TruncatedThenStalledTCPCostsOneBudget(t *testing.T) {
 	const budget = 600 * time.Millisecond

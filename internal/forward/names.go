@@ -35,7 +35,7 @@ const (
 	negativeTTL = time.Minute
 )
 
-// Names gives clients their display names for the query log (SPEC §3, §9):
+// Names gives clients their display names for the query log (docs/design.md#learned-names):
 // a static name from the configuration wins; otherwise a name learned by a
 // PTR lookup through the forward zone covering the client's reverse name
 // (for example "168.192.in-addr.arpa." for 192.168.x.x, or an ip6.arpa zone).
@@ -75,7 +75,7 @@ type learnedName struct {
 type NamesOptions struct {
 	Logger *zap.Logger // failed lookups at debug level; nil logs nothing
 	// Allowed reports whether a client is inside dns.allow: only those are
-	// looked up and cached (SPEC §9). A refused or spoofed source must not
+	// looked up and cached (docs/design.md#learned-names). A refused or spoofed source must not
 	// make nxdns query the LAN resolver or take a cache entry. It is a
 	// function because dns.allow's "local" follows the host's interfaces;
 	// it must return at once. nil learns no name at all.

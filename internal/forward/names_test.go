@@ -129,7 +129,7 @@ var testAllow = func(a netip.Addr) bool {
 }
 
 // A client outside dns.allow (refused, or a spoofed source) triggers no PTR
-// lookup and takes no cache entry (SPEC §9, issue 13 finding 8), while a
+// lookup and takes no cache entry (docs/design.md#learned-names, issue 13 finding 8), while a
 // static name still shows.
 func TestNames_refusedClientsAreNotLookedUp(t *testing.T) {
 	f := startPTRFake(t, false, map[string]string{"7.2.168.192.in-addr.arpa.": "intruder.lan."})

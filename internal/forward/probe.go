@@ -13,10 +13,10 @@ import (
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
-// Forward-zone resolvers are probed the way upstreams are (SPEC §4.5, last
+// Forward-zone resolvers are probed the way upstreams are (docs/design.md#pool-probes, last
 // paragraph): once at start and on reload, in the background, and on the
 // pool's jittered backoff schedule while one is unreachable. A zone has one
-// resolver and no failover (SPEC §8), so health changes no routing here: it
+// resolver and no failover (docs/design.md#forward-zones), so health changes no routing here: it
 // makes a dead router visible — one log line per episode, /api/health and
 // /metrics — instead of a silent SERVFAIL for every LAN name.
 

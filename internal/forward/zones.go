@@ -1,7 +1,7 @@
 // Package forward sends the queries of configured local zones to the LAN's
-// own resolver (SPEC §8): longest-suffix zone matching, the UDP/TCP forward
+// own resolver (docs/design.md#forward-zones): longest-suffix zone matching, the UDP/TCP forward
 // client whose one read_timeout deadline bounds the whole exchange, and
-// client names learned by PTR lookups through reverse zones (SPEC §3).
+// client names learned by PTR lookups through reverse zones (docs/design.md#learned-names).
 package forward
 
 import (
@@ -20,7 +20,7 @@ import (
 	"github.com/nxdns/nxdns/internal/config"
 )
 
-// Resolver schemes (SPEC §3 forward_zones[].resolver).
+// Resolver schemes (docs/design.md#config-upstreams forward_zones[].resolver).
 const (
 	netUDP = "udp" // one datagram; TC=1 falls back to TCP
 	netTCP = "tcp" // straight to TCP, RFC 1035 §4.2.2 length framing
@@ -63,7 +63,7 @@ type Table struct {
 }
 
 // NewTable builds the forward zones of a configuration. readTimeout bounds
-// each whole exchange (SPEC §3 upstream.read_timeout_ms). Config validation
+// each whole exchange (docs/design.md#config-budgets upstream.read_timeout_ms). Config validation
 // reports the same rules with paths and codes; NewTable rejects them again so
 // that a Table never holds an unusable zone.
 func NewTable(zones []config.ForwardZone, readTimeout time.Duration) (*Table, error) {
@@ -167,7 +167,7 @@ func (t *Table) Zones() []*Zone {
 }
 
 // ZoneSnapshot is one zone's counters at one instant, for /metrics
-// (SPEC §9: forward-zone queries, failures and TC=1 fallbacks).
+// (docs/design.md#metrics: forward-zone queries, failures and TC=1 fallbacks).
 type ZoneSnapshot struct {
 	Zone      string // lower-cased FQDN
 	Resolver  string // canonical resolver URL

@@ -8,7 +8,7 @@ import (
 	"github.com/nxdns/nxdns/internal/query"
 )
 
-// Pre-aggregated buckets (SPEC §9): every flush folds its rows into the
+// Pre-aggregated buckets (docs/design.md#history): every flush folds its rows into the
 // minute they arrived in and into that minute's hour, in the same write
 // transaction as the rows, so buckets and rows never disagree. An overview
 // reads minute buckets for short ranges and hour buckets for long ones: a

@@ -1,5 +1,5 @@
 // Package history keeps the query events for the dashboard and the API
-// (SPEC §9 "History"): a query.Sink whose Record only copies the event into
+// (docs/design.md#history): a query.Sink whose Record only copies the event into
 // a bounded buffer, a flusher that writes the buffer in one transaction per
 // interval into an embedded store (a bbolt file, or memory without a path),
 // pre-aggregated minute and hour buckets for the overview, and byte and age

@@ -13,7 +13,7 @@ import (
 	"github.com/nxdns/nxdns/internal/query"
 )
 
-// Row is one stored query: every field of the query event (SPEC §2) in the
+// Row is one stored query: every field of the query event (docs/design.md#query-event) in the
 // form the history keeps, with the answer reduced to its summary.
 type Row struct {
 	Time       time.Time

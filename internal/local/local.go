@@ -1,4 +1,4 @@
-// Package local is the local-answers stage (SPEC §8.6): the operator's own
+// Package local is the local-answers stage (docs/design.md#local-answers): the operator's own
 // records, answered authoritatively, and the private and special-use names
 // nxdns answers itself so that they never reach a public upstream.
 //
@@ -34,7 +34,7 @@ type Options struct {
 	// fully qualified): such a name goes to the zone's LAN resolver, which
 	// may know it, and is never answered here. Nil means no forward zones.
 	Covered func(name string) bool
-	// Encrypted reports whether nxdns serves DoT or DoH itself (SPEC §8.8);
+	// Encrypted reports whether nxdns serves DoT or DoH itself (docs/design.md#tls-serving);
 	// then resolver.arpa passes on to the stage that advertises it (DDR).
 	// Nil means it does not.
 	Encrypted func() bool

@@ -169,7 +169,7 @@ func TestNew_rejectsBadRecords(t *testing.T) {
 	}
 }
 
-// TestSpecial_neverPassedOn: the names SPEC §8.6 keeps from the upstreams.
+// TestSpecial_neverPassedOn: the names docs/design.md#special-names keeps from the upstreams.
 func TestSpecial_neverPassedOn(t *testing.T) {
 	s := newStage(t, Options{BypassGuards: true})
 	for _, tc := range []struct {

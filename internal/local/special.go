@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// kind is what a special-use name gets (SPEC §8.6).
+// kind is what a special-use name gets (docs/design.md#special-names).
 type kind uint8
 
 const (
@@ -61,7 +61,7 @@ var privateZones = func() map[string]kind {
 	return m
 }()
 
-// guardZones are the bypass guards (SPEC §8.6).
+// guardZones are the bypass guards (docs/design.md#bypass-guards).
 var guardZones = map[string]kind{
 	"use-application-dns.net.": kindGuardNX,
 	"resolver.arpa.":           kindGuardNoData,

@@ -1,6 +1,6 @@
 // Package localnet knows the networks this host is directly attached to and
 // follows them as interfaces come, go and change addresses: what dns.allow's
-// "local" means (SPEC §3). A household's LAN prefix comes from DHCP and its
+// "local" means (docs/design.md#config-allow). A household's LAN prefix comes from DHCP and its
 // global IPv6 prefix from the ISP, and either can change under a running
 // server; a fixed list in the file would refuse the LAN after a renumbering.
 package localnet

@@ -26,7 +26,7 @@ var dropped atomic.Uint64
 func Dropped() uint64 { return dropped.Load() }
 
 // asyncWriter puts a bounded queue between the loggers and a sink that may
-// block (stderr to a busy journald, a full pipe): SPEC §9 "the query log
+// block (stderr to a busy journald, a full pipe): docs/design.md#log-never-blocks "the query log
 // never blocks the query path".
 //
 // Guarantees: Write never blocks and never fails; a line either reaches the

@@ -14,7 +14,7 @@ import (
 )
 
 // A sink that never drains (stderr to a stalled journald) costs dropped,
-// counted lines and never blocks the logger (SPEC §9, issue 13 finding 2).
+// counted lines and never blocks the logger (docs/design.md#log-never-blocks, issue 13 finding 2).
 // Written synchronously, the 64 KiB pipe buffer fills after a few hundred
 // lines and the loop below never ends.
 func TestAsync_stalledSinkDropsAndCountsNeverBlocks(t *testing.T) {

@@ -23,7 +23,7 @@ type Options struct {
 	Out     io.Writer       // default os.Stderr
 	// Async puts a bounded queue between the loggers and Out, so a sink that
 	// stops draining costs dropped lines (Dropped), never a blocked caller
-	// (SPEC §9). nxdns run sets it; tests reading Out right after logging
+	// (docs/design.md#log-never-blocks). nxdns run sets it; tests reading Out right after logging
 	// leave it off.
 	Async bool
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/nxdns/nxdns/internal/cache"
 )
 
-// Answer-cache series (SPEC §8.5). The cache outlives reloads, so these
+// Answer-cache series (docs/design.md#cache). The cache outlives reloads, so these
 // counters do not reset on SIGHUP.
 var (
 	cacheHits = prometheus.NewDesc("nxdns_cache_hits_total",

@@ -6,7 +6,7 @@ import (
 	"github.com/nxdns/nxdns/internal/filter"
 )
 
-// Filter series (SPEC §8.7), labelled list: the configured list name (or
+// Filter series (docs/design.md#filtering), labelled list: the configured list name (or
 // "inline" for filter.block), so the label is bounded by the configuration.
 var (
 	filterBlocked = prometheus.NewDesc("nxdns_filter_blocked_total",

@@ -6,7 +6,7 @@ import (
 	"github.com/nxdns/nxdns/internal/forward"
 )
 
-// Forward-zone series (SPEC §9), labelled zone (the FQDN, "lan.") and
+// Forward-zone series (docs/design.md#metrics), labelled zone (the FQDN, "lan.") and
 // resolver ("udp://192.168.1.1:53"). A zone's resolver URL carries no
 // secret: config allows only scheme, IP and port.
 var (

@@ -6,7 +6,7 @@ import (
 	"github.com/nxdns/nxdns/internal/history"
 )
 
-// History series (SPEC §9 "History"): the wear the store puts on the SD
+// History series (docs/design.md#history): the wear the store puts on the SD
 // card, what it had to drop, and whether it works.
 var (
 	historyBytesWritten = prometheus.NewDesc("nxdns_history_bytes_written_total",

@@ -1,7 +1,7 @@
-// Package metrics exposes nxdns's numbers to Prometheus (SPEC §9). It keeps
+// Package metrics exposes nxdns's numbers to Prometheus (docs/design.md#metrics). It keeps
 // no counter of its own: each collector reads a component's Snapshot at
 // scrape time and turns it into constant samples, so every number is kept
-// once, by the component that knows it (SPEC §1 lesson 4: queues, in-flight
+// once, by the component that knows it (docs/design.md#lesson-visible: queues, in-flight
 // work, connection churn and budget exhaustion are visible on /metrics).
 //
 // The registry is nxdns's own, never Prometheus's global default, so nothing

@@ -134,7 +134,7 @@ func TestCollectors_histograms(t *testing.T) {
 func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 
 // TestCollectors_budgetExhaustedHasNoUpstreamLabel: budget exhaustion is a
-// fact about the pool (SPEC §1 lesson 3): no index, no url.
+// fact about the pool (docs/design.md#lesson-attribution): no index, no url.
 func TestCollectors_budgetExhaustedHasNoUpstreamLabel(t *testing.T) {
 	fams := gatherNxdns(t, sampleSources())
 	ms := fams["nxdns_upstream_budget_exhausted_total"].GetMetric()
@@ -215,7 +215,7 @@ func TestCollectors_invalidLabelCostsOneSeries(t *testing.T) {
 	}
 }
 
-// secretURL is a DoH upstream whose path carries an account token (SPEC §6).
+// secretURL is a DoH upstream whose path carries an account token (docs/design.md#redaction).
 const secretURL = "https://127.0.0.1:8443/dns-query/SECRET-TOKEN?key=SECRET-KEY"
 
 // failingClient refuses every exchange with the error net/http would give,

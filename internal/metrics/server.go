@@ -6,7 +6,7 @@ import (
 	"github.com/nxdns/nxdns/internal/server"
 )
 
-// Query and listener series (SPEC §9). Queries refused by the access list
+// Query and listener series (docs/design.md#metrics). Queries refused by the access list
 // are nxdns_queries_total{source="refused"}; there is no second series for
 // them (server.Snapshot.Refused is the same number summed).
 var (

@@ -9,7 +9,7 @@ import (
 	"github.com/nxdns/nxdns/internal/tlscert"
 )
 
-// DoT/DoH serving series (SPEC §8.8).
+// DoT/DoH serving series (docs/design.md#tls-serving).
 var (
 	tlsCertExpiry = prometheus.NewDesc("nxdns_tls_cert_expiry_timestamp_seconds",
 		"Unix time at which the DoT/DoH serving certificate expires (the one serving now: a renewal that did not load leaves the old date). Alert well before it: phones refuse an expired certificate.",

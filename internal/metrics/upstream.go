@@ -8,10 +8,10 @@ import (
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
-// Upstream series (SPEC §9). Every per-upstream series is labelled index
+// Upstream series (docs/design.md#metrics). Every per-upstream series is labelled index
 // (the upstream's position in the configuration's enabled upstreams) and url
 // (redacted: scheme, host and port only). Budget exhaustion is a fact about
-// the pool (SPEC §1 lesson 3), so it has no upstream label at all.
+// the pool (docs/design.md#lesson-attribution), so it has no upstream label at all.
 var (
 	upstreamLabels = []string{"index", "url"}
 
@@ -71,7 +71,7 @@ func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range s.Upstreams {
 		// The pool already redacts; redacting again here (through
 		// Endpoint.Scrub, the one redaction) makes the metrics' promise (no
-		// token in /metrics, SPEC §6) independent of it.
+		// token in /metrics, docs/design.md#redaction) independent of it.
 		index, url := strconv.Itoa(u.Index), upstream.RedactString(u.URL)
 		send(ch, upstreamInFlight, prometheus.GaugeValue, float64(u.InFlight), index, url)
 		send(ch, upstreamSlots, prometheus.GaugeValue, float64(u.Slots), index, url)

@@ -6,7 +6,7 @@
 // run on, and a delay inside a fake upstream's answer is server think-time,
 // which a TCP or TLS handshake never pays. The relay puts the delay on the
 // path itself, connection set-up included, so a handshake costs its real
-// number of round trips (SPEC §10): a TCP connect one, a TLS 1.3 handshake
+// number of round trips (docs/design.md#scenarios): a TCP connect one, a TLS 1.3 handshake
 // one more, each query one. See docs/reference/tools.md.
 package pathemu
 

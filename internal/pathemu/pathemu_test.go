@@ -106,7 +106,7 @@ func TestRelay_tcpConnectAndExchangeCostRoundTrips(t *testing.T) {
 
 // A TLS 1.3 handshake completes two round trips after the connect began (TCP,
 // then TLS), and the first query's answer arrives one round trip later: the
-// three round trips a real path charges (SPEC §1 lesson 6).
+// three round trips a real path charges (docs/design.md#lesson-round-trips).
 func TestRelay_tlsHandshakeCostsItsRoundTrips(t *testing.T) {
 	ca, err := certs.NewCA()
 	if err != nil {

@@ -3,7 +3,7 @@ package query
 // A Passer is a stage that can tell, without building an answer, that it
 // would hand a query to the next link and return that link's answer
 // unchanged. The server answers a plain UDP cache hit straight from its
-// wire form (docs/performance.md "Answer cache") only when every stage
+// wire form (docs/performance.md#answer-cache) only when every stage
 // before the cache is a Passer and says so; a stage that is not a Passer
 // there turns that fast path off, so a new stage is never skipped by
 // accident.

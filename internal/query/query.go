@@ -1,4 +1,4 @@
-// Package query is the vocabulary of the query path (SPEC §2): the one Event
+// Package query is the vocabulary of the query path (docs/design.md#query-event): the one Event
 // every query produces, the Request each stage sees, and the Stage and
 // Handler seams that chain local answers, policy, the cache and the route
 // into one short handler.
@@ -26,7 +26,7 @@ type Request struct {
 	Msg *dns.Msg
 	// Deadline is when the client's answer is due: the query's arrival plus
 	// the pool's total budget. A stage that waits (the cache's stale point,
-	// SPEC §8.5) spends it like everything else (SPEC §1 lesson 1).
+	// docs/design.md#serve-stale) spends it like everything else (docs/design.md#lesson-deadline).
 	Deadline time.Time
 	// Event is the query's record; each stage fills the fields it decides.
 	Event *Event
@@ -41,7 +41,7 @@ type Request struct {
 // Answer returns an answer as an upstream would give it — the handler
 // restores the client's ID and question, sizes it and replaces its OPT
 // record, keeping only its Extended DNS Errors — or an error whose
-// upstream.Kind decides the client's SERVFAIL and its EDE (SPEC §4.6). An
+// upstream.Kind decides the client's SERVFAIL and its EDE (docs/design.md#pool-answers). An
 // error without a Kind is filed as a local resource problem, blaming no
 // upstream. Answer returns by the time ctx ends. Neither the handler nor
 // any later stage modifies the returned message or its records, so a stage
@@ -102,7 +102,7 @@ type Proto uint8
 const (
 	UDP Proto = iota + 1
 	TCP
-	DoT // RFC 7858, on tls.dot_listen (SPEC §8.8)
+	DoT // RFC 7858, on tls.dot_listen (docs/design.md#tls-serving)
 	DoH // RFC 8484, on tls.doh_listen
 )
 
@@ -116,11 +116,11 @@ func (p Proto) String() string {
 }
 
 // Stream reports whether p is a stream transport: answers up to 65535
-// bytes, and TC means nothing on it (SPEC §7).
+// bytes, and TC means nothing on it (docs/design.md#response-validation).
 func (p Proto) Stream() bool { return p != UDP }
 
 // Sources name who answered, for the query log, the counters and the
-// history (SPEC §9 counts queries by source). A forward zone's source is
+// history (docs/design.md#metrics counts queries by source). A forward zone's source is
 // ZonePrefix plus the zone's name without its trailing dot ("zone:lan").
 const (
 	SourcePool    = "pool"    // the upstream pool
@@ -136,7 +136,7 @@ const (
 // RcodeNone is Event.Rcode when no answer was sent (a cancelled query).
 const RcodeNone = -1
 
-// Event is the one record of one query (SPEC §2). The server creates it when
+// Event is the one record of one query (docs/design.md#query-event). The server creates it when
 // the query arrives, the stages fill in what they decide, the server
 // completes it when the answer is packed, and every consumer — the query
 // log, the counters, the history — reads this one value, so they never

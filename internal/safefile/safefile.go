@@ -1,5 +1,5 @@
 // Package safefile is the one reader of the files nxdns's configuration
-// names (SPEC §9 "Robustness": read once, with a size cap, only if they are
+// names (docs/design.md#robustness: read once, with a size cap, only if they are
 // regular files). A leaf with no internal imports, so config (which imports
 // nothing internal but leaves like this), tlscert and cache share it; each
 // caller keeps its own size cap.

@@ -9,7 +9,7 @@ import (
 )
 
 // capacity is a non-blocking admission counter: a listener takes a unit or
-// turns the work away at once, never queues it (SPEC §9: beyond the cap a UDP
+// turns the work away at once, never queues it (docs/design.md#listener-caps: beyond the cap a UDP
 // query is dropped, a TCP connection refused). It is a counter rather than a
 // golang.org/x/sync/semaphore because the metrics read the number in use, and
 // a Weighted does not expose it; keeping the count once avoids a second,
@@ -43,7 +43,7 @@ func (c *capacity) release() { c.n.Add(-1) }
 // inUse is the number of units held now, for the metrics gauges.
 func (c *capacity) inUse() int64 { return c.n.Load() }
 
-// Address families index the per-family caps: SPEC §9 bounds IPv4 and IPv6
+// Address families index the per-family caps: docs/design.md#listener-caps bounds IPv4 and IPv6
 // separately, so a flood over one family cannot starve the other.
 const (
 	familyV4 = iota
@@ -60,8 +60,8 @@ func family(a netip.Addr) int {
 	return familyV6
 }
 
-// clientShares bounds how much of a listener cap one client holds (SPEC §9
-// "Robustness": one client address holds at most a small share of the TCP
+// clientShares bounds how much of a listener cap one client holds
+// (docs/design.md#client-shares: one client address holds at most a small share of the TCP
 // connections and of the UDP queries in flight, so a flooding or greedy host
 // degrades only itself). A client is an IPv4 address or an IPv6 /64: a
 // host picks any address of its /64 at will (privacy addresses, RFC 8981),
@@ -110,7 +110,7 @@ const (
 	// udpClientShare is one client's share of a family's UDP queries in
 	// flight: half the cap. A client is usually one device, and a device
 	// waking up (a phone, a smart TV, a browser restoring its tabs) sends
-	// bursts of hundreds at once (SPEC §1 lesson 7), some of which may sit
+	// bursts of hundreds at once (docs/design.md#lesson-bursts), some of which may sit
 	// on a saturated primary while the rest go to the standby: 512 carries
 	// such a burst with room, and a router forwarding a whole LAN to nxdns
 	// (one source) gets over 25 000 queries a second at a 20 ms upstream. A

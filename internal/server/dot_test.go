@@ -178,7 +178,7 @@ func TestDoT_connectionFlood(t *testing.T) {
 }
 
 // TestDoT_oneHostHoldsOnlyItsShare: one address holds at most its share of
-// the TCP cap over plain TCP and DoT together (SPEC §9 "Robustness"); its
+// the TCP cap over plain TCP and DoT together (docs/design.md#client-shares); its
 // next DoT connections are reset at accept and counted as client_share, and
 // another host is still served.
 func TestDoT_oneHostHoldsOnlyItsShare(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 // fastPath answers plain UDP cache hits on the socket's reader, straight
 // from the query's wire form: no dns.Msg is parsed or packed, no goroutine
 // woken. At cache-hit rates that work, not the cache, was what a query
-// cost (docs/performance.md "Answer cache").
+// cost (docs/performance.md#answer-cache).
 //
 // Guarantee: the fast path sends exactly the bytes the general path (serve)
 // would send, but for the TTLs' countdown and the ID, and records the same

@@ -300,7 +300,7 @@ func TestFastPath_leavesTruncatedAnswersToTheGeneralPath(t *testing.T) {
 
 // A datagram longer than any query (the read buffer) is never read in part:
 // a valid query with trailing bytes past the slot gets FORMERR, with its
-// ID, as a malformed query whose header parses does (SPEC §9), and the
+// ID, as a malformed query whose header parses does (docs/design.md#answer-size), and the
 // reader goes on.
 func TestUDP_datagramLongerThanAnyQueryGetsFormerr(t *testing.T) {
 	s := startServer(t, state(answerA("192.0.2.1")))

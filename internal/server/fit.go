@@ -8,7 +8,7 @@ import (
 )
 
 // fit encodes m so that its wire form is at most limit bytes, the client's
-// limit (SPEC §9 "Robustness": the size is checked after packing, not
+// limit (docs/design.md#answer-fit: the size is checked after packing, not
 // assumed). It is the one place every answer's size is decided, for four
 // reasons Msg.Truncate alone does not cover: Truncate never shrinks the OPT
 // record, so an Extended DNS Error with a long EXTRA-TEXT (an upstream's, or
@@ -28,7 +28,7 @@ import (
 // Guarantee: a non-nil result is at most max(limit, the header plus the
 // question plus a bare OPT) bytes — under 512 for any question — and what
 // was cut is announced: records dropped set TC (the client retries over
-// TCP), EDE text is shortened (SPEC §4.6: "EXTRA-TEXT is shortened rather
+// TCP), EDE text is shortened (docs/design.md#pool-answers: "EXTRA-TEXT is shortened rather
 // than overflow it"), never dropped with its info code. m is modified.
 // The result is packed into buf when it fits (Msg.PackBuffer), so the
 // caller may hand in a reused buffer.
@@ -175,7 +175,7 @@ func truncateUTF8(s string, n int) string {
 }
 
 // maxRelayedEDEText bounds the EXTRA-TEXT nxdns relays from a resolver's
-// Extended DNS Error (SPEC §9: relayed EDE text is bounded). Real resolvers'
+// Extended DNS Error (docs/design.md#answer-fit: relayed EDE text is bounded). Real resolvers'
 // texts are a phrase and perhaps a name ("validation failure <example.org.
 // A IN>: signature expired"); 160 bytes keeps those whole, and with the
 // largest question and nxdns's own OPT still fits a 512-byte answer.
@@ -187,7 +187,7 @@ const maxRelayedEDEText = 160
 const maxRelayedEDEs = 3
 
 // transactionRR reports whether rr belongs to the upstream's own exchange
-// and must never be relayed (SPEC §9): TSIG and TKEY (RFC 8945, RFC 2930)
+// and must never be relayed (docs/design.md#answer-fit): TSIG and TKEY (RFC 8945, RFC 2930)
 // and SIG(0) (RFC 2931: a SIG covering type 0). Relayed, they would be
 // signatures over a message the client never saw, and a TSIG also stops
 // Msg.Truncate from sizing the answer.

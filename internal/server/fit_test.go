@@ -70,7 +70,7 @@ func longTried(_ context.Context, _ *dns.Msg) (*dns.Msg, string, error) {
 }
 
 // Every answer's final wire form fits the client's limit whatever the
-// resolver sent (SPEC §9 "Robustness", issue 13 finding 1), and what was cut
+// resolver sent (docs/design.md#answer-fit, issue 13 finding 1), and what was cut
 // is announced: TC for records, the EDE's info code kept.
 func TestAnswer_fitsClientLimitWhateverTheUpstreamSent(t *testing.T) {
 	longName := strings.Repeat(strings.Repeat("n", 63)+".", 3) + "example."

@@ -50,7 +50,7 @@ func clientLimit(wire []byte, tcp bool) int {
 }
 
 // FuzzHandle feeds the handler arbitrary wire messages, over UDP and TCP,
-// answered by hostile resolvers (SPEC §9 "Fuzzing"): it never panics, never
+// answered by hostile resolvers (docs/design.md#fuzzing): it never panics, never
 // answers a response (QR set) or a message shorter than a header, and never
 // sends an answer larger than the client's limit or one that does not
 // decode. The seeds are kept in testdata/fuzz/FuzzHandle with what the

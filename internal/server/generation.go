@@ -19,7 +19,7 @@ import (
 // is released unused. No lock: acquire is on every query, cache hits
 // included, and a read lock is two atomic writes to a word every CPU's
 // readers share, which bounced between the CPUs on each query
-// (docs/performance.md "Answer cache").
+// (docs/performance.md#answer-cache).
 type generation struct {
 	st      *State
 	chain   query.Handler // st.Stages, then the route: built once per State

@@ -16,13 +16,13 @@ import (
 const headerSize = 12 // a DNS header, RFC 1035 §4.1.1
 
 // headerOK reports whether wire can be a query at all: a whole header with
-// QR clear. Anything else is dropped unanswered (SPEC §9): an answer to
+// QR clear. Anything else is dropped unanswered (docs/design.md#answer-size): an answer to
 // garbage or to a response could be reflected at a spoofed source, or loop
 // between two servers.
 func headerOK(wire []byte) bool { return len(wire) >= headerSize && wire[2]&0x80 == 0 }
 
 // pending is one query on its way through the handler: the parsed message
-// and the query event (SPEC §2) it fills in for the log, the counters and
+// and the query event (docs/design.md#query-event) it fills in for the log, the counters and
 // every query.Sink.
 type pending struct {
 	gen *generation
@@ -34,7 +34,7 @@ type pending struct {
 	raw []byte     // the query as received, for Request.Wire (fastpath.go)
 
 	// Held here rather than allocated one by one: a query costs one
-	// allocation for all of them (docs/performance.md "Answer cache"). The
+	// allocation for all of them (docs/performance.md#answer-cache). The
 	// pending is never reused, so a stage may keep r.Msg past the query (the
 	// cache's shared exchange does). The event is allocated on its own: a
 	// sink may keep it, and should not keep the rest alive with it.
@@ -49,7 +49,7 @@ type pending struct {
 // nothing is to be sent (no parsable header, a cancelled query). It records
 // the query's event after send returns, so an answer that could not be
 // delivered (send's error: UDP to a closed port, a failed TCP write) is
-// counted as such, not as answered (SPEC §9). It returns by the time ctx
+// counted as such, not as answered (docs/design.md#robustness). It returns by the time ctx
 // ends plus the chain's own return and send's.
 func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto, send func([]byte) error) {
 	if !headerOK(wire) {
@@ -85,7 +85,7 @@ var packBuffers = sync.Pool{New: func() any {
 	return &b
 }}
 
-// answer checks the query (SPEC §9: REFUSED first, then FORMERR, NOTIMP,
+// answer checks the query (docs/design.md#answer-size: REFUSED first, then FORMERR, NOTIMP,
 // BADVERS) and, if it passes, resolves it. nil means send nothing.
 func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 	req := &q.parsed
@@ -106,7 +106,7 @@ func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 	switch {
 	case !allowed(q.st.Allow, q.ev.Client):
 		// Before every other check: a client nxdns does not serve learns
-		// nothing about what it would have said (SPEC §9).
+		// nothing about what it would have said (docs/design.md#config-allow).
 		q.ev.Source = query.SourceRefused
 		if !ok || opt != nil && opt.Version() != 0 {
 			q.opt = nil // no OPT the client could not have meant
@@ -144,7 +144,7 @@ func (q *pending) notImplemented() *dns.Msg {
 	return m
 }
 
-// resolve sends the query down the stage chain (SPEC §2: local answers,
+// resolve sends the query down the stage chain (docs/design.md#stage-chain: local answers,
 // policy, cache, then the route) and turns the outcome into the client's
 // answer.
 func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {

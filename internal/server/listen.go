@@ -233,8 +233,8 @@ func (s *Server) readUDP(l *listener) {
 		if flags&syscall.MSG_TRUNC != 0 {
 			// Longer than any query, so never read in part: only its
 			// header goes on, which cannot parse as a query, and gets
-			// FORMERR like any malformed query whose header parses (SPEC
-			// §9).
+			// FORMERR like any malformed query whose header parses
+			// (docs/design.md#answer-size).
 			wire = wire[:min(len(wire), headerSize)]
 		}
 		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
@@ -244,7 +244,7 @@ func (s *Server) readUDP(l *listener) {
 
 // admitUDP drops what cannot be a query before it costs a goroutine, then
 // answers a cache hit at once or takes a unit of the client's share and
-// of the family's cap, or drops the datagram (SPEC §9).
+// of the family's cap, or drops the datagram (docs/design.md#client-shares).
 func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from netip.AddrPort) {
 	var src netip.Addr
 	if l.pktinfo {
@@ -295,7 +295,7 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 }
 
 // acceptTCP accepts connections until the listener stops, handing each to
-// admit, which takes it under the family's cap or refuses it (SPEC §9).
+// admit, which takes it under the family's cap or refuses it (docs/design.md#listener-caps).
 func (s *Server) acceptTCP(l *listener, admit func(*listener, *net.TCPConn)) {
 	var pause errorPause
 	for {
@@ -394,7 +394,7 @@ func (s *Server) allowedNow(client netip.Addr) bool {
 
 // errorPause spaces out retries after a socket error that is not the
 // listener's own stop, and logs once per episode rather than once per retry
-// (STYLE §9): the first error warns, the recovery says so.
+// (docs/design.md#logs): the first error warns, the recovery says so.
 type errorPause struct {
 	delay time.Duration
 }

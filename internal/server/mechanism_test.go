@@ -183,7 +183,7 @@ func TestPacketDst_malformedControlMessages(t *testing.T) {
 
 // The kernel's receive-queue drop count reaches kernelDrops: a socket with
 // SO_RXQ_OVFL and a small buffer, flooded without being read, reports the
-// datagrams it dropped on the next one read (SPEC §9: drops the kernel makes
+// datagrams it dropped on the next one read (docs/design.md#robustness: drops the kernel makes
 // are counted too; issue 13 finding 5).
 func TestKernelDrops_countsReceiveQueueOverflow(t *testing.T) {
 	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})

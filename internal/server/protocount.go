@@ -9,7 +9,7 @@ import (
 // protoNames are the transports counted, in the order ProtoCount lists them.
 var protoNames = [...]query.Proto{query.UDP, query.TCP, query.DoT, query.DoH}
 
-// protoCounts counts queries by the transport they arrived on (SPEC §8.8:
+// protoCounts counts queries by the transport they arrived on (docs/design.md#tls-serving:
 // queries per proto in the metrics).
 type protoCounts [len(protoNames)]atomic.Uint64
 

@@ -8,10 +8,10 @@ import (
 	"github.com/nxdns/nxdns/internal/query"
 )
 
-// logQuery writes the query's one line (SPEC §9 "Logs") at Info on the
+// logQuery writes the query's one line (docs/design.md#query-log) at Info on the
 // "server.query" logger. Fields that have no value are left out rather than
 // filled with a placeholder: no client_name when none is known, no upstream
-// when none is attributed (SPEC §4.4: never a fake identity), no ede when
+// when none is attributed (docs/design.md#pool-attribution: never a fake identity), no ede when
 // none was sent, no name or type when the question did not parse.
 //
 // The fields are written straight from the event (one inline field) rather
@@ -43,7 +43,7 @@ func (l eventLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddString("upstream", e.Upstream)
 	}
 	if len(e.Tried) > 1 || len(e.Tried) == 1 && e.Tried[0] != e.Upstream {
-		// Every upstream tried, in order (SPEC §4.4), when that says more
+		// Every upstream tried, in order (docs/design.md#pool-classification), when that says more
 		// than upstream does: a failover, or a failure attributed to none.
 		if err := enc.AddArray("tried", stringArray(e.Tried)); err != nil {
 			return err

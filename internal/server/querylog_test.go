@@ -127,7 +127,7 @@ func (f triedFunc) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, e
 }
 
 // TestQueryLog_triedAndAnswer: an answer after a failover logs every
-// upstream tried, in order, and a summary of the answer (SPEC §9; issue 16
+// upstream tried, in order, and a summary of the answer (docs/design.md#query-log; issue 16
 // finding 19); the summary names the records, the line stays one line.
 func TestQueryLog_triedAndAnswer(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)

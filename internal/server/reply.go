@@ -86,7 +86,7 @@ func (q *pending) attachOPT(m *dns.Msg, edes ...*dns.EDNS0_EDE) {
 // relay turns a resolver's answer into the client's. It copies record slices
 // but never modifies resp, which a cache may share between queries: the
 // additional section is rebuilt, the upstream's OPT replaced by nxdns's own
-// (keeping only its Extended DNS Errors, which SPEC §4.6 relays, for
+// (keeping only its Extended DNS Errors, which docs/design.md#pool-answers relays, for
 // example a DNSSEC failure or a blocked name).
 func (q *pending) relay(resp *dns.Msg) *dns.Msg {
 	m := q.base()
@@ -98,7 +98,7 @@ func (q *pending) relay(resp *dns.Msg) *dns.Msg {
 	}
 	m.Authoritative = resp.Authoritative
 	// RA stays as base set it: nxdns offers recursion to its clients,
-	// whatever the upstream said of itself (SPEC §9).
+	// whatever the upstream said of itself (docs/design.md#listeners).
 	m.Truncated = resp.Truncated
 	// RFC 6840 §5.8: AD only to a client that showed it understands it.
 	m.AuthenticatedData = resp.AuthenticatedData && (q.req.AuthenticatedData || q.opt != nil && q.opt.Do())
@@ -127,7 +127,7 @@ func (q *pending) relay(resp *dns.Msg) *dns.Msg {
 	return m
 }
 
-// failure is the answer to a query the resolver could not answer (SPEC §4.6):
+// failure is the answer to a query the resolver could not answer (docs/design.md#pool-answers):
 // SERVFAIL with an Extended DNS Error naming the reason, or nothing at all
 // when the query was cancelled. It logs nothing: the query-log line and the
 // counters are the record (no per-query warning for budget exhaustion).

@@ -20,7 +20,7 @@ func failWith(err error) resolverFunc {
 	return func(context.Context, *dns.Msg) (*dns.Msg, string, error) { return nil, "", err }
 }
 
-// SPEC §4.6: each error group's SERVFAIL and Extended DNS Error.
+// docs/design.md#pool-answers: each error group's SERVFAIL and Extended DNS Error.
 func TestFailure_SERVFAILWithEDEPerGroup(t *testing.T) {
 	const a, b = "tls://192.0.2.1:853", "https://192.0.2.2:443"
 	bogus := resolverFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {

@@ -14,10 +14,10 @@ import (
 // talks to.
 //
 // Exchange returns before ctx ends. Its Result is the route's one account
-// of who was asked — the attributed upstream or zone resolver (SPEC §4.4:
+// of who was asked — the attributed upstream or zone resolver (docs/design.md#pool-attribution:
 // never a fake identity) and every upstream tried, on an answer as on a
 // failure — and its error's Kind (upstream.Classify) decides the client's
-// answer (SPEC §4.6); a *upstream.QueryError carries the budget and the
+// answer (docs/design.md#pool-answers); a *upstream.QueryError carries the budget and the
 // last attempt's error. Exchange does not modify q.
 type Resolver interface {
 	Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, error)

@@ -13,7 +13,7 @@ import (
 // errNoResolver carries no Kind, so Classify files it under LocalResource.
 var errNoResolver = errors.New("router returned no resolver")
 
-// route is the last link of the chain (SPEC §2 "route"): the forward zone
+// route is the last link of the chain (docs/design.md#stage-chain "route"): the forward zone
 // with the longest matching suffix, otherwise the upstream pool. It records
 // who was asked on the event, as the resolver's Result says: the source,
 // the attributed upstream and every upstream tried.

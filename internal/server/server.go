@@ -1,7 +1,7 @@
-// Package server answers the LAN's plain DNS (SPEC §2, §9): a UDP and a TCP
+// Package server answers the LAN's plain DNS (docs/design.md#stage-chain, docs/design.md#listeners): a UDP and a TCP
 // listener for every configured address, the query handler (parse, access
 // control, route, resolve, size the answer to the client), SERVFAIL answers
-// with Extended DNS Errors (SPEC §4.6), one query-log line per query, and the
+// with Extended DNS Errors (docs/design.md#pool-answers), one query-log line per query, and the
 // counters the metrics collector reads at scrape time.
 //
 // The handler knows the upstream pool and the forward zones only through the
@@ -37,7 +37,7 @@ type Router interface {
 // is read-only once handed to New or Swap.
 type State struct {
 	Router Router
-	// Stages run between access control and the route, in order (SPEC §2:
+	// Stages run between access control and the route, in order (docs/design.md#stage-chain:
 	// local answers, policy, cache); nil for none.
 	Stages []query.Stage
 	// Sinks receive every finished query event besides the server's own
@@ -51,8 +51,8 @@ type State struct {
 	Budget time.Duration
 }
 
-// defaultBudget stands in for an unset State.Budget: SPEC §3's shipped
-// total_timeout_ms.
+// defaultBudget stands in for an unset State.Budget:
+// the shipped total_timeout_ms of docs/design.md#config-budgets.
 const defaultBudget = 4 * time.Second
 
 func (st *State) budget() time.Duration {
@@ -68,14 +68,14 @@ type Options struct {
 }
 
 // Listener bounds. Compiled, not configured: they protect a small appliance
-// (a Raspberry Pi) from one client, and SPEC §9 fixes the first two.
+// (a Raspberry Pi) from one client, and docs/design.md#listeners fixes the first two.
 const (
 	// maxUDPInFlight is how many UDP queries of one address family are
-	// answered at once. SPEC §1 lesson 7: a household sends bursts of
+	// answered at once. docs/design.md#lesson-bursts: a household sends bursts of
 	// hundreds (a phone waking up, a smart TV, a browser with many tabs), and
 	// while a primary stalls each of its queries holds its place for up to
 	// one attempt_timeout, so the cap must hold a stalled slot-full plus
-	// several such bursts; 1024 does (SPEC §9's minimum). Beyond it a
+	// several such bursts; 1024 does (the minimum of docs/design.md#listener-caps). Beyond it a
 	// datagram is dropped and counted, and the client's own retry timer
 	// recovers, which beats queueing work whose client may already have
 	// given up.
@@ -88,7 +88,7 @@ const (
 	// within a Pi 3's 1 GiB.
 	maxUDPInFlight = 1024
 	// maxTCPConns is how many TCP connections of one address family are open
-	// at once (SPEC §9: at least 256). Beyond it a connection is refused
+	// at once (docs/design.md#listener-caps: at least 256). Beyond it a connection is refused
 	// (closed at once) and counted. Memory it bounds: an idle connection holds
 	// its reader goroutine and a small read buffer (about 8 KiB); a busy one
 	// adds up to maxConnQueries queries of at most maxTCPQuerySize each, with

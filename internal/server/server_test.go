@@ -336,7 +336,7 @@ func TestUDP_dropsOverInFlightCap(t *testing.T) {
 }
 
 // One client holds at most udpClientShare queries in flight; a flood from it
-// costs it alone, and another client is still served at once (SPEC §9,
+// costs it alone, and another client is still served at once (docs/design.md#robustness,
 // issue 13 finding 5).
 func TestUDP_oneClientHoldsOnlyItsShare(t *testing.T) {
 	entered := make(chan struct{}, maxUDPInFlight)
@@ -426,7 +426,7 @@ func TestDeliverable(t *testing.T) {
 
 // A client outside dns.allow gets REFUSED whatever is wrong with its
 // message: FORMERR, NOTIMP and BADVERS are answers only to clients nxdns
-// serves (SPEC §9, issue 13 finding 10).
+// serves (docs/design.md#robustness, issue 13 finding 10).
 func TestHandler_refusesOutsideAllowBeforeAnyOtherCheck(t *testing.T) {
 	st := state(answerA("192.0.2.1"))
 	st.Allow = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
@@ -483,7 +483,7 @@ func TestStats_BADVERSLabel(t *testing.T) {
 }
 
 // nxdns sets RA itself: an upstream that omits it does not make nxdns tell
-// its clients it offers no recursion (SPEC §9, issue 13 finding 12).
+// its clients it offers no recursion (docs/design.md#robustness, issue 13 finding 12).
 func TestRelay_setsRAWhateverTheUpstreamSaid(t *testing.T) {
 	noRA := resolverFunc(func(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
 		m, up, err := answerA("192.0.2.1")(ctx, q)
@@ -501,7 +501,7 @@ func TestRelay_setsRAWhateverTheUpstreamSaid(t *testing.T) {
 }
 
 // An answer whose write fails is counted as undelivered, with rcode none,
-// not as answered (SPEC §9, issue 13 finding 9).
+// not as answered (docs/design.md#robustness, issue 13 finding 9).
 func TestServe_undeliveredAnswerIsNotCountedAsAnswered(t *testing.T) {
 	s := New(Options{}, state(answerA("192.0.2.1")))
 	var seen *query.Event

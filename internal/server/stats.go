@@ -180,7 +180,7 @@ func (s *Server) Snapshot() Snapshot {
 }
 
 // record hands the finished event to its consumers: the counters, the
-// query-log line and every sink (SPEC §2: one event, read by all).
+// query-log line and every sink (docs/design.md#query-event: one event, read by all).
 func (s *Server) record(st *State, e *query.Event) {
 	if e.Answer == "" {
 		e.Answer = query.Summary(e.Reply)

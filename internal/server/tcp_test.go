@@ -140,7 +140,7 @@ func TestTCP_refusesOverConnectionCap(t *testing.T) {
 }
 
 // One host holds at most tcpClientShare connections, whatever it tries;
-// another host is still served (SPEC §9, issue 13 finding 4).
+// another host is still served (docs/design.md#client-shares, issue 13 finding 4).
 func TestTCP_oneHostHoldsOnlyItsShare(t *testing.T) {
 	s := startServer(t, state(answerA("192.0.2.1")))
 	for range tcpClientShare {
@@ -164,7 +164,7 @@ func TestTCP_oneHostHoldsOnlyItsShare(t *testing.T) {
 }
 
 // A connection from outside dns.allow is closed at accept and takes no
-// capacity (SPEC §9, issue 13 finding 4: a WAN host holding 64 connections
+// capacity (docs/design.md#client-shares, issue 13 finding 4: a WAN host holding 64 connections
 // left every LAN client's TCP refused).
 func TestTCP_closesDisallowedClientAtAccept(t *testing.T) {
 	st := state(answerA("192.0.2.1"))

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// The TLS front ends (SPEC §8.8): DoT (dot.go) and DoH (doh.go) listeners.
+// The TLS front ends (docs/design.md#tls-serving): DoT (dot.go) and DoH (doh.go) listeners.
 // Each is a listener (listen.go) without a UDP socket, so reconciling on
 // reload, stopping, draining and Shutdown treat them like plain ones; their
 // connections share the plain TCP per-family cap, the per-client share of
@@ -181,7 +181,7 @@ func (s *Server) tlsConfig(alpn ...string) *tls.Config {
 	}
 }
 
-// admitStream applies SPEC §9 to a new DoT or DoH connection before any
+// admitStream applies docs/design.md#client-shares to a new DoT or DoH connection before any
 // TLS work, as to a plain TCP one (admitConn): one address cannot hold every
 // place of the TCP cap, whichever transport it uses.
 func (s *Server) admitStream(c *net.TCPConn, fc *frontCounters) (client netip.Addr, release func(), ok bool) {

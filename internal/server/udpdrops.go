@@ -10,7 +10,7 @@ import (
 
 // Kernel receive-queue drops. When nxdns cannot read datagrams as fast as
 // they arrive, the kernel drops them at the socket and nxdns never sees
-// them; SPEC §9 wants those counted too. With SO_RXQ_OVFL set, Linux puts
+// them; docs/design.md#robustness wants those counted too. With SO_RXQ_OVFL set, Linux puts
 // the socket's cumulative drop count in a control message on each datagram
 // read, so the count is read for free with the datagrams themselves.
 
@@ -84,7 +84,7 @@ func (k *kernelDrops) advance(n uint32) uint64 {
 // source port 0 (no answer can reach it), not from an address that cannot
 // be a client's (unspecified, multicast, broadcast), not sent to a
 // broadcast or multicast address (an answer from there is refused by the
-// kernel, and a broadcast query is never meant for one server). SPEC §9:
+// kernel, and a broadcast query is never meant for one server). docs/design.md#robustness:
 // dropped before any work, so nothing is forwarded upstream for them.
 func deliverable(from netip.AddrPort, dst netip.Addr, broadcasts []netip.Addr) bool {
 	src := from.Addr().Unmap()

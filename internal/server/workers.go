@@ -9,12 +9,12 @@ import (
 // fresh goroutine per datagram starts on a small stack and grows it along
 // the handler's call chain (parse, stages, pack, the query-log line) on
 // every query: at cache-hit rates the stack copies alone cost more than the
-// cache lookup (docs/performance.md "Answer cache"). A worker keeps its
+// cache lookup (docs/performance.md#answer-cache). A worker keeps its
 // grown stack for the next query.
 //
 // Guarantees: run never blocks and never queues: the job goes to a worker
 // idle at that instant or to a new goroutine, so the listener caps stay the
-// only bound on queries in flight (SPEC §9) and a slow query never delays
+// only bound on queries in flight (docs/design.md#listener-caps) and a slow query never delays
 // another. A worker idle for workerIdle exits, so the goroutines (and their
 // stacks) held after a burst shrink back to none; stop makes every idle
 // worker exit, and wait returns once every worker has.

@@ -12,7 +12,7 @@
 // CA (clients verify it; nothing here skips verification), count what they
 // see (accepts, handshakes, queries, connections) and can misbehave on
 // request (FailNext, SetDelay, CloseIdle) so transport tests can reproduce
-// the failures of SPEC §5 and §6. Every server is shut down by t.Cleanup.
+// the failures of docs/design.md#dot-client and docs/design.md#doh-client. Every server is shut down by t.Cleanup.
 //
 // StartUnbound and StartDnsmasq run the installed unbound (an encrypted
 // upstream: DoT, and DoH when built with nghttp2) and dnsmasq (a home

@@ -17,7 +17,7 @@ type Finding struct {
 	Fix  string // empty when OK
 }
 
-// Inspect answers "will Android's Private DNS accept this?" (SPEC §8.8,
+// Inspect answers "will Android's Private DNS accept this?" (docs/design.md#tls-certificate,
 // `nxdns check --tls`). Android (9 and later, strict mode) connects to the
 // host name the user typed on port 853 and requires what every browser
 // requires: a chain to a root in the system store, built from what the

@@ -7,7 +7,7 @@ import "github.com/nxdns/nxdns/internal/safefile"
 // a mistaken path (a log, a disk image) from filling memory.
 const maxFileSize = 1 << 20
 
-// readFile reads a certificate or key file the way SPEC §9 asks, through the
+// readFile reads a certificate or key file the way docs/design.md#file-reads asks, through the
 // one reader of configuration-named files: only a regular file, at most
 // maxFileSize bytes, never blocking on a FIFO.
 func readFile(path string) ([]byte, error) { return safefile.ReadFile(path, maxFileSize) }

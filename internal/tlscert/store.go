@@ -1,5 +1,5 @@
-// Package tlscert is the certificate nxdns serves DoT and DoH with (SPEC
-// §8.8): loaded from tls.cert_file and tls.key_file, replaced when those
+// Package tlscert is the certificate nxdns serves DoT and DoH with
+// (docs/design.md#tls-certificate): loaded from tls.cert_file and tls.key_file, replaced when those
 // files change (an ACME renewal) without a restart or a dropped connection,
 // watched for expiry, and inspected for `nxdns check --tls`.
 package tlscert

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Admission (SPEC §4.3): a query takes a slot on the first entry, in priority
+// Admission (docs/design.md#pool-admission): a query takes a slot on the first entry, in priority
 // order, that has one free right now, and blocks only when none has, on all of
-// them at once. Lesson 2 of SPEC §1: a saturated primary never makes a query
+// them at once. docs/design.md#lesson-no-wait: a saturated primary never makes a query
 // wait while the standby has capacity.
 //
 // Each entry's slots are a semaphore.Weighted used only through TryAcquire
@@ -56,7 +56,7 @@ func (b *board) notify() {
 	b.mu.Unlock()
 }
 
-// admit finds this query an entry and holds one of its slots: SPEC §4.3
+// admit finds this query an entry and holds one of its slots: docs/design.md#pool-admission
 // steps 1, 3, 4 and 5; the Resolve loop provides steps 2 and 6 by calling
 // it again with the tried entries marked.
 //
@@ -82,7 +82,7 @@ func (p *Pool) admit(ctx context.Context, qs *query) (*entry, *AttemptError) {
 // the pass — last resort or not, and which entries are candidates — come
 // from that mask. Read twice, an entry entering backoff between the reads
 // would be neither a candidate outside backoff nor one of the last resort,
-// and the query would end with no attempt at all (SPEC §4.3 step 4).
+// and the query would end with no attempt at all (docs/design.md#pool-admission step 4).
 func (p *Pool) sweep(qs *query) (_ *entry, found bool) {
 	backoff := p.backoffMask()
 	lastResort := qs.lastResort(backoff, p.all())

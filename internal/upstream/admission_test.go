@@ -220,7 +220,7 @@ func TestAdmission_entryEnteringBackoffWhileWaitingIsSkipped(t *testing.T) {
 	})
 }
 
-// SPEC §4.3 step 4: an entry changing state during the sweep never leaves a
+// docs/design.md#pool-admission step 4: an entry changing state during the sweep never leaves a
 // query with no attempt. Issue 12 finding 1: the sweep read an entry's
 // backoff once to decide "last resort or not" and again to decide "is it a
 // candidate"; an entry entering backoff between the two reads was neither,

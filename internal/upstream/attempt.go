@@ -9,7 +9,7 @@ import (
 
 // attempt runs one exchange against e, whose slot the caller (qs) holds; the slot
 // is released before it returns. The attempt races the query's deadline
-// (SPEC §4.2): it runs until min(now+limit, deadline), limit being
+// (docs/design.md#pool-deadline): it runs until min(now+limit, deadline), limit being
 // attempt_timeout or, when every upstream is down, a share of one probe
 // timeout (attemptLimit), and the context's cause says which timer ended it.
 //
@@ -49,7 +49,7 @@ func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, qs *qu
 		if k == KindBudgetExhausted && !truncated {
 			// The budget's timer fired at the instant the attempt's own would
 			// have: the upstream had its full interval, so this is the full
-			// expiry row of SPEC §4.4, evidence about the peer.
+			// expiry row of docs/design.md#pool-classification, evidence about the peer.
 			k = KindAttemptExpired
 		}
 		return nil, newAttemptError(e.url, k, err)

@@ -92,9 +92,9 @@ func NewDoH(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoH {
 		ForceAttemptHTTP2: true, // a custom dialer turns HTTP/2 off unless forced
 		// With HTTP/2 this limits dials in progress, not connections: a cold
 		// burst waits for one handshake and then shares its connection,
-		// instead of dialing once per query (SPEC §1, the burst staircase).
-		// Once the connection is up, no query waits for a handshake (SPEC
-		// §5): every exchange is a stream on it, and the pool sends one
+		// instead of dialing once per query (docs/design.md#burst-staircase).
+		// Once the connection is up, no query waits for a handshake
+		// (docs/design.md#dot-client): every exchange is a stream on it, and the pool sends one
 		// upstream at most DefaultSlots (32) at once, far below the 100
 		// concurrent streams RFC 9113 §6.5.2 recommends servers allow (Go's
 		// server allows 250, unbound 100). Only past the server's stream limit
@@ -141,7 +141,7 @@ func (d *DoH) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 }
 
 // roundTrip posts one query and checks the HTTP layer of the answer: status,
-// content type and size (SPEC §6).
+// content type and size (docs/design.md#doh-client).
 func (d *DoH) roundTrip(ctx context.Context, wire []byte) (*dns.Msg, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(wire))
 	if err != nil {
@@ -188,7 +188,7 @@ func (d *DoH) error(ctx context.Context, err error) *AttemptError {
 }
 
 // dialTLS connects to the configured address whatever host net/http asks
-// for (the URL's host is never resolved, SPEC §3), and insists on HTTP/2:
+// for (the URL's host is never resolved, docs/design.md#config-upstreams), and insists on HTTP/2:
 // multiplexing is the point, and RFC 8484 §5.2 recommends it as the minimum.
 // net/http detaches dials from the request's context, so the dial is bounded
 // by transportDialTimeout and by Close.

@@ -14,7 +14,7 @@ import (
 )
 
 // dohTestToken stands for an account token in a DoH URL's path and query:
-// it must never appear in an error (SPEC §6, §9).
+// it must never appear in an error (docs/design.md#redaction, docs/design.md#listeners).
 const dohTestToken = "s3cr3t-t0ken"
 
 const dohTestPath = "/dns-query/" + dohTestToken + "?key=" + dohTestToken

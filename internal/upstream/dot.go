@@ -17,7 +17,7 @@ import (
 
 // DoTMaxConns is how many connections one DoT upstream keeps open for new
 // exchanges. One connection carries every in-flight exchange (pipelining, up
-// to dotMaxInFlight), so the burst of SPEC §1 needs one; the others are dialed
+// to dotMaxInFlight), so the burst of docs/design.md#burst-staircase needs one; the others are dialed
 // ahead of need (dotDialAhead) so that a server working through one
 // connection's queries in order sees the load spread, and a connection lost
 // mid-burst has a warm successor, while the sockets (and the server's
@@ -31,8 +31,8 @@ const DoTMaxConns = 3
 // twice what the pool can send one upstream at once (DefaultSlots, 32, plus
 // the one probe), so a household burst — 30 names, or hundreds arriving
 // together, which the pool admits at most 32 at a time per upstream — always
-// shares a warm connection and never waits for a handshake (SPEC §1 lesson 6,
-// §5), with room to spare for retries. Servers pipeline far deeper than that: unbound and knot-resolver read every frame a connection
+// shares a warm connection and never waits for a handshake (docs/design.md#lesson-round-trips,
+// docs/design.md#dot-client), with room to spare for retries. Servers pipeline far deeper than that: unbound and knot-resolver read every frame a connection
 // delivers and answer out of order (RFC 7766 §6.2.1.1).
 const dotMaxInFlight = 64
 
@@ -64,7 +64,7 @@ type DoT struct {
 	stop       context.CancelCauseFunc
 	wg         sync.WaitGroup // dials, readers and writers
 	seq        atomic.Uint64  // connections created so far
-	recoveries atomic.Uint64  // exchanges saved by a stale retry (SPEC §5)
+	recoveries atomic.Uint64  // exchanges saved by a stale retry (docs/design.md#stale-connection)
 	dials      dialCounts     // nxdns_upstream_connections_total
 
 	mu     sync.Mutex // guards the fields below
@@ -95,7 +95,7 @@ func NewDoT(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoT {
 }
 
 // ReuseRecoveries is the number of exchanges that failed on a reused
-// connection the upstream had closed and succeeded on a fresh one (SPEC §5,
+// connection the upstream had closed and succeeded on a fresh one (docs/design.md#stale-connection,
 // nxdns_upstream_reuse_recoveries_total). Those failures were never returned.
 func (d *DoT) ReuseRecoveries() uint64 { return d.recoveries.Load() }
 
@@ -107,20 +107,20 @@ type dotFailure struct {
 	err        error
 	reused     bool   // the connection was up before this exchange picked it
 	started    bool   // a byte of the response may have arrived
-	collateral bool   // another exchange's bad frame ended the connection (SPEC §4.4)
+	collateral bool   // another exchange's bad frame ended the connection (docs/design.md#pool-classification)
 	failSeq    uint64 // connections newer than this are fresh for a retry
 }
 
 // retry reports whether the failure earns one more try on a fresh
-// connection: a stale reused connection (SPEC §5), or collateral damage of
-// another exchange's bad frame (SPEC §4.4: evidence is counted once per
+// connection: a stale reused connection (docs/design.md#stale-connection), or collateral damage of
+// another exchange's bad frame (docs/design.md#pool-classification: evidence is counted once per
 // fault, and this exchange never received a response).
 func (f *dotFailure) retry() bool {
 	return f.collateral || staleRetry(f.reused, f.started, f.err)
 }
 
 // Exchange sends m and returns the validated response with m's ID. A stale
-// reused connection is retried once on a fresh one (SPEC §5); every other
+// reused connection is retried once on a fresh one (docs/design.md#stale-connection); every other
 // failure is an *AttemptError.
 func (d *DoT) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	wire, err := packPadded(m)
@@ -167,7 +167,7 @@ func (d *DoT) try(ctx context.Context, m *dns.Msg, wire []byte, minSeq uint64) (
 		resp, err := dotDecode(m, r.wire)
 		if err != nil {
 			// A response that fails validation means the framing or the
-			// upstream cannot be trusted: end the connection (SPEC §5). The
+			// upstream cannot be trusted: end the connection (docs/design.md#dot-client). The
 			// fault is this exchange's; the others on it are collateral.
 			c.failFrame(fmt.Errorf("connection closed after a bad response to another query: %w", err), false)
 			return nil, &dotFailure{err: err}
@@ -178,7 +178,7 @@ func (d *DoT) try(ctx context.Context, m *dns.Msg, wire []byte, minSeq uint64) (
 		// arrives, and the other exchanges on the connection carry on. Only
 		// a full attempt that heard nothing suggests a dead path; a query
 		// whose own budget ran out, or whose client left, says nothing about
-		// the connection (SPEC §4.4: a truncated expiry never retires one).
+		// the connection (docs/design.md#pool-classification: a truncated expiry never retires one).
 		if errors.Is(context.Cause(ctx), KindAttemptExpired) {
 			c.retireIfSilent(frames)
 		}
@@ -282,7 +282,7 @@ func (d *DoT) pick(ctx context.Context, minSeq uint64) (*dotConn, bool, error) {
 	case best != nil && load < dotMaxInFlight:
 	case up+dialing < DoTMaxConns || minSeq > 0:
 		// A retry (minSeq > 0) dials past the cap rather than reuse a
-		// connection older than its failure: SPEC §5 promises it a fresh one.
+		// connection older than its failure: docs/design.md#stale-connection promises it a fresh one.
 		// The upstream that closed one connection may have closed the others
 		// in the same sweep (an idle timeout, a restart), and a second stale
 		// failure is final, recorded against a healthy upstream; failing the
@@ -353,7 +353,7 @@ func (d *DoT) leastLoadedLocked(minSeq uint64, states int) (*dotConn, int) {
 	return best, bestLoad
 }
 
-// dialAheadLocked dials a connection nobody waits for (SPEC §5: extra
+// dialAheadLocked dials a connection nobody waits for (docs/design.md#dot-client: extra
 // connections are dialed ahead of need, in the background). It belongs to
 // the client alone: only Close and transportDialTimeout end it, and if no
 // exchange comes it closes after the idle timeout like any other.

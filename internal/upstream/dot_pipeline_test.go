@@ -42,7 +42,7 @@ func dotTestBestOf(runs int, f func(i int)) time.Duration {
 	return best
 }
 
-// Issue 12 finding 2 (SPEC §4.4): one bad frame on a pipelined connection is
+// Issue 12 finding 2 (docs/design.md#pool-classification): one bad frame on a pipelined connection is
 // one fault. The exchange it answered fails and is recorded; the others
 // waiting on the connection never received a response, so they retry once
 // on a fresh connection and record nothing. Before, every one of them failed
@@ -95,7 +95,7 @@ func TestDoT_badFrameIsEvidenceOnceAndTheOthersRetry(t *testing.T) {
 	}
 }
 
-// Issue 12 finding 3 (SPEC §4.4, §5): a query whose own budget ran out says
+// Issue 12 finding 3 (docs/design.md#pool-classification, docs/design.md#dot-client): a query whose own budget ran out says
 // nothing about the connection it waited on. Before, the silent-connection
 // rule retired the warm connection, and the next query paid a handshake.
 func TestDoT_budgetExpiryKeepsTheWarmConnection(t *testing.T) {
@@ -162,7 +162,7 @@ func TestDoT_fullIDTableRetiresWithoutFailingTheExchangesOnIt(t *testing.T) {
 	}
 }
 
-// SPEC §5: extra connections are dialed ahead of need, in the background.
+// docs/design.md#dot-client: extra connections are dialed ahead of need, in the background.
 // Once the warm connection carries dotDialAhead exchanges a second one is
 // dialed, and no exchange waited for it: all were already on the wire.
 func TestDoT_dialsAheadOfNeedInTheBackground(t *testing.T) {
@@ -201,7 +201,7 @@ func TestDoT_dialsAheadOfNeedInTheBackground(t *testing.T) {
 	}
 }
 
-// SPEC §5 and §1 lesson 6, through a real round trip (internal/pathemu, 40
+// docs/design.md#dot-client and docs/design.md#lesson-round-trips, through a real round trip (internal/pathemu, 40
 // ms): once a connection is up, a burst larger than dotDialAhead completes
 // in one round trip. Before issue 12, exchanges past the 16th waited for a
 // new connection's TCP and TLS handshakes, two round trips more.
@@ -237,7 +237,7 @@ func TestDoT_warmBurstNeverWaitsForAHandshake(t *testing.T) {
 	}
 }
 
-// The DoH client the same way (SPEC §5, §6), through a 40 ms path: a cold
+// The DoH client the same way (docs/design.md#dot-client, docs/design.md#doh-client), through a 40 ms path: a cold
 // burst shares the one connection being set up (one dial, about three round
 // trips: TCP, TLS, the query), and a warm burst is streams on that
 // connection, one round trip, with no second connection.

@@ -37,7 +37,7 @@ func TestDoT_reusesConnection(t *testing.T) {
 	}
 }
 
-// The burst staircase of SPEC §1: 30 unique names at once against an
+// The burst staircase of docs/design.md#burst-staircase: 30 unique names at once against an
 // upstream 30 ms away must take about one round trip, not 30.
 func TestDoT_burstCompletesInAboutOneRoundTrip(t *testing.T) {
 	const n, rtt = 30, 30 * time.Millisecond
@@ -165,7 +165,7 @@ func TestDoT_noticedServerCloseDialsWithoutRecovery(t *testing.T) {
 	}
 }
 
-// A recovered stale connection is invisible to the pool (SPEC §5): the query
+// A recovered stale connection is invisible to the pool (docs/design.md#stale-connection): the query
 // is answered, the upstream's health records a success and no failure, and
 // the recovery shows in the snapshot (nxdns_upstream_reuse_recoveries_total).
 func TestDoT_staleRecoveryThroughThePoolRecordsNoFailure(t *testing.T) {
@@ -260,7 +260,7 @@ func TestDoT_certificateForAnotherNameNeverSendsTheQuery(t *testing.T) {
 }
 
 // One cancelled exchange must not disturb the others pipelined with it
-// (SPEC §5), and the connection stays in use afterwards.
+// (docs/design.md#dot-client), and the connection stays in use afterwards.
 func TestDoT_cancellingOnePipelinedExchangeLeavesTheOthers(t *testing.T) {
 	const n = 5
 	received := make(chan string, n)
@@ -413,7 +413,7 @@ func TestDoT_silentConnectionIsRetiredNotKilled(t *testing.T) {
 }
 
 // At the connection cap a stale retry still runs on a connection created
-// after its failure (SPEC §5), not on an older one the upstream may have
+// after its failure (docs/design.md#stale-connection), not on an older one the upstream may have
 // closed in the same sweep: it dials one past the cap.
 func TestDoT_staleRetryAtTheCapRunsOnAFreshConnection(t *testing.T) {
 	var victimTries atomic.Int32

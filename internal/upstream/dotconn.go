@@ -193,7 +193,7 @@ func (c *dotConn) closeIfIdle() {
 // since frames was read (at send). An exchange whose deadline passed without
 // a single frame coming back suggests a dead path (a half-open connection
 // looks healthy to the kernel); new exchanges go elsewhere, while those
-// already pipelined here keep their chance (SPEC §5: one exchange's end must
+// already pipelined here keep their chance (docs/design.md#dot-client: one exchange's end must
 // not kill the others). A slow answer on a live connection does not retire
 // it: other answers keep arriving.
 func (c *dotConn) retireIfSilent(frames uint64) {
@@ -262,7 +262,7 @@ func (c *dotConn) failIf(err error, started bool, cond func() bool) {
 }
 
 // failFrame ends the connection after one bad frame. The fault is one, so
-// it is evidence once (SPEC §4.4): with blame set (the reader cannot tell
+// it is evidence once (docs/design.md#pool-classification): with blame set (the reader cannot tell
 // whose answer the frame was) one waiting query gets err as its own
 // failure, and every other waiting query gets err marked collateral, which
 // the exchange retries once on a fresh connection and never records.

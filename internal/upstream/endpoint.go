@@ -36,7 +36,7 @@ type Endpoint struct {
 }
 
 // ParseEndpoint builds an Endpoint from a configured URL and optional address
-// and TLS name overrides. It rejects what SPEC §3 forbids so that a transport
+// and TLS name overrides. It rejects what docs/design.md#config-upstreams forbids so that a transport
 // never sees an unusable endpoint; config validation reports the same rules
 // with paths and codes.
 func ParseEndpoint(rawURL, address, tlsName string) (Endpoint, error) {
@@ -98,7 +98,7 @@ func ParseEndpoint(rawURL, address, tlsName string) (Endpoint, error) {
 func (e Endpoint) Redacted() string { return Redact(e.URL) }
 
 // Redact keeps scheme, host and port of a URL and drops everything else:
-// path and query may carry an account token (SPEC §6), userinfo a password.
+// path and query may carry an account token (docs/design.md#redaction), userinfo a password.
 func Redact(u *url.URL) string {
 	if u == nil {
 		return ""
@@ -126,7 +126,7 @@ func RedactString(raw string) string {
 	return Endpoint{URL: u}.Scrub(u.String())
 }
 
-// Scrub is the one redaction of free text (SPEC §6, §9): s with the
+// Scrub is the one redaction of free text (docs/design.md#redaction): s with the
 // endpoint's URL shown as Redacted, and every stray copy of its secret parts
 // (path, query, userinfo, fragment; escaped or not) replaced by
 // "[redacted]". A transport's error may quote the request line or a

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Group says whom an error is evidence about (SPEC §4.4). The four groups are
+// Group says whom an error is evidence about (docs/design.md#pool-classification). The four groups are
 // disjoint: every Kind belongs to exactly one.
 type Group uint8
 
@@ -63,9 +63,9 @@ const (
 	KindNetwork          Kind = iota + 1 // refused, reset, EOF, TLS alert, certificate
 	KindPeerTimeout                      // the transport's own timer fired, not ours
 	KindAttemptExpired                   // our attempt timer, after a full attempt_timeout
-	KindBadResponse                      // not a DNS response, or malformed (SPEC §7)
-	KindResponseMismatch                 // a response, but not to this query (SPEC §7)
-	KindResponseTooLarge                 // over the size limit (SPEC §7)
+	KindBadResponse                      // not a DNS response, or malformed (docs/design.md#response-validation)
+	KindResponseMismatch                 // a response, but not to this query (docs/design.md#response-validation)
+	KindResponseTooLarge                 // over the size limit (docs/design.md#response-validation)
 	KindRcode                            // REFUSED or NOTIMP from the upstream; health counts it from a probe only (docs/upstream-pool.md)
 	KindNoResources                      // out of memory, buffers or descriptors
 	KindCanceled                         // the client or the server went away
@@ -124,7 +124,7 @@ func Classify(err error) Kind {
 	return KindNoResources
 }
 
-// KindOf is the one classifier of a failed exchange (SPEC §4.4), used by
+// KindOf is the one classifier of a failed exchange (docs/design.md#pool-classification), used by
 // the pool's attempts and probes, the DoT and DoH transports and the forward
 // zones alike. It reads the context first: when our attempt timer, the
 // query's budget or the caller ended the exchange, the I/O error is a
@@ -195,7 +195,7 @@ func (e *AttemptError) Unwrap() error { return e.Kind }
 
 // QueryError is the final error for a query that got no answer from the pool
 // or a forward zone. It carries what the handler needs for its Extended DNS
-// Error (SPEC §4.6) and the query log, and unwraps to its decisive Kind only.
+// Error (docs/design.md#pool-answers) and the query log, and unwraps to its decisive Kind only.
 type QueryError struct {
 	Kind       Kind
 	Tried      []string      // redacted URLs attempted, in order (EDE 23 names them)

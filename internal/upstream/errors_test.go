@@ -55,7 +55,7 @@ func TestKindGroup(t *testing.T) {
 	if want := int(kindEnd) - 1; total != want {
 		t.Errorf("groups cover %d kinds, want %d", total, want)
 	}
-	// The decisions SPEC §4.4 names explicitly.
+	// The decisions docs/design.md#pool-classification names explicitly.
 	for k, want := range map[Kind]Group{
 		KindNetwork:         PeerFault,
 		KindPeerTimeout:     PeerFault,
@@ -146,7 +146,7 @@ func TestNewAttemptErrorNamesUpstreamAndKindOnce(t *testing.T) {
 	}
 }
 
-// TestKindOf is the one classifier's table (SPEC §4.4): the context's cause
+// TestKindOf is the one classifier's table (docs/design.md#pool-classification): the context's cause
 // first, then a Kind the error carries, then errno and timeouts.
 func TestKindOf(t *testing.T) {
 	live := context.Background()

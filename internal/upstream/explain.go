@@ -15,7 +15,7 @@ import (
 const maxExplainNames = 3
 
 // Explain is the cause of a failed exchange in words an operator can act on
-// (SPEC §4.6): the text of EDE 23 and of `nxdns check --probe`. Certificate
+// (docs/design.md#pool-answers): the text of EDE 23 and of `nxdns check --probe`. Certificate
 // failures say what to change — ca_file, the clock, tls_name — because
 // "network error: x509: certificate signed by unknown authority" names the
 // symptom and not the fix. Anything it does not recognise is its Kind's text

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Health and backoff (SPEC §4.5). An entry counts consecutive recorded
+// Health and backoff (docs/design.md#pool-health). An entry counts consecutive recorded
 // failures; at backoffThreshold it enters backoff, and the prober (probe.go)
 // brings it back. Entering and leaving backoff are episodes with one log line
 // each; nothing here logs per query.
@@ -46,7 +46,7 @@ func backoffInterval(step int, r float64) time.Duration {
 
 // BackoffInterval is backoffInterval with fresh jitter, for the other
 // components that probe a dead peer on the same schedule (forward-zone
-// resolvers, SPEC §4.5's last paragraph): one schedule, written once.
+// resolvers, docs/design.md#pool-probes): one schedule, written once.
 func BackoffInterval(step int) time.Duration { return backoffInterval(step, rand.Float64()) }
 
 // health is one entry's recorded outcomes. The fields admission reads on
@@ -143,8 +143,8 @@ func (p *Pool) announceServing(e *entry) {
 	h.mu.Unlock()
 }
 
-// BackoffEvent is one health transition of a pool entry (SPEC §4.5's
-// episodes), for a HealthObserver.
+// BackoffEvent is one health transition of a pool entry
+// (the episodes of docs/design.md#pool-health), for a HealthObserver.
 type BackoffEvent struct {
 	Upstream string    // the entry's redacted URL
 	At       time.Time // when it happened

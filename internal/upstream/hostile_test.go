@@ -12,7 +12,7 @@ import (
 )
 
 // A DoT or DoH upstream answering TC=1 gives a bad response, never an answer
-// to relay (SPEC §7, issue 13 finding 13: it was relayed verbatim, to TCP
+// to relay (docs/design.md#response-validation, issue 13 finding 13: it was relayed verbatim, to TCP
 // clients too).
 func TestStreamTransports_TCIsABadResponse(t *testing.T) {
 	ca := testutil.NewCA(t)

@@ -18,8 +18,8 @@ import (
 	"github.com/nxdns/nxdns/internal/stats"
 )
 
-// DefaultSlots is how many exchanges one entry runs at once (SPEC §4.1). 32
-// lets the browser burst of SPEC §1 (about 30 unique names at once) go to one
+// DefaultSlots is how many exchanges one entry runs at once (docs/design.md#pool-slots). 32
+// lets the browser burst of docs/design.md#burst-staircase (about 30 unique names at once) go to one
 // upstream together and finish in about one round trip: DoT pipelines them on
 // one connection and DoH multiplexes them as HTTP/2 streams, so a slot costs
 // one message in flight, not a connection or a handshake. Fewer slots bring
@@ -28,7 +28,7 @@ import (
 // The exposure it buys: an upstream that stalls without failing holds at most
 // DefaultSlots queries, each for at most one attempt_timeout, before they fail
 // over. Queries arriving meanwhile find its slots taken and sweep on to the
-// next entry without waiting (SPEC §4.3). The first backoffThreshold expiries
+// next entry without waiting (docs/design.md#pool-admission). The first backoffThreshold expiries
 // put the entry in backoff, and from then on only the background prober
 // touches it, one probe at a time and outside the slots, so a dead upstream
 // costs at most one slot-full of queries per outage, not one per backoff
@@ -49,7 +49,7 @@ type Member struct {
 	Priority int // lower is tried first; equal priorities keep the given order
 }
 
-// Options are the pool's budgets (SPEC §3, upstream.*).
+// Options are the pool's budgets (docs/design.md#config-budgets, upstream.*).
 type Options struct {
 	Attempt time.Duration // one attempt against one upstream
 	Total   time.Duration // the per-query budget: every wait and attempt together
@@ -60,7 +60,7 @@ type Options struct {
 	Observer HealthObserver
 }
 
-// Pool is the priority-failover upstream pool (SPEC §4). Resolve is safe for
+// Pool is the priority-failover upstream pool (docs/design.md#pool). Resolve is safe for
 // concurrent use; Start and Close are called once each by the owner.
 type Pool struct {
 	entries        []*entry // sorted by priority, stable
@@ -153,7 +153,7 @@ func New(opts Options, members []Member) (*Pool, error) {
 }
 
 // Start probes every entry once in the background and keeps probing entries
-// in backoff until Close (SPEC §4.5). It returns at once.
+// in backoff until Close (docs/design.md#pool-health). It returns at once.
 func (p *Pool) Start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -191,10 +191,10 @@ func (p *Pool) Close() error {
 type query struct {
 	client       netip.Prefix      // whose share of the slots it counts in (fair.go)
 	hasClient    bool              // false: counted in no share (the prober, nxdns's own lookups)
-	tried        uint64            // bit per entry admitted once (SPEC §4.3 step 6)
+	tried        uint64            // bit per entry admitted once (docs/design.md#pool-admission step 6)
 	order        [MaxMembers]uint8 // positions of the entries whose exchange started, in order
 	n            int               // how many of order are set
-	attributed   string            // the upstream the outcome is attributed to (SPEC §4.4), "" for none
+	attributed   string            // the upstream the outcome is attributed to (docs/design.md#pool-attribution), "" for none
 	last         *AttemptError     // the last peer fault
 	answer       *dns.Msg          // the answer to return, once there is one
 	servfail     *dns.Msg          // the last SERVFAIL that failed over, returned if nothing better comes
@@ -210,7 +210,7 @@ func (qs *query) candidate(e *entry, backoff uint64, lastResort bool) bool {
 // lastResort reports whether the query is in step 5: no entry outside
 // backoff is left untried (all is the mask of every entry). A query holding
 // a SERVFAIL does not go there: it already has an answer from a serving
-// upstream (SPEC §4.4).
+// upstream (docs/design.md#pool-classification).
 func (qs *query) lastResort(backoff, all uint64) bool {
 	return qs.servfail == nil && all&^qs.tried&^backoff == 0
 }
@@ -224,7 +224,7 @@ func (qs *query) started(e *entry) {
 // Result is what resolving one query learned, for the query event: the
 // answer (nil on a failure), the upstream or zone resolver it is attributed
 // to — the one that answered, or the one a failure is blamed on; "" for
-// none, never invented (SPEC §4.4) — and every upstream whose exchange ran,
+// none, never invented (docs/design.md#pool-classification) — and every upstream whose exchange ran,
 // in order, on an answer as on a failure. URLs are redacted. The pool and
 // each forward zone return one from Exchange, the route's one way of
 // learning who was asked.
@@ -235,7 +235,7 @@ type Result struct {
 }
 
 // Resolve answers q through the pool. It fixes one deadline when the query
-// enters and every wait and attempt spends it (SPEC §4.2). The string is
+// enters and every wait and attempt spends it (docs/design.md#pool-deadline). The string is
 // the answering upstream's redacted URL, "" for none. Errors are
 // *QueryError. Resolve does not modify q.
 func (p *Pool) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
@@ -245,7 +245,7 @@ func (p *Pool) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error
 
 // Exchange is Resolve for the route (server.Resolver): the Result lists
 // every upstream whose exchange ran, on an answer after a failover too
-// (SPEC §4.4, "the query event also lists every upstream tried"), and on a
+// (docs/design.md#pool-classification, "the query event also lists every upstream tried"), and on a
 // failure names the upstream the QueryError attributes it to.
 func (p *Pool) Exchange(ctx context.Context, q *dns.Msg) (Result, error) {
 	resp, up, tried, err := p.resolve(ctx, q)
@@ -289,8 +289,8 @@ func (p *Pool) resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []str
 }
 
 // attemptLimit is how long the next attempt may run. Normally that is
-// attempt_timeout. When every enabled upstream is in backoff (SPEC §4.3
-// step 5) the query does not spend its budget on the dead: the last-resort
+// attempt_timeout. When every enabled upstream is in backoff
+// (docs/design.md#pool-last-resort) the query does not spend its budget on the dead: the last-resort
 // pass as a whole gets one probe timeout (allDown is its end), shared
 // equally by the entries it has yet to try, so each is asked once, an entry
 // that fails fast leaves its share to the next, and the client gets its
@@ -312,7 +312,7 @@ func (p *Pool) attemptLimit(qs *query, allDown time.Time) time.Duration {
 	return min(p.attemptTimeout, share)
 }
 
-// record applies SPEC §4.4's table to one attempt: health, attribution and
+// record applies the table of docs/design.md#pool-classification to one attempt: health, attribution and
 // whether the query is over. Attribution changes only here, after the attempt.
 func (p *Pool) record(qs *query, e *entry, resp *dns.Msg, err *AttemptError) (done bool) {
 	if err == nil {
@@ -404,7 +404,7 @@ func (p *Pool) triedURLs(qs *query) []string {
 // dnssecFailure reports whether a SERVFAIL carries a DNSSEC Extended DNS
 // Error (RFC 8914 info codes 6–12, "DNSSEC Bogus" to "NSEC Missing"): a
 // validation verdict that every healthy upstream would repeat, so it is the
-// answer (SPEC §4.4).
+// answer (docs/design.md#pool-classification).
 func dnssecFailure(resp *dns.Msg) bool {
 	opt := resp.IsEdns0()
 	if opt == nil {

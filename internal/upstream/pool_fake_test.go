@@ -38,7 +38,7 @@ func (f *fakeClient) Close() error {
 
 var _ Client = (*fakeClient)(nil)
 
-// The defaults of the field failures of SPEC §1 (attempt 2500 ms, total
+// The defaults of the field failures of docs/design.md#field-failures (attempt 2500 ms, total
 // 5000 ms); the shipped ones are now 2000/4000 (internal/config).
 var poolTestShipped = Options{Attempt: 2500 * time.Millisecond, Total: 5000 * time.Millisecond}
 

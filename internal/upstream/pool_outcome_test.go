@@ -132,7 +132,7 @@ func TestPool_budgetExhaustedCountsOncePerQuery(t *testing.T) {
 	})
 }
 
-// 14. Upstream rcodes (SPEC §4.4): REFUSED and NOTIMP are peer faults that
+// 14. Upstream rcodes (docs/design.md#pool-rcodes): REFUSED and NOTIMP are peer faults that
 // fail over; a SERVFAIL with a DNSSEC EDE is the answer; any other SERVFAIL
 // fails over, is never held against health, and the last one is returned.
 func TestPool_upstreamRcodes(t *testing.T) {

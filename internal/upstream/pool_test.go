@@ -262,7 +262,7 @@ func TestPool_queueOnlyExhaustionNamesNoUpstream(t *testing.T) {
 
 // 7. With every entry in backoff the last-resort pass runs, in priority
 // order, under the query's one deadline — and, everything being down, it
-// gets one probe timeout in all, shared by the entries (SPEC §4.3 step 5).
+// gets one probe timeout in all, shared by the entries (docs/design.md#pool-last-resort).
 func TestPool_lastResortPassSpendsTheSameDeadline(t *testing.T) {
 	t.Run("standby answers", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -359,7 +359,7 @@ func TestPool_twoStallsCostAtMostOneBudget(t *testing.T) {
 }
 
 // An attempt that ends exactly at the deadline ran its full attempt_timeout:
-// not truncated, so its expiry is evidence about the peer (SPEC §4.4).
+// not truncated, so its expiry is evidence about the peer (docs/design.md#pool-classification).
 func TestPool_attemptEndingAtTheDeadlineIsNotTruncated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := poolTestNew(t, poolTestShipped, &fakeClient{onExchange: poolTestStall}, &fakeClient{onExchange: poolTestStall})
@@ -400,7 +400,7 @@ func TestPool_deadlineAlreadyGoneStartsNoAttempt(t *testing.T) {
 
 // TestPool_exchangeListsEveryUpstream: after a failover that ends in an
 // answer, Exchange names both upstreams in order and attributes the answer
-// to the one that gave it (SPEC §4.4: the event lists every upstream
+// to the one that gave it (docs/design.md#pool-classification: the event lists every upstream
 // tried), which Resolve's QueryError could only do on failure.
 func TestPool_exchangeListsEveryUpstream(t *testing.T) {
 	primary := &fakeClient{onExchange: poolTestRefuse}
@@ -415,7 +415,7 @@ func TestPool_exchangeListsEveryUpstream(t *testing.T) {
 	}
 }
 
-// SPEC §4.3 step 5 at the shipped defaults (2000/4000 ms): with every
+// docs/design.md#pool-last-resort at the shipped defaults (2000/4000 ms): with every
 // upstream black-holed and already in backoff, each query answers within one
 // probe timeout instead of spending its whole budget on the dead; a
 // recovering upstream is still asked, and answers.

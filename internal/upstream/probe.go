@@ -10,7 +10,7 @@ import (
 	"github.com/nxdns/nxdns/internal/sleep"
 )
 
-// Probes keep users from paying for a dead upstream twice (SPEC §4.5). Each
+// Probes keep users from paying for a dead upstream twice (docs/design.md#pool-probes). Each
 // entry has one prober goroutine, so probes of one entry never overlap. A
 // probe calls the client directly: it never takes a serving slot, so it
 // cannot queue behind live queries nor make them queue behind it.

@@ -7,7 +7,7 @@ import (
 )
 
 // Snapshot is the pool's counters at one moment, read by the metrics
-// collectors at scrape time (SPEC §9), so each number is kept once.
+// collectors at scrape time (docs/design.md#metrics), so each number is kept once.
 type Snapshot struct {
 	Upstreams       []UpstreamSnapshot // in priority order
 	BudgetExhausted uint64             // queries that ended in BudgetExhausted; pool-wide, no upstream
@@ -29,8 +29,8 @@ type UpstreamSnapshot struct {
 	ProbeFailures   uint64  // background probes that failed
 	InBackoff       bool
 	BackoffEpisodes uint64 // times it entered backoff
-	ReuseRecoveries uint64 // stale-connection retries the client absorbed (SPEC §5)
-	Dials           Dials  // connections the client dialed, by outcome (SPEC §5)
+	ReuseRecoveries uint64 // stale-connection retries the client absorbed (docs/design.md#stale-connection)
+	Dials           Dials  // connections the client dialed, by outcome (docs/design.md#dot-client)
 	AttemptLatency  stats.HistogramSnapshot
 }
 

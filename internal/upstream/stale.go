@@ -6,7 +6,7 @@ import (
 	"syscall"
 )
 
-// staleRetry is the stale-connection rule of SPEC §5: an upstream may close
+// staleRetry is the stale-connection rule of docs/design.md#stale-connection: an upstream may close
 // an idle connection at any moment, and the query that happens to be sent on
 // it then sees the close. Such a failure says nothing about the upstream's
 // health, so the exchange is retried once on a fresh connection — if and only

@@ -19,7 +19,7 @@ import (
 // transportSessionCacheSize bounds the TLS session cache of one upstream. The
 // cache is keyed by server name, and one upstream has one name, so a handful
 // of entries is plenty; it exists so that a redial resumes the session
-// instead of paying a full handshake (SPEC §5).
+// instead of paying a full handshake (docs/design.md#dot-client).
 const transportSessionCacheSize = 4
 
 // transportDialTimeout caps one TCP connect plus TLS handshake when the
@@ -47,7 +47,7 @@ var errClientClosed = fmt.Errorf("upstream client closed: %w", KindCanceled)
 
 // NewClient builds the transport for ep: DoT for tls://, DoH for https://.
 // caPEM, when not empty, holds PEM certificates trusted on top of the
-// system roots (SPEC §3 ca_file, as config.ReadFiles read it once: the file
+// system roots (docs/design.md#config-upstreams ca_file, as config.ReadFiles read it once: the file
 // checked is the file used, and nothing here touches the file system);
 // there is no way to skip verification. logger may be nil.
 func NewClient(ep Endpoint, caPEM []byte, logger *zap.Logger) (Client, error) {
@@ -97,7 +97,7 @@ func transportTLS(ep Endpoint, roots *x509.CertPool, nextProtos ...string) *tls.
 
 // transportDial connects to addr and completes the TLS handshake under ctx,
 // capped at transportDialTimeout. The address is always an IP: an upstream's
-// name is never resolved (SPEC §3). wrap, if not nil, may wrap the TCP
+// name is never resolved (docs/design.md#config-upstreams). wrap, if not nil, may wrap the TCP
 // connection before TLS runs over it.
 func transportDial(ctx context.Context, addr string, conf *tls.Config,
 	wrap func(net.Conn) (net.Conn, error)) (*tls.Conn, error) {
@@ -133,7 +133,7 @@ func transportError(ctx context.Context, upstream string, err error) *AttemptErr
 }
 
 // Dials is how many connections a client dialed, by outcome
-// (nxdns_upstream_connections_total, SPEC §5): New is a full TLS handshake,
+// (nxdns_upstream_connections_total, docs/design.md#dot-client): New is a full TLS handshake,
 // Resumed a session resumption, Failed a dial or handshake that produced no
 // connection (refused, timed out, a bad certificate, or cut short by the
 // query that started it). A dial ended by Close counts in none.

@@ -30,7 +30,7 @@ func BenchmarkDoH(b *testing.B) {
 }
 
 // transportBench runs sequential exchanges, then 30 concurrent callers (the
-// burst of SPEC §1) sharing the client's connections.
+// burst of docs/design.md#burst-staircase) sharing the client's connections.
 func transportBench(b *testing.B, c Client) {
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {

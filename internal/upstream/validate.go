@@ -13,7 +13,7 @@ import (
 // buffer more.
 const MaxResponseSize = dns.MaxMsgSize
 
-// Validate checks that resp is a response to q (SPEC §7): QR set, same ID,
+// Validate checks that resp is a response to q (docs/design.md#response-validation): QR set, same ID,
 // same question (name case-insensitive, type, class). The returned error
 // carries KindBadResponse or KindResponseMismatch. Every transport calls it
 // after decoding, so the pool never sees an answer to another question.
@@ -47,7 +47,7 @@ func Validate(q, resp *dns.Msg) error {
 // ValidateStream is Validate for a stream transport (DoT, DoH, DNS over
 // TCP), where TC=1 means nothing: the message was not cut to a datagram, so
 // an upstream that sets it is broken or hostile, and its answer is a
-// KindBadResponse that is never relayed (SPEC §7). Over UDP, TC=1 is the
+// KindBadResponse that is never relayed (docs/design.md#response-validation). Over UDP, TC=1 is the
 // signal to retry over TCP and Validate alone applies.
 func ValidateStream(q, resp *dns.Msg) error {
 	if err := Validate(q, resp); err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/miekg/dns"
 )
 
-// TestValidate is SPEC §7's table: a response must be a response to this query.
+// TestValidate is the table of docs/design.md#response-validation: a response must be a response to this query.
 func TestValidate(t *testing.T) {
 	q := new(dns.Msg)
 	q.SetQuestion("www.Example.org.", dns.TypeA)
@@ -59,7 +59,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestValidateStream: TC=1 means nothing over a stream (SPEC §7), so such an
+// TestValidateStream: TC=1 means nothing over a stream (docs/design.md#response-validation), so such an
 // answer is a bad response there, while Validate alone (UDP) lets it through
 // for the TCP retry.
 func TestValidateStream(t *testing.T) {

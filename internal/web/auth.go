@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Sessions of the dashboard login (SPEC §9): a random token in an HttpOnly,
+// Sessions of the dashboard login (docs/design.md#web-auth): a random token in an HttpOnly,
 // SameSite=Strict cookie, and per session a CSRF token that every mutating
 // request must carry in the X-CSRF-Token header (or a csrf form field).
 // Sessions live in memory: a restart logs everyone out, which for a

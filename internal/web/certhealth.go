@@ -6,7 +6,7 @@ import (
 )
 
 // CertificateDegraded is how close to its expiry the serving certificate
-// turns /api/health degraded (SPEC §8.8: a week, after the log warned for
+// turns /api/health degraded (docs/design.md#tls-certificate: a week, after the log warned for
 // one already): DoT and DoH clients are about to fail, plain DNS still works.
 const CertificateDegraded = 7 * 24 * time.Hour
 

@@ -11,7 +11,7 @@ import (
 	"github.com/nxdns/nxdns/internal/query"
 )
 
-// connGuard is the web listener's admission (SPEC §9 "Robustness": the web
+// connGuard is the web listener's admission (docs/design.md#robustness: the web
 // endpoint survives idle keep-alive connections and slow clients). It
 // replaces netutil.LimitListener, under which 32 idle keep-alive connections
 // blocked every later client until their idle timeout ended.

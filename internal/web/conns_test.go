@@ -60,7 +60,7 @@ func getFrom(s *Server, src, path string) (int, error) {
 }
 
 // Idle keep-alive connections, from one host or from several filling the
-// cap, never keep /metrics and /api/health from another client (SPEC §9,
+// cap, never keep /metrics and /api/health from another client (docs/design.md#robustness,
 // issue 13 finding 7: under netutil.LimitListener 32 idle connections
 // blocked everyone until their idle timeout).
 func TestServer_idleKeepAlivesMakeRoom(t *testing.T) {

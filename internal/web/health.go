@@ -30,7 +30,7 @@ const (
 )
 
 // Health is the body of /api/health. It reflects state; it never drives a
-// restart (SPEC §9).
+// restart (docs/design.md#health).
 type Health struct {
 	Status    Status          `json:"status"`
 	Problems  []string        `json:"problems,omitempty"` // why the status is not ok, in words
@@ -52,7 +52,7 @@ type ClockHealth struct {
 	Source string      `json:"source"` // timesyncd or kernel; "" when unknown
 }
 
-// HistoryHealth is the query history's condition (SPEC §9): degraded when
+// HistoryHealth is the query history's condition (docs/design.md#health): degraded when
 // its store could not be opened or written. It never makes the status
 // error: DNS is not affected.
 type HistoryHealth struct {
@@ -167,7 +167,7 @@ func healthHandler(health func() Health, log *zap.Logger) http.Handler {
 	})
 }
 
-// ZonesHealth is the forward zones' resolvers (SPEC §4.5, §9).
+// ZonesHealth is the forward zones' resolvers (docs/design.md#pool-health, docs/design.md#health).
 type ZonesHealth struct {
 	Configured int      `json:"configured"`           // forward zones of the running configuration
 	Down       int      `json:"down"`                 // of those, whose resolver is unreachable now

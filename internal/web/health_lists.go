@@ -2,7 +2,7 @@ package web
 
 import "fmt"
 
-// ListsHealth is the filter lists' condition (SPEC §9).
+// ListsHealth is the filter lists' condition (docs/design.md#health).
 type ListsHealth struct {
 	Configured int      `json:"configured"`
 	Stale      []string `json:"stale,omitempty"` // never loaded, or older than three refresh intervals

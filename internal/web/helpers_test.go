@@ -24,7 +24,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// secretURL is a DoH upstream whose path carries an account token (SPEC §6):
+// secretURL is a DoH upstream whose path carries an account token (docs/design.md#redaction):
 // it must never reach /metrics, /api/health or a log line.
 const (
 	secretURL    = "https://127.0.0.1:8443/dns-query/SECRET-TOKEN"

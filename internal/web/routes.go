@@ -9,7 +9,7 @@ import (
 
 // Access says who may use a route. /metrics and /api/health are Public; the
 // features' own endpoints (the cache, the filter, the history and the
-// dashboard) expose private data or change how DNS is answered, so SPEC §9
+// dashboard) expose private data or change how DNS is answered, so docs/design.md#web-auth
 // serves them only behind a login — and, until a password is configured,
 // only on a loopback web.listen, where just this host can reach them.
 type Access uint8

@@ -1,4 +1,4 @@
-// Package web serves nxdns's HTTP endpoints on web.listen (SPEC §9):
+// Package web serves nxdns's HTTP endpoints on web.listen (docs/design.md#metrics):
 // /metrics for Prometheus and /api/health for people and monitors. Both
 // only read state; nothing here changes how nxdns serves DNS, and health
 // never drives a restart.

@@ -10,8 +10,8 @@ import "encoding/binary"
 // Its bytes and the TTLs' offsets are one allocation, the offsets after
 // the answer as big-endian 16-bit numbers: a cache hit reads both, and on a
 // CPU whose caches the clients' own work keeps cold, each separate
-// allocation it touches is another wait for memory (docs/performance.md
-// "Answer cache").
+// allocation it touches is another wait for memory
+// (docs/performance.md#answer-cache).
 type Template struct {
 	buf []byte // the answer, then the offsets of its TTL fields (the OPT record's excluded)
 	n   int    // the answer's length

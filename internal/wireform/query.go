@@ -1,6 +1,6 @@
 // Package wireform reads an ordinary DNS query and writes a cached answer
 // straight in wire form, without building a dns.Msg. It is the server's
-// fast path for cache hits (docs/performance.md "Answer cache"): a query
+// fast path for cache hits (docs/performance.md#answer-cache): a query
 // that is anything but ordinary is left to miekg/dns and the stage chain,
 // which remain the one implementation of what an answer says.
 package wireform
