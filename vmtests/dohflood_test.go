@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/nxdns/nxdns/internal/testutil"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -145,19 +146,6 @@ func resetFlood(addr string, conf *tls.Config, n int, sent *atomic.Int64) error 
 
 // dohMiss asks name over DoH GET and reports whether an answer came.
 func dohMiss(c *http.Client, url, name string) bool {
-	wire, err := new(dns.Msg).SetQuestion(name, dns.TypeA).Pack()
-	if err != nil {
-		return false
-	}
-	resp, err := c.Get(url + "?dns=" + base64.RawURLEncoding.EncodeToString(wire))
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	var m dns.Msg
-	if _, err := b.ReadFrom(resp.Body); err != nil || resp.StatusCode != http.StatusOK || m.Unpack(b.Bytes()) != nil {
-		return false
-	}
-	return len(m.Answer) > 0
+	m, err := testutil.DoHGet(c, url, new(dns.Msg).SetQuestion(name, dns.TypeA))
+	return err == nil && len(m.Answer) > 0
 }

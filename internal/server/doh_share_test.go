@@ -20,6 +20,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // TestDoH_resetStreamsCountInTheClientsShareUntilTheirWorkEnds: one client
@@ -167,24 +168,11 @@ func resetBatch(t *testing.T, addr string, conf *tls.Config, batch, n int, seen 
 
 // dohGetErr is dohGet for a goroutine: the answer, or nil on any failure.
 func dohGetErr(c *http.Client, url string, m *dns.Msg) *dns.Msg {
-	wire, err := m.Pack()
+	out, err := testutil.DoHGet(c, url, m)
 	if err != nil {
 		return nil
 	}
-	resp, err := c.Get(url + "?dns=" + base64.RawURLEncoding.EncodeToString(wire))
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(resp.Body); err != nil || resp.StatusCode != http.StatusOK {
-		return nil
-	}
-	var out dns.Msg
-	if out.Unpack(buf.Bytes()) != nil {
-		return nil
-	}
-	return &out
+	return out
 }
 
 // status is the DoH error count for one HTTP status.

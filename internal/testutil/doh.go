@@ -1,10 +1,16 @@
 package testutil
 
 import (
+	"encoding/base64"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"testing"
+
+	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/certs"
 )
@@ -42,3 +48,30 @@ func (s *DoHServer) HTTP2Requests() int { return int(s.counts().H2Requests) }
 
 // CloseClientConnections closes every connection, busy or idle.
 func (s *DoHServer) CloseClientConnections() { s.srv.CloseConnections() }
+
+// DoHGet asks m of a DoH server with GET (RFC 8484 §4.1) and returns the
+// answer; any failure — transport, a status other than 200, an answer that
+// does not parse — is an error. Safe to call from goroutines.
+func DoHGet(c *http.Client, url string, m *dns.Msg) (*dns.Msg, error) {
+	wire, err := m.Pack()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Get(url + "?dns=" + base64.RawURLEncoding.EncodeToString(wire))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 65536))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("DoH GET: HTTP %d", resp.StatusCode)
+	}
+	out := new(dns.Msg)
+	if err := out.Unpack(body); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
