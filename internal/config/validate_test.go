@@ -316,3 +316,42 @@ func TestListensOn(t *testing.T) {
 		}
 	}
 }
+
+// TestValidate_webHostnamesAndTLSListen: a hostile or broken web.hostnames
+// entry or web.tls_listen is named by its key, with its code; a good one
+// passes.
+func TestValidate_webHostnamesAndTLSListen(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		path   string
+		code   Code
+	}{
+		{"host name with a scheme", func(c *Config) { c.Web.Hostnames = []string{"http://nxdns.home.arpa"} }, "web.hostnames[0]", CodeInvalidName},
+		{"host name with a port", func(c *Config) { c.Web.Hostnames = []string{"ok.home.arpa", "nxdns.home.arpa:9153"} }, "web.hostnames[1]", CodeInvalidName},
+		{"markup as a host name", func(c *Config) { c.Web.Hostnames = []string{"<script>"} }, "web.hostnames[0]", CodeInvalidName},
+		{"empty host name", func(c *Config) { c.Web.Hostnames = []string{""} }, "web.hostnames[0]", CodeInvalidName},
+		{"tls_listen not an address", func(c *Config) { c.Web.TLSListen = "nowhere" }, "web.tls_listen", CodeInvalidListen},
+		{"tls_listen without a certificate", func(c *Config) { c.Web.TLSListen = "127.0.0.1:9443" }, "web.tls_listen", CodeRequired},
+		{"tls_listen equal to listen", func(c *Config) { c.Web.TLSListen = c.Web.Listen }, "web.tls_listen", CodeDuplicate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid()
+			c.Web.Listen = "127.0.0.1:9153"
+			tc.change(&c)
+			ps := Validate(c)
+			for _, p := range ps {
+				if p.Path == tc.path && p.Code == tc.code {
+					return
+				}
+			}
+			t.Fatalf("want a %s problem with code %v, got:\n%v", tc.path, tc.code, ps)
+		})
+	}
+	c := valid()
+	c.Web.Listen = "127.0.0.1:9153"
+	c.Web.Hostnames = []string{"nxdns.home.arpa", "pi"}
+	if ps := Validate(c); len(ps) != 0 {
+		t.Fatalf("good web.hostnames refused:\n%v", ps)
+	}
+}
