@@ -240,16 +240,27 @@ func TestShutdown_cancelsAfterDeadlineAndAnswersNothing(t *testing.T) {
 // family is bound on its own. Only loopback traffic is sent.
 func TestListen_wildcardsOfBothFamiliesOnOnePort(t *testing.T) {
 	hasIPv6Loopback(t)
-	probe, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := probe.LocalAddr().(*net.UDPAddr).Port
-	probe.Close()
-	s := New(Options{}, state(answerA("192.0.2.1")))
-	defer s.Shutdown(context.Background())
-	if err := s.Listen([]string{fmt.Sprintf("0.0.0.0:%d", port), fmt.Sprintf("[::]:%d", port)}); err != nil {
-		t.Fatalf("binding both wildcards on port %d: %v", port, err)
+	// A port free for UDP on 0.0.0.0 when probed may be taken for TCP or
+	// IPv6 by a parallel test before Listen binds it; only that collision
+	// is retried, with a fresh server and a fresh port.
+	var port int
+	for try := 0; ; try++ {
+		probe, err := net.ListenPacket("udp4", "0.0.0.0:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port = probe.LocalAddr().(*net.UDPAddr).Port
+		probe.Close()
+		s := New(Options{}, state(answerA("192.0.2.1")))
+		err = s.Listen([]string{fmt.Sprintf("0.0.0.0:%d", port), fmt.Sprintf("[::]:%d", port)})
+		if err == nil {
+			t.Cleanup(func() { s.Shutdown(context.Background()) })
+			break
+		}
+		s.Shutdown(context.Background())
+		if !errors.Is(err, syscall.EADDRINUSE) || try == 19 {
+			t.Fatalf("binding both wildcards on port %d: %v", port, err)
+		}
 	}
 	for _, addr := range []string{fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("[::1]:%d", port)} {
 		exchange(t, "udp", addr, newQuery("both.example.", dns.TypeA))
