@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // filled is a cache with one entry per name, saved to file and closed.
@@ -243,16 +244,10 @@ func TestCacheFile_savedWhileRunning(t *testing.T) {
 	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: "run.example.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 1)}}
 	st.put(keyOf(q), prepare(m, keyOf(q), set.lim, time.Now(), "tls://192.0.2.53:853", "pool"))
 	c.changes.Add(1)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(file); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the cache file was not written while running")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "the cache file written while running", 10*time.Second, func() bool {
+		_, err := os.Stat(file)
+		return err == nil
+	})
 	if r, warns := reopen(t, file, time.Hour); len(warns) != 0 || len(r.Explain("run.example.", dns.TypeA)) != 1 {
 		t.Errorf("the periodically written file: warnings %v, entries %d", warns, r.Snapshot().Entries)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/testutil"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -212,18 +213,12 @@ func mustPack(t *testing.T, m *dns.Msg) []byte {
 	return b
 }
 
-// waitFor polls cond until it holds, failing after a generous bound. It waits
-// for a state the server reaches asynchronously (a counter, a gauge), never
-// stands in for an ordering the test can observe directly.
+// waitFor is testutil.WaitFor with the server tests' bound. It waits for a
+// state the server reaches asynchronously (a counter, a gauge), never stands
+// in for an ordering the test can observe directly.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, what, 10*time.Second, cond)
 }
 
 // count returns the Snapshot's count for (source, rcode).
