@@ -110,6 +110,7 @@ func ofGroup(g string) string {
 // else on, and blocks an answer whose CNAME chain reaches a blocked name
 // (CNAME cloaking: a tracker hidden behind the site's own name).
 func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler) (*dns.Msg, error) {
+	r.Event.Pool = s.PoolOf(r.Event) // pools.go
 	if len(r.Msg.Question) != 1 || r.Msg.Question[0].Qclass != dns.ClassINET {
 		return next.Answer(ctx, r)
 	}
