@@ -86,15 +86,15 @@ func TestRebindingThroughTheBinary(t *testing.T) {
 	needKdig(t)
 	ca := newTestCA(t)
 	up, asked := answering(t, ca, map[string][]dns.RR{
-		"rebind.example.":       {rr(t, "rebind.example. 300 IN A 192.168.1.1")},
-		"mixed.example.":        {rr(t, "mixed.example. 300 IN A 198.51.100.5"), rr(t, "mixed.example. 300 IN A 10.0.0.5")},
-		"chain.example.":        {rr(t, "chain.example. 300 IN CNAME x.cdn.example."), rr(t, "x.cdn.example. 300 IN A 127.0.0.1")},
-		"v6.example.":           {rr(t, "v6.example. 300 IN AAAA fd00::1")},
-		"nas.plex.example.":     {rr(t, "nas.plex.example. 300 IN A 192.168.1.9")},
-		"public.example.":       {rr(t, "public.example. 300 IN A 198.51.100.1")},
-		"later.example.":        {rr(t, "later.example. 300 IN A 10.9.9.9")},
-		"shared.example.":       {rr(t, "shared.example. 300 IN A 100.64.1.1")},
-		"to-allowed.example.":   {rr(t, "to-allowed.example. 300 IN CNAME n.plex.example."), rr(t, "n.plex.example. 300 IN A 192.168.1.9")},
+		"rebind.example.":     {rr(t, "rebind.example. 300 IN A 192.168.1.1")},
+		"mixed.example.":      {rr(t, "mixed.example. 300 IN A 198.51.100.5"), rr(t, "mixed.example. 300 IN A 10.0.0.5")},
+		"chain.example.":      {rr(t, "chain.example. 300 IN CNAME x.cdn.example."), rr(t, "x.cdn.example. 300 IN A 127.0.0.1")},
+		"v6.example.":         {rr(t, "v6.example. 300 IN AAAA fd00::1")},
+		"nas.plex.example.":   {rr(t, "nas.plex.example. 300 IN A 192.168.1.9")},
+		"public.example.":     {rr(t, "public.example. 300 IN A 198.51.100.1")},
+		"later.example.":      {rr(t, "later.example. 300 IN A 10.9.9.9")},
+		"shared.example.":     {rr(t, "shared.example. 300 IN A 100.64.1.1")},
+		"to-allowed.example.": {rr(t, "to-allowed.example. 300 IN CNAME n.plex.example."), rr(t, "n.plex.example. 300 IN A 192.168.1.9")},
 	})
 	extra := fmt.Sprintf("[filter]\nstate_dir = %q\n", t.TempDir())
 	p := startNxdns(t, ca, settings{queryLog: true, dns: "rebinding_allow = [\"plex.example\"]\n", extra: extra}, up)
