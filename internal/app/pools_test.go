@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -63,33 +62,19 @@ func askFrom(t *testing.T, src, addr, name string) string {
 	return resp.Answer[0].(*dns.A).A.String()
 }
 
-// poolsConfig is a main upstream and a family one (disabled in the main
-// pool) that the group "kids" (127.0.0.2) names as its own.
-func (r *rig) poolsConfig(t *testing.T, addr string, main, family *namedFake, kidsUpstreams string) config.Config {
+// poolsConfig is the rig's configuration on main, plus a family upstream
+// (disabled in the main pool) and the group "kids" (127.0.0.2) with
+// kidsUpstreams as its own.
+func (r *rig) poolsConfig(t *testing.T, addr string, main, family *namedFake, kidsUpstreams ...string) config.Config {
 	t.Helper()
-	text := fmt.Sprintf(`[dns]
-listen = [%q]
-[web]
-listen = ""
-[log]
-queries = false
-[[upstreams]]
-url = %q
-tls_name = "upstream.test"
-ca_file = %q
-[[upstreams]]
-url = %q
-tls_name = "upstream.test"
-ca_file = %q
-enabled = false
-[[filter.groups]]
-name = "kids"
-clients = ["127.0.0.2"]
-upstreams = [%s]
-`, addr, main.url, r.caFile, family.url, r.caFile, kidsUpstreams)
-	cfg, err := config.LoadFile(r.write(t, text))
-	if err != nil {
-		t.Fatal(err)
+	cfg := r.config(t, addr, false)
+	cfg.Upstreams[0].URL = main.url
+	fam, off := cfg.Upstreams[0], false
+	fam.URL, fam.Enabled = family.url, &off
+	cfg.Upstreams = append(cfg.Upstreams, fam)
+	cfg.Filter.Groups = []config.FilterGroup{{Name: "kids", Clients: []string{"127.0.0.2"}, Upstreams: kidsUpstreams}}
+	if ps := config.Validate(cfg); len(ps) > 0 {
+		t.Fatal(ps)
 	}
 	return cfg
 }
@@ -104,7 +89,7 @@ func TestGroupUpstreams_routeByGroup(t *testing.T) {
 	main := startNamedFake(t, r.ca, "198.51.100.1", name)
 	family := startNamedFake(t, r.ca, "203.0.113.1", name)
 	addr := loopbackAddr(t)
-	a := r.start(t, r.poolsConfig(t, addr, main, family, fmt.Sprintf("%q", family.url)))
+	a := r.start(t, r.poolsConfig(t, addr, main, family, family.url))
 
 	for range 2 {
 		if got := askFrom(t, "127.0.0.1", addr, name); got != "198.51.100.1" {
@@ -136,16 +121,16 @@ func TestGroupUpstreams_reloadKeepsAnUnchangedPool(t *testing.T) {
 	main := startNamedFake(t, r.ca, "198.51.100.1", "x.")
 	family := startNamedFake(t, r.ca, "203.0.113.1", "x.")
 	addr := loopbackAddr(t)
-	a := r.start(t, r.poolsConfig(t, addr, main, family, fmt.Sprintf("%q", family.url)))
+	a := r.start(t, r.poolsConfig(t, addr, main, family, family.url))
 	before := a.gen.Load().groups["kids"]
 
-	if err := a.Reload(r.poolsConfig(t, addr, main, family, fmt.Sprintf("%q", family.url))); err != nil {
+	if err := a.Reload(r.poolsConfig(t, addr, main, family, family.url)); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.gen.Load().groups["kids"]; got != before {
 		t.Error("an unchanged group pool was rebuilt on reload")
 	}
-	if err := a.Reload(r.poolsConfig(t, addr, main, family, fmt.Sprintf("%q, %q", family.url, main.url))); err != nil {
+	if err := a.Reload(r.poolsConfig(t, addr, main, family, family.url, main.url)); err != nil {
 		t.Fatal(err)
 	}
 	after := a.gen.Load().groups["kids"]
