@@ -107,3 +107,23 @@ func TestRateLimit_boundedUnderSpoofedSources(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRateLimiter_Allow is a query's cost of the limit: one device
+// under its rate, and an exempt client (the prefix check alone).
+func BenchmarkRateLimiter_Allow(b *testing.B) {
+	lim := NewRateLimiter(1_000_000, 1_000_000, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
+	dev, exempt := netip.MustParseAddr("192.168.1.20"), netip.MustParseAddr("127.0.0.1")
+	now := time.Now()
+	b.Run("device", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			lim.Allow(dev, now)
+		}
+	})
+	b.Run("exempt", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			lim.Allow(exempt, now)
+		}
+	})
+}
