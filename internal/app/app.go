@@ -506,5 +506,8 @@ func (a *App) logEffective(cfg config.Config) {
 	if cfg.DNS.AllowsLocal() {
 		fields = append(fields, zap.Stringers("local_networks", a.localPrefixes()))
 	}
+	for _, g := range cfg.PooledGroups() { // docs/filter.md "Per-group upstreams"
+		fields = append(fields, zap.Strings("group_upstreams."+g.Name, redactAll(g.Upstreams)))
+	}
 	a.log.Info("configuration", fields...)
 }

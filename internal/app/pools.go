@@ -86,6 +86,15 @@ func (g *generation) RouteIn(qname, pool string) (server.Resolver, string) {
 	return g.pool, query.SourcePool
 }
 
+// redactAll is URLs as logs may show them (docs/design.md#redaction).
+func redactAll(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = upstream.RedactString(u)
+	}
+	return out
+}
+
 // guardOf is the rebinding protection of cfg, or nil when it is off.
 func guardOf(cfg config.Config, eng *filter.Engine) server.AnswerGuard {
 	if !cfg.DNS.Rebinding() {
