@@ -145,3 +145,18 @@ func TestGroupUpstreams_reloadKeepsAnUnchangedPool(t *testing.T) {
 		t.Errorf("the replaced pool still has %d references", before.refs.Load())
 	}
 }
+
+// TestProbe_coversGroupUpstreams: `nxdns check --probe` asks a group's own
+// upstream too (here one disabled in the main pool), once.
+func TestProbe_coversGroupUpstreams(t *testing.T) {
+	r := newRig(t)
+	main := startNamedFake(t, r.ca, "198.51.100.1", ".")
+	family := startNamedFake(t, r.ca, "203.0.113.1", ".")
+	results := Probe(context.Background(), r.poolsConfig(t, loopbackAddr(t), main, family, family.url, main.url))
+	if len(results) != 2 || results[0].Err != nil || results[1].Err != nil {
+		t.Fatalf("results %+v, want the main upstream and the group's, both answering", results)
+	}
+	if main.asked.Load() != 1 || family.asked.Load() != 1 {
+		t.Errorf("probes: main %d, family %d; want one each", main.asked.Load(), family.asked.Load())
+	}
+}
