@@ -470,6 +470,12 @@ func (a *App) health() web.Health {
 			h.Status = web.StatusDegraded
 		}
 	}
+	for _, p := range g.poolProblems() {
+		h.Problems = append(h.Problems, p)
+		if h.Status == web.StatusOK {
+			h.Status = web.StatusDegraded
+		}
+	}
 	if p := a.reloadProblem(); p != "" {
 		h.Problems = append(h.Problems, p)
 		if h.Status == web.StatusOK {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"go.uber.org/zap"
@@ -92,6 +93,28 @@ func redactAll(urls []string) []string {
 	for i, u := range urls {
 		out[i] = upstream.RedactString(u)
 	}
+	return out
+}
+
+// poolProblems are /api/health's words for the group pools every upstream
+// of which is in backoff, sorted: that group's clients are likely getting
+// SERVFAIL while everyone else is served, so the health is degraded, not
+// an error (docs/filter.md "Per-group upstreams").
+func (g *generation) poolProblems() []string {
+	var out []string
+	for name, gp := range g.groups {
+		ups := gp.pool.Snapshot().Upstreams
+		down := 0
+		for _, u := range ups {
+			if u.InBackoff {
+				down++
+			}
+		}
+		if len(ups) > 0 && down == len(ups) {
+			out = append(out, "group "+name+": every one of its own upstreams is in backoff")
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

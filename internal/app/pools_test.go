@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/nxdns/nxdns/internal/certs"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/fakeup"
+	"github.com/nxdns/nxdns/internal/testutil"
+	"github.com/nxdns/nxdns/internal/web"
 )
 
 // namedFake is a fake DoT upstream answering every A query with ip and
@@ -158,5 +161,24 @@ func TestProbe_coversGroupUpstreams(t *testing.T) {
 	}
 	if main.asked.Load() != 1 || family.asked.Load() != 1 {
 		t.Errorf("probes: main %d, family %d; want one each", main.asked.Load(), family.asked.Load())
+	}
+}
+
+// TestGroupUpstreams_deadPoolDegradesHealth: a group whose own upstreams
+// are all down makes /api/health degraded, naming the group, while the
+// main pool serves.
+func TestGroupUpstreams_deadPoolDegradesHealth(t *testing.T) {
+	r := newRig(t)
+	main := startNamedFake(t, r.ca, "198.51.100.1", "x.")
+	family := startNamedFake(t, r.ca, "203.0.113.1", "x.")
+	cfg := r.poolsConfig(t, loopbackAddr(t), main, family, family.url)
+	cfg.Filter.Groups[0].Upstreams = []string{"tls://127.0.0.1:1"} // nothing listens on port 1
+	a := r.start(t, cfg)
+	testutil.WaitFor(t, "the dead group upstream's start-up probe", 10*time.Second, func() bool {
+		return len(a.health().Problems) > 0
+	})
+	h := a.health()
+	if h.Status != web.StatusDegraded || len(h.Problems) != 1 || !strings.Contains(h.Problems[0], "group kids") {
+		t.Errorf("health %s %q, want degraded naming group kids", h.Status, h.Problems)
 	}
 }
