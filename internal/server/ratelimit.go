@@ -88,17 +88,10 @@ func (l *RateLimiter) Allow(client netip.Addr, now time.Time) bool {
 // take is Allow without counting a refusal: the UDP fast path's, whose
 // refused query the general path refuses (and counts) again.
 func (l *RateLimiter) take(client netip.Addr, now time.Time) bool {
-	if l == nil {
+	if l.exempted(client) {
 		return true
 	}
-	for _, p := range l.exempt {
-		if p.Contains(client) {
-			return true
-		}
-	}
-	dev := deviceOf(client)
-	b := dev.As16()
-	sh := &l.shards[maphash.Bytes(rateSeed, b[:])%rateShards]
+	dev, sh := l.shardOf(client)
 	ns := now.UnixNano()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -172,20 +165,34 @@ func rateLimited() *dns.EDNS0_EDE {
 // refund gives back the token Allow took for a query the UDP fast path
 // then did not answer: the general path takes its own.
 func (l *RateLimiter) refund(client netip.Addr) {
-	if l == nil {
+	if l.exempted(client) {
 		return
 	}
-	for _, p := range l.exempt {
-		if p.Contains(client) {
-			return
-		}
-	}
-	dev := deviceOf(client)
-	b := dev.As16()
-	sh := &l.shards[maphash.Bytes(rateSeed, b[:])%rateShards]
+	dev, sh := l.shardOf(client)
 	sh.mu.Lock()
 	if bk := sh.buckets[dev]; bk != nil {
 		bk.tokens = min(l.burst, bk.tokens+1)
 	}
 	sh.mu.Unlock()
+}
+
+// exempted reports whether client is never limited: a nil limiter limits
+// nobody.
+func (l *RateLimiter) exempted(client netip.Addr) bool {
+	if l == nil {
+		return true
+	}
+	for _, p := range l.exempt {
+		if p.Contains(client) {
+			return true
+		}
+	}
+	return false
+}
+
+// shardOf is client's device and the shard its bucket lives in.
+func (l *RateLimiter) shardOf(client netip.Addr) (netip.Addr, *rateShard) {
+	dev := deviceOf(client)
+	b := dev.As16()
+	return dev, &l.shards[maphash.Bytes(rateSeed, b[:])%rateShards]
 }
