@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nxdns/nxdns/internal/burst"
 	"github.com/nxdns/nxdns/internal/fakeup"
 	"github.com/nxdns/nxdns/internal/pathemu"
 	"github.com/nxdns/nxdns/internal/testutil"
@@ -178,3 +179,31 @@ upstreams = [%q]
 		return p.logs.count(`"client": "127.0.0.2"`, `"pool": "kids"`) > 0
 	})
 }
+
+// TestRateLimitThroughTheBinary: with the shipped limit and the host not
+// exempt, a phone's wake-up burst (300 names at once) is answered in full;
+// the same source then sending 3000 more at once is refused past its
+// bucket with EDE 18, counted.
+func TestRateLimitThroughTheBinary(t *testing.T) {
+	skipShort(t)
+	ca := newTestCA(t)
+	up := startUpstream(t, ca, "dot://127.0.0.1:0")
+	p := startNxdns(t, ca, settings{dns: "rate_limit_exempt = []\n"}, up)
+	wake := p.burst(t, func(c *burst.Config) { c.N, c.Waves, c.Baseline = wakeUp, 1, 0 })
+	if wake.Rcodes["NOERROR"] != wakeUp || wake.Rcodes["REFUSED"] != 0 {
+		t.Fatalf("wake-up burst of %d: rcodes %v, timeouts %d", wakeUp, wake.Rcodes, wake.Timeouts)
+	}
+	t.Logf("wake-up burst of %d: %.0f ms wall, p50 %.1f ms, p99 %.1f ms, none refused", wakeUp, wake.WallMS, wake.P50MS, wake.P99MS)
+	flood := p.burst(t, func(c *burst.Config) { c.N, c.Waves, c.WaveGap, c.Baseline = 1000, 3, 0, 0 })
+	if flood.Rcodes["REFUSED"] == 0 || flood.EDE["18"] == 0 {
+		t.Errorf("a flood of 3000 after the burst: rcodes %v, EDE %v; want REFUSED with EDE 18", flood.Rcodes, flood.EDE)
+	}
+	t.Logf("then a flood of 3000: rcodes %v", flood.Rcodes)
+	if n := metric(p.metrics(t), "nxdns_rate_limited_total"); n != float64(flood.Rcodes["REFUSED"]) {
+		t.Errorf("nxdns_rate_limited_total = %v, want the %d refused", n, flood.Rcodes["REFUSED"])
+	}
+}
+
+// wakeUp is a phone or TV waking up: a few hundred names at once
+// (docs/design.md#lesson-bursts).
+const wakeUp = 300
