@@ -91,6 +91,15 @@ let
       cache_max_ttl = optional (types.ints.between 1 604800) "Longer TTLs are cached only this long, in seconds (default 86400).";
       stale_max_age = optional (types.ints.between 0 604800) "How long past expiry an answer may be served stale, in seconds; 0 turns serve-stale off (default 86400).";
       prefetch = optional types.bool "Refresh a name asked again in the last tenth of its TTL in the background (default true).";
+      rebinding_protection = optional types.bool "Refuse an upstream answer that points a name at a private, loopback, link-local, unspecified or shared (100.64/10) address, with EDE 15 (default true).";
+      rebinding_allow = optional (types.listOf types.str) "Names (each with every name below it) whose internal answers pass rebinding protection.";
+      rebinding_answer = optional (types.enum [
+        "servfail"
+        "nxdomain"
+      ]) "What a refused rebinding answer becomes: `servfail` (the default) or `nxdomain`.";
+      rate_limit_qps = optional (types.ints.between 0 1000000) "Per-device rate limit: queries a second each device (an IPv4 address or IPv6 /64) refills; past it REFUSED with EDE 18; 0 turns it off (default 50).";
+      rate_limit_burst = optional (types.ints.between 1 1000000) "Queries a device may send at once before the rate applies, at least rate_limit_qps (default 1000).";
+      rate_limit_exempt = optional (types.listOf types.str) "IPs or CIDR prefixes never rate limited, such as a router forwarding the whole LAN; replaces the default (loopback).";
       cache_file = mkOption {
         type = types.nullOr absolutePath;
         default = "${stateDir}/cache";
@@ -296,6 +305,7 @@ let
       clients = optional (types.listOf types.str) "Members: IP addresses, CIDR prefixes or `clients` names.";
       lists = optional (types.listOf types.str) "Names of the `lists` that apply to the group.";
       schedule = list filterWindow "When the group's lists apply (default always).";
+      upstreams = optional (types.listOf types.str) "The group's own upstream pool (tls:// or https:// URLs; one that is an `upstreams` entry's url takes its address, tls_name and ca_file). Default: the main pool.";
     };
   };
 

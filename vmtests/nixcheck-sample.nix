@@ -44,6 +44,16 @@
         stale_max_age = 3600;
         prefetch = false;
         cache_file = "/var/lib/nxdns/answers.cache";
+        rebinding_protection = true;
+        rebinding_allow = [ "plex.direct" ];
+        rebinding_answer = "nxdomain";
+        rate_limit_qps = 40;
+        rate_limit_burst = 800;
+        rate_limit_exempt = [
+          "127.0.0.0/8"
+          "::1/128"
+          "192.168.1.1"
+        ];
       };
       # Not the defaults: the unit must not change with them
       # (vmtests/golden/unit-*.json are compared).
@@ -149,6 +159,8 @@
               "ads"
               "family"
             ];
+            # the disabled upstream above, with its address and ca_file
+            upstreams = [ "tls://resolver.home.arpa:8853" ];
             schedule = [
               {
                 days = [

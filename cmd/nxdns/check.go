@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/nxdns/nxdns/internal/app"
@@ -79,6 +81,14 @@ func summary(name string, cfg config.Config) string {
 	fmt.Fprintf(&b, "upstreams, in priority order:\n")
 	for i, u := range cfg.EnabledUpstreams() {
 		fmt.Fprintf(&b, "  %d. %s  priority %d\n", i+1, upstream.RedactString(u.URL), u.Priority)
+	}
+	for _, g := range cfg.PooledGroups() { // docs/filter.md "Per-group upstreams"
+		fmt.Fprintf(&b, "group %s's own upstreams, in priority order:\n", g.Name)
+		ups := cfg.GroupUpstreams(g)
+		slices.SortStableFunc(ups, func(a, b config.UpstreamURL) int { return cmp.Compare(a.Priority, b.Priority) })
+		for i, u := range ups {
+			fmt.Fprintf(&b, "  %d. %s  priority %d\n", i+1, upstream.RedactString(u.URL), u.Priority)
+		}
 	}
 	if len(cfg.ForwardZones) > 0 {
 		fmt.Fprintf(&b, "forward zones:\n")

@@ -105,7 +105,7 @@ func TestCheckExampleConfigIsValid(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0:\n%s", code, out)
 	}
-	for _, want := range []string{"ok", "upstreams, in priority order:", "forward zones:", "lan"} {
+	for _, want := range []string{"ok", "upstreams, in priority order:", "forward zones:", "lan", "group kids's own upstreams, in priority order:\n  1. tls://1.1.1.3"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}

@@ -118,7 +118,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
 	a.history, a.historyCfg = openHistory(cfg.History, log, opts.HistoryCheck), cfg.History
 	a.episodes = episodes.New(episodes.Options{Store: a.history})
-	gen, err := build(cfg, log, a.filter, a.episodes)
+	gen, err := build(cfg, log, a.filter, a.episodes, nil)
 	if err != nil {
 		a.filter.Close()
 		a.history.Close()
@@ -188,7 +188,7 @@ func (a *App) Reload(cfg config.Config) (err error) {
 
 // reloadLocked is Reload with a.mu held.
 func (a *App) reloadLocked(cfg config.Config) error {
-	gen, err := build(cfg, a.log, a.filter, a.episodes)
+	gen, err := build(cfg, a.log, a.filter, a.episodes, a.gen.Load())
 	if err != nil {
 		return err
 	}
@@ -434,6 +434,8 @@ func (a *App) Server() *server.Server { return a.srv }
 func (a *App) registry() *prometheus.Registry {
 	return metrics.New(metrics.Sources{
 		Pool:       func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
+		GroupPools: func() map[string]upstream.Snapshot { return a.gen.Load().PoolSnapshots() },
+		RateLimit:  func() server.RateSnapshot { return a.gen.Load().limit.Snapshot() },
 		Server:     a.srv.Snapshot,
 		Zones:      func() []forward.ZoneSnapshot { return a.gen.Load().zones.Snapshot() },
 		TLS:        a.srv.TLSSnapshot,
@@ -464,6 +466,12 @@ func (a *App) health() web.Health {
 	}
 	if p, _ := a.webProblem.Load().(string); p != "" {
 		h.Problems = append(h.Problems, "web: "+p)
+		if h.Status == web.StatusOK {
+			h.Status = web.StatusDegraded
+		}
+	}
+	for _, p := range g.poolProblems() {
+		h.Problems = append(h.Problems, p)
 		if h.Status == web.StatusOK {
 			h.Status = web.StatusDegraded
 		}
@@ -503,6 +511,9 @@ func (a *App) logEffective(cfg config.Config) {
 	}
 	if cfg.DNS.AllowsLocal() {
 		fields = append(fields, zap.Stringers("local_networks", a.localPrefixes()))
+	}
+	for _, g := range cfg.PooledGroups() { // docs/filter.md "Per-group upstreams"
+		fields = append(fields, zap.Strings("group_upstreams."+g.Name, redactAll(g.Upstreams)))
 	}
 	a.log.Info("configuration", fields...)
 }

@@ -40,8 +40,11 @@ type generation struct {
 	allow   atomic.Pointer[[]netip.Prefix]
 	history *history.History // the App's, set by the App after build; nil in tests that build alone
 	local   *local.Stage
-	filter  *filter.Stage // over App's long-lived filter.Engine
-	health  *poolHealth   // the pool's health transitions, into the App's episodes (episodes.go)
+	filter  *filter.Stage         // over App's long-lived filter.Engine
+	health  *poolHealth           // the pool's health transitions, into the App's episodes (episodes.go)
+	groups  map[string]*groupPool // the groups' own pools, by group name (pools.go)
+	guard   server.AnswerGuard    // rebinding protection; nil when off (pools.go)
+	limit   *server.RateLimiter   // the per-device rate limit; nil when off
 
 	// listLocal is the local stage a filter list's host is resolved
 	// through (lookupHost): local; or, with local.forward_private, one that
@@ -52,13 +55,19 @@ type generation struct {
 // build makes a generation from a validated configuration. Nothing is
 // started: the pool's probes start with start, so a generation that fails
 // half-way is closed without having sent anything.
-func build(cfg config.Config, log *zap.Logger, eng *filter.Engine, eps *episodes.Log) (*generation, error) {
-	g := &generation{log: log, cfg: cfg, filter: eng.NewStage(cfg, nil), health: newPoolHealth(eps)}
+func build(cfg config.Config, log *zap.Logger, eng *filter.Engine, eps *episodes.Log, prev *generation) (*generation, error) {
+	g := &generation{log: log, cfg: cfg, filter: eng.NewStage(cfg, nil), health: newPoolHealth(eps),
+		groups: map[string]*groupPool{}, guard: guardOf(cfg, eng),
+		limit: server.NewRateLimiter(cfg.DNS.RateLimitQPS, cfg.DNS.RateLimitBurst, cfg.DNS.RateExempt())}
 	pool, err := buildPool(cfg, log, 0, g.health.observer())
 	if err != nil {
 		return nil, err
 	}
 	g.pool = pool
+	if err := g.buildGroupPools(prev); err != nil {
+		g.close()
+		return nil, err
+	}
 	g.zones, err = forward.NewTable(cfg.ForwardZones, cfg.Upstream.Read())
 	if err != nil {
 		g.close()
@@ -167,6 +176,8 @@ func (g *generation) state(local []netip.Prefix) *server.State {
 		Budget:   g.cfg.Upstream.Total(),
 		Stages:   g.stages(),
 		Sinks:    g.sinks(),
+		Guard:    g.guard,
+		Limit:    g.limit,
 	}
 }
 
@@ -200,12 +211,10 @@ func (g *generation) sinks() []query.Sink {
 
 // Route sends a name to the forward zone with the longest matching suffix,
 // otherwise to the pool (docs/design.md#stage-chain).
-func (g *generation) Route(qname string) (server.Resolver, string) {
-	if z, ok := g.zones.Match(qname); ok {
-		return z, "zone:" + strings.TrimSuffix(z.Name(), ".")
-	}
-	return g.pool, "pool"
-}
+func (g *generation) Route(qname string) (server.Resolver, string) { return g.RouteIn(qname, "") }
+
+// zoneSource is a forward zone's query.Event.Source.
+func zoneSource(z *forward.Zone) string { return "zone:" + strings.TrimSuffix(z.Name(), ".") }
 
 // drainBound is the longest a query routed by this generation can run: the
 // pool's total budget or a forward zone's read budget, plus drainMargin.
@@ -217,6 +226,9 @@ func (g *generation) drainBound() time.Duration {
 // the forward zones' resolvers.
 func (g *generation) start() {
 	g.pool.Start()
+	for _, gp := range g.groups {
+		gp.pool.Start() // once: a pool carried over from the previous generation runs already
+	}
 	g.zones.Start(g.log.Named("forward"))
 }
 
@@ -230,6 +242,9 @@ func (g *generation) close() {
 	}
 	if g.pool != nil {
 		g.pool.Close()
+	}
+	for _, gp := range g.groups {
+		gp.release()
 	}
 	g.zones.Close() // nil-safe, like a table never started
 }

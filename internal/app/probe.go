@@ -20,14 +20,15 @@ type ProbeResult struct {
 	Err     error
 }
 
-// Probe sends one query (". NS") to each enabled upstream, then one (the
+// Probe sends one query (". NS") to each enabled upstream and each
+// group's own (pools.go) once, then one (the
 // zone's SOA) to each forward zone's resolver, each through a
 // single-slot pool of its own, never through a serving pool: an operator's
 // check must not take a slot from live queries or touch their health. The
 // probes run one after another so each latency is the upstream's own.
 func Probe(ctx context.Context, cfg config.Config) []ProbeResult {
 	var results []ProbeResult
-	for _, u := range cfg.EnabledUpstreams() {
+	for _, u := range probedUpstreams(cfg) {
 		one := cfg
 		one.Upstreams = []config.UpstreamURL{u}
 		r := ProbeResult{URL: upstream.RedactString(u.URL)}
@@ -52,6 +53,25 @@ func Probe(ctx context.Context, cfg config.Config) []ProbeResult {
 		results = append(results, r)
 	}
 	return append(results, probeZones(ctx, cfg)...)
+}
+
+// probedUpstreams are the enabled upstreams, then those groups name that
+// are not among them (by URL).
+func probedUpstreams(cfg config.Config) []config.UpstreamURL {
+	ups := cfg.EnabledUpstreams()
+	seen := map[string]bool{}
+	for _, u := range ups {
+		seen[u.URL] = true
+	}
+	for _, g := range cfg.PooledGroups() {
+		for _, u := range cfg.GroupUpstreams(g) {
+			if !seen[u.URL] {
+				seen[u.URL] = true
+				ups = append(ups, u)
+			}
+		}
+	}
+	return ups
 }
 
 // probeZones asks each forward zone's resolver for its zone's SOA through a

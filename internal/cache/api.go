@@ -29,6 +29,7 @@ type Explanation struct {
 	Clamp       string  `json:"clamp,omitempty"`
 	Origin      string  `json:"origin"`               // the upstream or zone resolver
 	Via         string  `json:"via"`                  // "pool" or "zone:NAME"
+	Pool        string  `json:"pool,omitempty"`       // the group whose own pool answered; "" for the main pool
 	State       string  `json:"state"`                // fresh, stale (servable) or expired (past stale_max_age)
 	RetryInS    float64 `json:"retry_in_s,omitempty"` // after a failed refresh: served stale without asking for this long
 	Answer      string  `json:"answer,omitempty"`
@@ -55,7 +56,7 @@ func (c *Cache) Explain(name string, qtype uint16) []Explanation {
 			AgeS:        time.Duration(now - e.stored).Seconds(),
 			TTLS:        e.ttl,
 			TTLLeftS:    time.Duration(e.expires - now).Seconds(),
-			UpstreamTTL: e.upTTL, Clamp: e.clamp, Origin: e.origin, Via: e.source,
+			UpstreamTTL: e.upTTL, Clamp: e.clamp, Origin: e.origin, Via: e.source, Pool: k.pool,
 			Answer: query.Summary(e.msg),
 		}
 		if r := e.retryAt.Load(); r > now {

@@ -14,9 +14,13 @@ import (
 // the name case-folded (0x20 clients vary its case, RFC 4343), type, class
 // and the two DNSSEC bits that change what an upstream sends back. DO asks
 // for signatures; CD=1 answers were not validated and must never reach a
-// CD=0 client.
+// CD=0 client. And the pool it came from: a group with upstreams of its
+// own (query.Event.Pool, "" for the main pool) never gets another pool's
+// answer, nor gives its own to another (docs/filter.md "Per-group
+// upstreams").
 type key struct {
 	name   string
+	pool   string
 	qtype  uint16
 	qclass uint16
 	flags  uint8

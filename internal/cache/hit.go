@@ -32,12 +32,13 @@ type hit struct {
 
 // freshHit returns the entry for a question when answering it costs the
 // cache nothing but the answer: the entry is fresh and not yet due for a
-// prefetch (that, and every other case, is the general path's). name is
+// prefetch (that, and every other case, is the general path's). pool is
+// the query's (query.Event.Pool, set by the stages' query.Pooler). name is
 // the question's name in lower-case presentation form; nothing keeps a
 // reference to it, so it may be the caller's reused buffer. now is the
 // query's arrival, which the caller has read already; a cache with a clock
 // of its own uses that instead.
-func (s *Stage) freshHit(name []byte, qtype, qclass uint16, shape uint8, now time.Time) (hit, bool) {
+func (s *Stage) freshHit(name []byte, pool string, qtype, qclass uint16, shape uint8, now time.Time) (hit, bool) {
 	c := s.c
 	st, set := c.state()
 	if st == nil {
@@ -47,7 +48,7 @@ func (s *Stage) freshHit(name []byte, qtype, qclass uint16, shape uint8, now tim
 	// up to 32 bytes on the stack; a longer one costs one allocation of its
 	// length (BenchmarkAnswerWire reports it). No unsafe view of the
 	// caller's buffer: the store must never see bytes that change.
-	k := key{name: string(name), qtype: qtype, qclass: qclass}
+	k := key{name: string(name), pool: pool, qtype: qtype, qclass: qclass}
 	if shape&wireform.ShapeDO != 0 {
 		k.flags |= flagDO
 	}
@@ -69,7 +70,7 @@ func (s *Stage) freshHit(name []byte, qtype, qclass uint16, shape uint8, now tim
 // its shape (query.WireAnswerer), counting the hit and setting the event
 // as Answer does for one.
 func (s *Stage) AnswerWire(dst []byte, q query.WireQuery, ev *query.Event, before []query.Passer) ([]byte, bool) {
-	h, ok := s.freshHit(q.Name, q.Qtype, q.Qclass, q.Shape, ev.Time)
+	h, ok := s.freshHit(q.Name, ev.Pool, q.Qtype, q.Qclass, q.Shape, ev.Time)
 	if !ok {
 		return nil, false
 	}

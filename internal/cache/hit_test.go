@@ -149,7 +149,7 @@ func TestHit_CNAMEsAreTheAnswersTargets(t *testing.T) {
 	if _, err := s.Answer(context.Background(), &query.Request{Msg: q, Deadline: time.Now().Add(time.Second), Event: &query.Event{}}, chain); err != nil {
 		t.Fatal(err)
 	}
-	h, ok := s.freshHit([]byte("www.shop.example."), dns.TypeA, dns.ClassINET, 0, time.Now())
+	h, ok := s.freshHit([]byte("www.shop.example."), "", dns.TypeA, dns.ClassINET, 0, time.Now())
 	if !ok {
 		t.Fatal("not cached")
 	}
@@ -157,7 +157,7 @@ func TestHit_CNAMEsAreTheAnswersTargets(t *testing.T) {
 		t.Errorf("CNAMEs %q", got)
 	}
 	ask(t, s, "nas.home.", "192.168.1.1")
-	if h, ok = s.freshHit([]byte("nas.home."), dns.TypeA, dns.ClassINET, 0, time.Now()); !ok || h.cnames() != nil {
+	if h, ok = s.freshHit([]byte("nas.home."), "", dns.TypeA, dns.ClassINET, 0, time.Now()); !ok || h.cnames() != nil {
 		t.Errorf("an answer without a CNAME: %q (cached %v)", h.cnames(), ok)
 	}
 }

@@ -114,6 +114,12 @@ func encode(buf *bytes.Buffer, cur *current, now int64) (int, error) {
 	}
 	var recs []rec
 	cur.st.each(func(k key, e *entry) {
+		// A group pool's answers are not saved: the file's record rebuilds
+		// its key from the answer's question alone, which would give them
+		// to the main pool (docs/cache.md "The cache file").
+		if k.pool != "" {
+			return
+		}
 		if e.fresh(now) || e.usableStale(now, cur.set.staleMaxAge) {
 			recs = append(recs, rec{k, e})
 		}

@@ -44,6 +44,11 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	if resp == nil || resp.Truncated || len(resp.Question) != 1 {
 		return nil
 	}
+	if source == query.SourceRebinding {
+		// An answer rebinding protection refused (docs/protocol.md): the
+		// next query asks again, and gets the refusal's reason again.
+		return nil
+	}
 	if resp.Rcode != dns.RcodeSuccess && resp.Rcode != dns.RcodeNameError {
 		return nil
 	}

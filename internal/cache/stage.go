@@ -65,6 +65,7 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 		return next.Answer(ctx, r)
 	}
 	k := keyOf(r.Msg)
+	k.pool = r.Event.Pool
 	now := c.now()
 	ns := now.UnixNano()
 	e := st.get(k)
@@ -175,7 +176,7 @@ func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) 
 func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, old *entry) {
 	// The client rides along: the pool counts the exchange in its share of
 	// the slots (docs/upstream-pool.md "One client's share").
-	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{Client: r.Event.Client}}
+	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{Client: r.Event.Client, Pool: r.Event.Pool}}
 	flushes := s.c.flushes.seq()
 	s.wg.Go(func() {
 		msg, err := next.Answer(s.ctx, req)

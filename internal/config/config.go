@@ -35,6 +35,14 @@ type DNS struct {
 	StaleMaxAge int    `toml:"stale_max_age"`   // how long past expiry an answer may be served stale; 0 disables
 	Prefetch    *bool  `toml:"prefetch"`        // nil means true: refresh names asked again near expiry
 	CacheFile   string `toml:"cache_file"`      // absolute path the cache is saved to and loaded from; "" for none
+
+	// Rebinding protection and the per-device rate limit (guards.go).
+	RebindingProtection *bool    `toml:"rebinding_protection"` // nil means true
+	RebindingAllow      []string `toml:"rebinding_allow"`      // names (and every name below) whose private answers pass
+	RebindingAnswer     string   `toml:"rebinding_answer"`     // "servfail" (default) or "nxdomain"
+	RateLimitQPS        int      `toml:"rate_limit_qps"`       // per device; 0 turns the limit off
+	RateLimitBurst      int      `toml:"rate_limit_burst"`     // the bucket's size
+	RateLimitExempt     []string `toml:"rate_limit_exempt"`    // IPs or CIDRs never limited (a forwarding router)
 }
 
 // Upstream holds the time budgets shared by every upstream and zone.
@@ -108,6 +116,10 @@ func Default() Config {
 			CacheMinTTL: 0,
 			CacheMaxTTL: 86400, // one day
 			StaleMaxAge: 86400, // one day, within RFC 8767 §5's suggested 1 to 3 days
+			// guards.go
+			RateLimitQPS:    DefaultRateLimitQPS,
+			RateLimitBurst:  DefaultRateLimitBurst,
+			RateLimitExempt: append([]string(nil), DefaultRateLimitExempt...),
 		},
 		Upstream: Upstream{AttemptTimeoutMS: 2000, TotalTimeoutMS: 4000, ReadTimeoutMS: 3000},
 		Upstreams: []UpstreamURL{

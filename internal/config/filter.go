@@ -54,6 +54,9 @@ type FilterGroup struct {
 	Clients  []string `toml:"clients"`  // IPs, CIDRs or [[clients]] names
 	Lists    []string `toml:"lists"`    // list names
 	Schedule []Window `toml:"schedule"` // when the lists apply; empty means always
+	// Upstreams is the group's own upstream pool (pools.go); empty: the
+	// main pool.
+	Upstreams []string `toml:"upstreams"`
 }
 
 // Window is a time window on some days, in the host's local time. To

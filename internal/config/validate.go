@@ -46,6 +46,7 @@ func Validate(c Config) Problems {
 	checkWebAuth(&ps, c.Web)
 	checkLocal(&ps, c.Local)
 	checkFilter(&ps, c.Filter, c.Clients)
+	checkGroupUpstreams(&ps, c) // pools.go
 	return ps
 }
 
@@ -53,6 +54,7 @@ func checkDNS(ps *Problems, d DNS) {
 	checkListen(ps, d.Listen)
 	checkAllow(ps, d.Allow)
 	checkCache(ps, d)
+	checkGuards(ps, d) // guards.go
 }
 
 func checkListen(ps *Problems, listen []string) { checkListenAt(ps, "dns.listen", listen) }

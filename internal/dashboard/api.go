@@ -423,6 +423,10 @@ func Why(r history.Row) string {
 		return "refused: the client is outside dns.allow"
 	case r.Source == query.SourceServer:
 		return "rejected by nxdns: the query itself was malformed or unsupported"
+	case r.Source == query.SourceRebinding:
+		return "refused by rebinding protection: " + orNone(r.Upstream) + " answered an internal address (allow the name with the allow button or dns.rebinding_allow)"
+	case r.Source == query.SourceRateLimited:
+		return "refused: this device went past its rate limit (dns.rate_limit_qps, dns.rate_limit_burst)"
 	case len(r.Source) > len(query.ZonePrefix) && r.Source[:len(query.ZonePrefix)] == query.ZonePrefix:
 		return "forward zone " + r.Source[len(query.ZonePrefix):] + " via " + orNone(r.Upstream)
 	case r.Source == query.SourcePool:

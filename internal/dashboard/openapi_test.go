@@ -39,7 +39,7 @@ var (
 		"top":    "Length of each top list, 1 to 100. Default 10.",
 		"client": "A client's address or its name (case-insensitive), exact.",
 		"name":   "A substring of the query name, case-insensitive; at most 255 bytes.",
-		"source": "Exact source: pool, cache, stale, local, blocked, refused, server, or zone:NAME.",
+		"source": "Exact source: pool, cache, stale, local, blocked, refused, server, rebinding, ratelimited, or zone:NAME.",
 		"rcode":  "Exact answer code: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, …, or none (no answer sent).",
 		"limit":  "Rows per page, 1 to 500. Default 50.",
 		"before": "The next cursor of the previous page: only older rows.",

@@ -139,7 +139,7 @@ func (d *Dashboard) pageOverview(w http.ResponseWriter, r *http.Request) {
 type queryForm struct{ Client, Name, Source, Rcode string }
 
 var (
-	sourceChoices = []string{"", query.SourcePool, query.SourceCache, query.SourceStale, query.SourceLocal, query.SourceBlocked, query.SourceRefused, query.SourceServer}
+	sourceChoices = []string{"", query.SourcePool, query.SourceCache, query.SourceStale, query.SourceLocal, query.SourceBlocked, query.SourceRefused, query.SourceServer, query.SourceRebinding, query.SourceRateLimited}
 	rcodeChoices  = []string{"", "NOERROR", "NXDOMAIN", "SERVFAIL", "REFUSED", "FORMERR", "NOTIMP", "none"}
 )
 

@@ -24,6 +24,7 @@ type Policy struct {
 	all      uint64 // every configured list and the inline rules
 	loc      *time.Location
 	clients  map[string]bool // the [[clients]] names, the names a pause may name (Knows)
+	pooled   bool            // a group names upstreams of its own (pools.go)
 }
 
 type group struct {
@@ -32,6 +33,7 @@ type group struct {
 	prefixes []netip.Prefix
 	names    map[string]bool // [[clients]] names, matched against the event's client name too
 	windows  []window        // none: always
+	pooled   bool            // the group has upstreams of its own (pools.go)
 }
 
 type window struct {
@@ -60,7 +62,8 @@ func NewPolicy(cfg config.Filter, clients []config.Client, bits map[string]int, 
 		}
 	}
 	for i, g := range cfg.Groups {
-		gr := group{name: g.Name, names: map[string]bool{}}
+		gr := group{name: g.Name, names: map[string]bool{}, pooled: len(g.Upstreams) > 0}
+		p.pooled = p.pooled || gr.pooled
 		for _, l := range g.Lists {
 			if b, ok := bits[l]; ok {
 				gr.mask |= 1 << b

@@ -58,6 +58,9 @@ type Decision struct {
 	// FromDashboard: the name (or a parent, Rule) was allowed at run time
 	// with POST /api/filter/allow; List is then DashboardList.
 	FromDashboard bool `json:"allowed_from_dashboard"`
+	// Pool is the group whose own upstreams the client's queries go to
+	// now (Policy.Pool); "" for the main pool.
+	Pool string `json:"pool,omitempty"`
 	// Explanation says the decision in words, for the dashboard.
 	Explanation string `json:"explanation"`
 }
@@ -71,6 +74,7 @@ func (s *Stage) Check(name string, client netip.Addr, clientName string, now tim
 	}
 	mask, group := s.policy.Lists(client, clientName, now)
 	d.Group = group
+	d.Pool = s.policy.Pool(client, clientName, now) // pools.go
 	if until, ok := s.e.pauses.paused(client, clientName, now); ok {
 		d.Paused, d.PausedUntil = true, until
 	}
@@ -110,6 +114,7 @@ func ofGroup(g string) string {
 // else on, and blocks an answer whose CNAME chain reaches a blocked name
 // (CNAME cloaking: a tracker hidden behind the site's own name).
 func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler) (*dns.Msg, error) {
+	r.Event.Pool = s.PoolOf(r.Event) // pools.go
 	if len(r.Msg.Question) != 1 || r.Msg.Question[0].Qclass != dns.ClassINET {
 		return next.Answer(ctx, r)
 	}

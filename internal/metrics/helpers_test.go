@@ -78,11 +78,18 @@ func sampleSources() Sources {
 	}
 	cacheSnap := cache.Snapshot{Hits: 53, Misses: 59, Stale: 61, Prefetches: 67, Coalesced: 71, Evictions: 73, Entries: 79}
 	return Sources{
-		Pool:   func() upstream.Snapshot { return pool },
-		Server: func() server.Snapshot { return srv },
-		Zones:  func() []forward.ZoneSnapshot { return zones },
-		TLS:    sampleTLS,
-		Cert:   sampleCert,
+		Pool: func() upstream.Snapshot { return pool },
+		GroupPools: func() map[string]upstream.Snapshot {
+			return map[string]upstream.Snapshot{"kids": {
+				Upstreams:       []upstream.UpstreamSnapshot{{Index: 0, URL: "tls://192.0.2.3:853", Slots: 32, Successes: 71}},
+				BudgetExhausted: 73,
+			}}
+		},
+		RateLimit: func() server.RateSnapshot { return server.RateSnapshot{Limited: 79, Devices: 83, Evicted: 89} },
+		Server:    func() server.Snapshot { return srv },
+		Zones:     func() []forward.ZoneSnapshot { return zones },
+		TLS:       sampleTLS,
+		Cert:      sampleCert,
 		Config: func() ConfigState {
 			return ConfigState{ReloadsOK: 3, ReloadsFailed: 2, LastFailed: true, Generation: 4, LoadedAt: time.Unix(1700000000, 500e6)}
 		},

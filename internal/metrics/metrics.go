@@ -29,9 +29,15 @@ import (
 // scrape, from the scraping goroutine, and must return at once. A nil
 // function leaves its series out.
 type Sources struct {
-	Pool   func() upstream.Snapshot
-	Server func() server.Snapshot
-	Zones  func() []forward.ZoneSnapshot
+	Pool func() upstream.Snapshot
+	// GroupPools are the groups' own pools by group name (docs/filter.md
+	// "Per-group upstreams"); nil or empty for none.
+	GroupPools func() map[string]upstream.Snapshot
+	// RateLimit is the per-device rate limit's counters (guards.go); nil
+	// leaves its series out.
+	RateLimit func() server.RateSnapshot
+	Server    func() server.Snapshot
+	Zones     func() []forward.ZoneSnapshot
 	// TLS and Cert are the DoT/DoH series (tls.go); Cert's ok is false
 	// while nxdns serves no TLS.
 	TLS    func() server.TLSSnapshot
@@ -64,7 +70,10 @@ func New(src Sources) *prometheus.Registry {
 func nxdnsCollectors(src Sources) []prometheus.Collector {
 	var cs []prometheus.Collector
 	if src.Pool != nil {
-		cs = append(cs, upstreamCollector{src.Pool})
+		cs = append(cs, upstreamCollector{src.Pool, src.GroupPools})
+	}
+	if src.RateLimit != nil {
+		cs = append(cs, rateCollector{src.RateLimit})
 	}
 	if src.Server != nil {
 		cs = append(cs, serverCollector{src.Server})

@@ -22,8 +22,8 @@ import (
 // series, with the series' type and labels, at the snapshot's value.
 func TestCollectors_mapEverySnapshotField(t *testing.T) {
 	fams := gatherNxdns(t, sampleSources())
-	up0 := map[string]string{"index": "0", "url": "tls://192.0.2.1:853"}
-	up1 := map[string]string{"index": "1", "url": "https://192.0.2.2:8443"}
+	up0 := map[string]string{"index": "0", "url": "tls://192.0.2.1:853", "pool": ""}
+	up1 := map[string]string{"index": "1", "url": "https://192.0.2.2:8443", "pool": ""}
 	with := func(base map[string]string, k, v string) map[string]string {
 		m := map[string]string{k: v}
 		for bk, bv := range base {
@@ -34,6 +34,7 @@ func TestCollectors_mapEverySnapshotField(t *testing.T) {
 	lan := map[string]string{"zone": "lan.", "resolver": "udp://192.168.1.1:53"}
 	iot := map[string]string{"zone": "iot.lan.", "resolver": "tcp://192.168.2.1:53"}
 	none := map[string]string{}
+	mainPool := map[string]string{"pool": ""}
 	cases := []struct {
 		name   string
 		typ    dto.MetricType
@@ -53,7 +54,13 @@ func TestCollectors_mapEverySnapshotField(t *testing.T) {
 		{"nxdns_upstream_backoff", dto.MetricType_GAUGE, up0, 0},
 		{"nxdns_upstream_backoff", dto.MetricType_GAUGE, up1, 1},
 		{"nxdns_upstream_backoff_episodes_total", dto.MetricType_COUNTER, up1, 3},
-		{"nxdns_upstream_budget_exhausted_total", dto.MetricType_COUNTER, none, 2},
+		{"nxdns_upstream_budget_exhausted_total", dto.MetricType_COUNTER, mainPool, 2},
+		// a group's own pool (docs/filter.md "Per-group upstreams"): the same series, labelled pool
+		{"nxdns_upstream_requests_total", dto.MetricType_COUNTER, map[string]string{"index": "0", "url": "tls://192.0.2.3:853", "outcome": "success", "pool": "kids"}, 71},
+		{"nxdns_upstream_budget_exhausted_total", dto.MetricType_COUNTER, map[string]string{"pool": "kids"}, 73},
+		{"nxdns_rate_limited_total", dto.MetricType_COUNTER, none, 79},
+		{"nxdns_rate_limit_devices", dto.MetricType_GAUGE, none, 83},
+		{"nxdns_rate_limit_evicted_total", dto.MetricType_COUNTER, none, 89},
 		{"nxdns_queries_total", dto.MetricType_COUNTER, map[string]string{"source": "pool", "rcode": "SERVFAIL"}, 6},
 		{"nxdns_queries_total", dto.MetricType_COUNTER, map[string]string{"source": "refused", "rcode": "REFUSED"}, 13},
 		{"nxdns_queries_total", dto.MetricType_COUNTER, map[string]string{"source": "zone:lan.", "rcode": "NXDOMAIN"}, 21},
@@ -109,8 +116,8 @@ func TestCollectors_histograms(t *testing.T) {
 		at25ms   uint64 // cumulative count at le=0.025
 		atLastLe uint64 // cumulative count at le=5
 	}{
-		{"nxdns_upstream_attempt_duration_seconds", map[string]string{"index": "0", "url": "tls://192.0.2.1:853"}, 3, 6.043, 1, 2},
-		{"nxdns_upstream_attempt_duration_seconds", map[string]string{"index": "1", "url": "https://192.0.2.2:8443"}, 1, 2.5, 0, 1},
+		{"nxdns_upstream_attempt_duration_seconds", map[string]string{"index": "0", "url": "tls://192.0.2.1:853", "pool": ""}, 3, 6.043, 1, 2},
+		{"nxdns_upstream_attempt_duration_seconds", map[string]string{"index": "1", "url": "https://192.0.2.2:8443", "pool": ""}, 1, 2.5, 0, 1},
 		{"nxdns_query_duration_seconds", map[string]string{}, 2, 0.021, 2, 2},
 	}
 	for _, c := range cases {
@@ -134,12 +141,18 @@ func TestCollectors_histograms(t *testing.T) {
 func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 
 // TestCollectors_budgetExhaustedHasNoUpstreamLabel: budget exhaustion is a
-// fact about the pool (docs/design.md#lesson-attribution): no index, no url.
+// fact about the pool (docs/design.md#lesson-attribution): no index, no url,
+// only the pool's own label.
 func TestCollectors_budgetExhaustedHasNoUpstreamLabel(t *testing.T) {
 	fams := gatherNxdns(t, sampleSources())
 	ms := fams["nxdns_upstream_budget_exhausted_total"].GetMetric()
-	if len(ms) != 1 || len(ms[0].GetLabel()) != 0 {
-		t.Fatalf("budget_exhausted_total samples %v, want one without labels", ms)
+	if len(ms) != 2 { // the main pool and the sample's group pool
+		t.Fatalf("budget_exhausted_total samples %v, want one per pool", ms)
+	}
+	for _, m := range ms {
+		if len(m.GetLabel()) != 1 || m.GetLabel()[0].GetName() != "pool" {
+			t.Errorf("budget_exhausted_total sample %v, want one labelled pool only", m)
+		}
 	}
 }
 
@@ -185,7 +198,7 @@ func TestCollectors_readAtScrapeTime(t *testing.T) {
 	for _, want := range []uint64{0, 3, 8} {
 		budget = want
 		fams := gatherFrom(t, reg)
-		if got := value(sample(t, fams, "nxdns_upstream_budget_exhausted_total", map[string]string{})); got != float64(want) {
+		if got := value(sample(t, fams, "nxdns_upstream_budget_exhausted_total", map[string]string{"pool": ""})); got != float64(want) {
 			t.Errorf("budget_exhausted_total = %v, want %d", got, want)
 		}
 	}
@@ -260,7 +273,7 @@ func TestUpstream_urlRedacted(t *testing.T) {
 		}
 		fams := gatherFrom(t, reg)
 		if f := value(sample(t, fams, "nxdns_upstream_requests_total",
-			map[string]string{"index": "0", "url": "https://127.0.0.1:8443", "outcome": "failure"})); f < 1 {
+			map[string]string{"index": "0", "url": "https://127.0.0.1:8443", "outcome": "failure", "pool": ""})); f < 1 {
 			t.Errorf("%s: failures = %v, want the recorded failures under the redacted url", name, f)
 		}
 	}

@@ -10,10 +10,12 @@ import (
 
 // Upstream series (docs/design.md#metrics). Every per-upstream series is labelled index
 // (the upstream's position in the configuration's enabled upstreams) and url
-// (redacted: scheme, host and port only). Budget exhaustion is a fact about
+// (redacted: scheme, host and port only), and pool: "" for the main pool,
+// a group's name for its own (docs/filter.md "Per-group upstreams"), so
+// the label is bounded by the configuration's groups. Budget exhaustion is a fact about
 // the pool (docs/design.md#lesson-attribution), so it has no upstream label at all.
 var (
-	upstreamLabels = []string{"index", "url"}
+	upstreamLabels = []string{"index", "url", "pool"}
 
 	upstreamInFlight = prometheus.NewDesc("nxdns_upstream_in_flight",
 		"Exchanges running now against this upstream, sampled at scrape time. Equal to nxdns_upstream_slots means saturated: new queries go to the next upstream or wait.",
@@ -32,13 +34,13 @@ var (
 		upstreamLabels, nil)
 	upstreamConnections = prometheus.NewDesc("nxdns_upstream_connections_total",
 		"Connections dialed to this upstream (DoT, DoH), by outcome: new (a full TLS handshake), resumed (TLS session resumption) or failed (refused, timed out, certificate or handshake error, or cut short by the query that started it). A steady rise of new or resumed under steady load is connection churn.",
-		[]string{"index", "url", "outcome"}, nil)
+		[]string{"index", "url", "outcome", "pool"}, nil)
 	upstreamRequests = prometheus.NewDesc("nxdns_upstream_requests_total",
 		"Attempts recorded in this upstream's health, by outcome: success (it answered) or failure (refused, reset, TLS or response error, REFUSED/NOTIMP, or no answer within a full attempt_timeout). Attempts cut short by the query's budget or a cancellation, and SERVFAIL answers, count in neither.",
-		[]string{"index", "url", "outcome"}, nil)
+		[]string{"index", "url", "outcome", "pool"}, nil)
 	upstreamProbes = prometheus.NewDesc("nxdns_upstream_probes_total",
 		"Background probes of this upstream (one at start-up and reload, then on the backoff schedule while it is in backoff), by outcome. A failed start-up probe puts the upstream in backoff before any query pays for it; probes count in neither outcome of nxdns_upstream_requests_total.",
-		[]string{"index", "url", "outcome"}, nil)
+		[]string{"index", "url", "outcome", "pool"}, nil)
 	upstreamAttemptDuration = prometheus.NewDesc("nxdns_upstream_attempt_duration_seconds",
 		"Duration of every attempt against this upstream, whatever its outcome, in seconds.",
 		upstreamLabels, nil)
@@ -50,11 +52,15 @@ var (
 		upstreamLabels, nil)
 	upstreamBudgetExhausted = prometheus.NewDesc("nxdns_upstream_budget_exhausted_total",
 		"Queries that ran out of their own total budget (upstream.total_timeout_ms) waiting for a slot or in a shortened last attempt; answered SERVFAIL with EDE 22. Pool-wide: evidence about load and budget, never about one upstream.",
-		nil, nil)
+		[]string{"pool"}, nil)
 )
 
-// upstreamCollector reads the pool's Snapshot at scrape time.
-type upstreamCollector struct{ snap func() upstream.Snapshot }
+// upstreamCollector reads the pools' Snapshots at scrape time: the main
+// pool's and the groups' (nil: none).
+type upstreamCollector struct {
+	snap   func() upstream.Snapshot
+	groups func() map[string]upstream.Snapshot
+}
 
 func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
@@ -67,27 +73,36 @@ func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c upstreamCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.snap()
+	collectPool(ch, c.snap(), "")
+	if c.groups != nil {
+		for name, s := range c.groups() {
+			collectPool(ch, s, name)
+		}
+	}
+}
+
+// collectPool sends one pool's series, labelled pool.
+func collectPool(ch chan<- prometheus.Metric, s upstream.Snapshot, pool string) {
 	for _, u := range s.Upstreams {
 		// The pool already redacts; redacting again here (through
 		// Endpoint.Scrub, the one redaction) makes the metrics' promise (no
 		// token in /metrics, docs/design.md#redaction) independent of it.
 		index, url := strconv.Itoa(u.Index), upstream.RedactString(u.URL)
-		send(ch, upstreamInFlight, prometheus.GaugeValue, float64(u.InFlight), index, url)
-		send(ch, upstreamSlots, prometheus.GaugeValue, float64(u.Slots), index, url)
-		send(ch, upstreamQueued, prometheus.CounterValue, float64(u.QueuedTotal), index, url)
-		send(ch, upstreamQueuedSeconds, prometheus.CounterValue, u.QueuedSeconds, index, url)
-		send(ch, upstreamReuseRecoveries, prometheus.CounterValue, float64(u.ReuseRecoveries), index, url)
-		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.New), index, url, "new")
-		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.Resumed), index, url, "resumed")
-		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.Failed), index, url, "failed")
-		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Successes), index, url, "success")
-		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Failures), index, url, "failure")
-		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeSuccesses), index, url, "success")
-		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeFailures), index, url, "failure")
-		sendHistogram(ch, upstreamAttemptDuration, u.AttemptLatency, index, url)
-		send(ch, upstreamBackoff, prometheus.GaugeValue, boolValue(u.InBackoff), index, url)
-		send(ch, upstreamBackoffEpisodes, prometheus.CounterValue, float64(u.BackoffEpisodes), index, url)
+		send(ch, upstreamInFlight, prometheus.GaugeValue, float64(u.InFlight), index, url, pool)
+		send(ch, upstreamSlots, prometheus.GaugeValue, float64(u.Slots), index, url, pool)
+		send(ch, upstreamQueued, prometheus.CounterValue, float64(u.QueuedTotal), index, url, pool)
+		send(ch, upstreamQueuedSeconds, prometheus.CounterValue, u.QueuedSeconds, index, url, pool)
+		send(ch, upstreamReuseRecoveries, prometheus.CounterValue, float64(u.ReuseRecoveries), index, url, pool)
+		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.New), index, url, "new", pool)
+		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.Resumed), index, url, "resumed", pool)
+		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.Failed), index, url, "failed", pool)
+		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Successes), index, url, "success", pool)
+		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Failures), index, url, "failure", pool)
+		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeSuccesses), index, url, "success", pool)
+		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeFailures), index, url, "failure", pool)
+		sendHistogram(ch, upstreamAttemptDuration, u.AttemptLatency, index, url, pool)
+		send(ch, upstreamBackoff, prometheus.GaugeValue, boolValue(u.InBackoff), index, url, pool)
+		send(ch, upstreamBackoffEpisodes, prometheus.CounterValue, float64(u.BackoffEpisodes), index, url, pool)
 	}
-	send(ch, upstreamBudgetExhausted, prometheus.CounterValue, float64(s.BudgetExhausted))
+	send(ch, upstreamBudgetExhausted, prometheus.CounterValue, float64(s.BudgetExhausted), pool)
 }

@@ -18,3 +18,14 @@ type Passer interface {
 	Stage
 	Passes(ev *Event, cnames []string) bool
 }
+
+// A Pooler is a stage that decides which upstream pool a query goes to:
+// a group's own upstreams (docs/filter.md "Per-group upstreams"). Its
+// Answer sets Event.Pool before passing the query on; PoolOf names the
+// same pool from the event's Client, ClientName and Time alone, so the
+// server's UDP fast path can set Event.Pool before the cache looks the
+// answer up: the cache keys answers by pool, and one pool's answer must
+// never reach a query of another.
+type Pooler interface {
+	PoolOf(ev *Event) string
+}

@@ -130,7 +130,14 @@ const (
 	SourceBlocked = "blocked" // the filter's answer for a blocked name
 	SourceRefused = "refused" // the client is outside dns.allow
 	SourceServer  = "server"  // FORMERR, NOTIMP, BADVERS: the query itself was the problem
-	ZonePrefix    = "zone:"
+	// SourceRebinding is a pool's answer refused by rebinding protection
+	// (docs/protocol.md "Rebinding protection"): it pointed a public name
+	// at an internal address. Never cached.
+	SourceRebinding = "rebinding"
+	// SourceRateLimited is a query refused by the per-device rate limit
+	// (docs/protocol.md "Rate limit").
+	SourceRateLimited = "ratelimited"
+	ZonePrefix        = "zone:"
 )
 
 // RcodeNone is Event.Rcode when no answer was sent (a cancelled query).
@@ -160,6 +167,10 @@ type Event struct {
 	Tried    []string // every upstream tried, in order, redacted; nil when none was; the route's (the cache relays its exchange's)
 	Cache    string   // the cache's outcome (CacheHit …); "" when the cache was not consulted; the cache stage's
 	Filter   Decision // the policy stage's decision; zero when it did not block; the filter's
+	// Pool is the group whose own upstream pool answers the query
+	// (docs/filter.md "Per-group upstreams"); "" for the main pool. The
+	// policy stage's (a Pooler's), read by the cache's key and the route.
+	Pool string
 
 	Resolved bool          // the query passed access control and went down the chain; the server's
 	Rcode    int           // of the answer sent; RcodeNone when nothing was sent; the server's

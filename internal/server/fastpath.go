@@ -33,6 +33,7 @@ import (
 // The server reads the answerer; it never writes to it.
 type fastPath struct {
 	passers []query.Passer // the stages before the answerer, in order
+	poolers []query.Pooler // those of them that choose a query's pool: Event.Pool is set before the answerer looks
 	answer  query.WireAnswerer
 }
 
@@ -52,6 +53,9 @@ func newFastPath(stages []query.Stage) *fastPath {
 				return nil
 			}
 			f.passers = append(f.passers, p)
+			if pl, ok := before.(query.Pooler); ok {
+				f.poolers = append(f.poolers, pl)
+			}
 		}
 		return f
 	}
@@ -93,17 +97,27 @@ func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, clien
 	if !ok || !canonicalLimit(q) || isTransfer(q.Qtype) || !allowed(g.st.Allow, client) {
 		return nil, nil, false
 	}
+	now := time.Now()
+	if !g.st.Limit.take(client, now) {
+		return nil, nil, false // the general path refuses it (docs/protocol.md "Rate limit")
+	}
 	ev := &query.Event{
-		Time: time.Now(), Client: client, Proto: query.UDP,
+		Time: now, Client: client, Proto: query.UDP,
 		Qtype: q.Qtype, Qclass: q.Qclass,
 		Resolved: true, Rcode: query.RcodeNone,
 	}
 	if g.st.Names != nil {
 		ev.ClientName = g.st.Names.Name(client)
 	}
+	for _, p := range f.poolers { // the cache keys answers by pool (docs/filter.md "Per-group upstreams")
+		if pool := p.PoolOf(ev); pool != "" {
+			ev.Pool = pool
+		}
+	}
 	wq := query.WireQuery{Name: q.Name, Qtype: q.Qtype, Qclass: q.Qclass, Shape: q.Shape, ID: q.ID}
 	out, ok := f.answer.AnswerWire(dst, wq, ev, f.passers)
 	if !ok {
+		g.st.Limit.refund(client) // the general path takes its own token
 		return nil, nil, false
 	}
 	ev.Rcode = int(out[3] & 0xF)

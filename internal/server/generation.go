@@ -33,7 +33,7 @@ type generation struct {
 func newGeneration(st *State) *generation {
 	return &generation{
 		st:    st,
-		chain: query.Chain(route{st.Router}, st.Stages...),
+		chain: query.Chain(route{router: st.Router, guard: st.Guard}, st.Stages...),
 		fast:  newFastPath(st.Stages),
 		done:  make(chan struct{}),
 	}

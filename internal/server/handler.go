@@ -112,6 +112,17 @@ func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 			q.opt = nil // no OPT the client could not have meant
 		}
 		return q.reply(dns.RcodeRefused)
+	case !q.st.Limit.Allow(q.ev.Client, q.ev.Time):
+		// Past the device's rate (docs/protocol.md "Rate limit"): as
+		// cheap as a refusal can be, and before any other check.
+		q.ev.Source = query.SourceRateLimited
+		if !ok || opt != nil && opt.Version() != 0 {
+			q.opt = nil
+		}
+		m := q.base()
+		m.Rcode = dns.RcodeRefused
+		q.attachOPT(m, rateLimited())
+		return m
 	case !ok:
 		return q.reply(dns.RcodeFormatError) // RFC 6891 §6.1.1: more than one OPT
 	case req.Opcode != dns.OpcodeQuery:

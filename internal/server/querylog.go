@@ -39,6 +39,9 @@ func (l eventLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("proto", e.Proto.String())
 	enc.AddString("rcode", rcodeLabel(rcodeSlot(e.Rcode)))
 	enc.AddString("source", e.Source)
+	if e.Pool != "" { // a group's own upstreams (docs/filter.md "Per-group upstreams")
+		enc.AddString("pool", e.Pool)
+	}
 	if e.Upstream != "" {
 		enc.AddString("upstream", e.Upstream)
 	}

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/miekg/dns"
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/query"
@@ -31,6 +32,23 @@ import (
 // never return a nil Resolver.
 type Router interface {
 	Route(qname string) (r Resolver, source string)
+}
+
+// A PoolRouter is a Router that also has per-group pools (docs/filter.md
+// "Per-group upstreams"): RouteIn routes a query whose Event.Pool names a
+// group, as Route does, but with the group's own pool in place of the main
+// one (forward zones stay the LAN's). A pool it does not know is the main
+// pool's.
+type PoolRouter interface {
+	Router
+	RouteIn(qname, pool string) (r Resolver, source string)
+}
+
+// An AnswerGuard refuses a pool's answer: Check returns the answer to send
+// instead, and true, or false to let resp through. It must not modify q or
+// resp.
+type AnswerGuard interface {
+	Check(q, resp *dns.Msg) (*dns.Msg, bool)
 }
 
 // State is everything a reload can change about answering a query. A State
@@ -46,6 +64,13 @@ type State struct {
 	Allow    []netip.Prefix // clients outside get REFUSED; empty refuses everyone (never an open resolver)
 	Names    Names          // client display names for the query log; nil for none
 	QueryLog bool           // one Info line per query on the "server.query" logger
+	// Guard checks the pools' answers (not the forward zones') before
+	// anything else sees them (docs/protocol.md "Rebinding protection");
+	// nil checks nothing.
+	Guard AnswerGuard
+	// Limit is the per-device rate limit (docs/protocol.md "Rate limit");
+	// nil limits nobody.
+	Limit *RateLimiter
 	// Budget is the answer deadline the stages see (query.Request.Deadline):
 	// the pool's total budget. 0 means defaultBudget.
 	Budget time.Duration

@@ -211,8 +211,8 @@ func TestScrape_realComponents(t *testing.T) {
 	sc := runScenario(t)
 	fams, _ := sc.scrape(t)
 
-	a := map[string]string{"index": "0", "url": dotURL}
-	b := map[string]string{"index": "1", "url": redactedDoH}
+	a := map[string]string{"index": "0", "url": dotURL, "pool": ""}
+	b := map[string]string{"index": "1", "url": redactedDoH, "pool": ""}
 	plus := func(m map[string]string, k, v string) map[string]string {
 		out := maps.Clone(m)
 		out[k] = v
@@ -243,7 +243,7 @@ func TestScrape_realComponents(t *testing.T) {
 		{"nxdns_upstream_requests_total", counter, plus(b, "outcome", "failure"), 3},
 		{"nxdns_upstream_backoff", gauge, a, 0},
 		{"nxdns_upstream_backoff", gauge, b, 1},
-		{"nxdns_upstream_budget_exhausted_total", counter, none, 1},
+		{"nxdns_upstream_budget_exhausted_total", counter, map[string]string{"pool": ""}, 1},
 		{"nxdns_queries_total", counter, map[string]string{"source": "pool", "rcode": "NOERROR"}, 7},
 		{"nxdns_queries_total", counter, map[string]string{"source": "pool", "rcode": "SERVFAIL"}, 4},
 		{"nxdns_queries_total", counter, map[string]string{"source": "zone:lan.", "rcode": "NOERROR"}, 2},
