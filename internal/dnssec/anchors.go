@@ -1,11 +1,6 @@
 package dnssec
 
-import (
-	"fmt"
-	"io"
-
-	"github.com/miekg/dns"
-)
+import "github.com/miekg/dns"
 
 // rootAnchors are the root zone's key-signing keys as DS records, as IANA
 // publishes them (https://data.iana.org/root-anchors/root-anchors.xml):
@@ -27,27 +22,4 @@ func RootAnchors() []dns.RR {
 		out = append(out, rr)
 	}
 	return out
-}
-
-// ParseAnchors reads DS and DNSKEY records in zone-file syntax (the
-// trust_anchors_file); any other record, or none at all, is an error
-// naming the line.
-func ParseAnchors(r io.Reader, file string) ([]dns.RR, error) {
-	zp := dns.NewZoneParser(r, ".", file)
-	var out []dns.RR
-	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-		switch rr.(type) {
-		case *dns.DS, *dns.DNSKEY:
-			out = append(out, rr)
-		default:
-			return nil, fmt.Errorf("%s: %s %s is not a DS or DNSKEY record", file, rr.Header().Name, dns.TypeToString[rr.Header().Rrtype])
-		}
-	}
-	if err := zp.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no DS or DNSKEY record", file)
-	}
-	return out, nil
 }
