@@ -81,6 +81,10 @@ listen = [%q]
 listen = ""
 [log]
 queries = false
+# The rig's upstream is an unsigned fake: counting its queries must not
+# count DNSSEC's DS and DNSKEY lookups (validation: dnssec_test.go).
+[dnssec]
+mode = "off"
 [[upstreams]]
 url = %q
 tls_name = "upstream.test"

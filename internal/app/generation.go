@@ -12,6 +12,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
@@ -42,6 +43,10 @@ type generation struct {
 	local   *local.Stage
 	filter  *filter.Stage // over App's long-lived filter.Engine
 	health  *poolHealth   // the pool's health transitions, into the App's episodes (episodes.go)
+	// guard validates the answers of the routes in validating, by source
+	// ("pool", "zone:NAME"); nil with [dnssec] mode off (dnssec.go).
+	guard      *dnssec.Guard
+	validating map[string]server.Resolver
 
 	// listLocal is the local stage a filter list's host is resolved
 	// through (lookupHost): local; or, with local.forward_private, one that
@@ -199,8 +204,18 @@ func (g *generation) sinks() []query.Sink {
 }
 
 // Route sends a name to the forward zone with the longest matching suffix,
-// otherwise to the pool (docs/design.md#stage-chain).
+// otherwise to the pool (docs/design.md#stage-chain), through the DNSSEC
+// guard where validation applies (dnssec.go).
 func (g *generation) Route(qname string) (server.Resolver, string) {
+	res, source := g.resolverFor(qname)
+	if v := g.validating[source]; v != nil {
+		return v, source
+	}
+	return res, source
+}
+
+// resolverFor is Route without validation.
+func (g *generation) resolverFor(qname string) (server.Resolver, string) {
 	if z, ok := g.zones.Match(qname); ok {
 		return z, "zone:" + strings.TrimSuffix(z.Name(), ".")
 	}

@@ -113,12 +113,15 @@ type Guard struct {
 	clockSet func() bool
 	log      *zap.Logger
 	stats    *Stats
+	budget   time.Duration
 }
 
 // NewGuard makes a Guard. clockSet reports whether the system clock has
-// been set; enforce waits for it (docs/dnssec.md "The clock").
-func NewGuard(v *Validator, mode Mode, clockSet func() bool, log *zap.Logger, st *Stats) *Guard {
-	return &Guard{v: v, mode: mode, clockSet: clockSet, log: log, stats: st}
+// been set; enforce waits for it (docs/dnssec.md "The clock"). budget is
+// the query's whole time: the exchange, and the DS and DNSKEY fetches its
+// validation needs, end by it.
+func NewGuard(v *Validator, mode Mode, clockSet func() bool, log *zap.Logger, st *Stats, budget time.Duration) *Guard {
+	return &Guard{v: v, mode: mode, clockSet: clockSet, log: log, stats: st, budget: budget}
 }
 
 // Enforcing reports whether a bogus answer becomes SERVFAIL now.
@@ -160,6 +163,13 @@ func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, err
 	up := q
 	if !do {
 		up = withDO(q)
+	}
+	if r.g.budget > 0 {
+		var cancel context.CancelFunc
+		// The pool's own budget starts a moment later and ends first; if
+		// this one does, the pool files it as a spent budget (EDE 22).
+		ctx, cancel = context.WithTimeoutCause(ctx, r.g.budget, upstream.KindBudgetExhausted)
+		defer cancel()
 	}
 	res, err := r.next.Exchange(ctx, up)
 	if err != nil || res.Msg == nil {
