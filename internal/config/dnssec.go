@@ -91,6 +91,7 @@ func (d *DNSSEC) readAnchors() error {
 func ParseAnchors(b []byte, file string) ([]dns.RR, error) {
 	zp := dns.NewZoneParser(bytes.NewReader(b), ".", file)
 	zp.SetIncludeAllowed(false)
+	zp.SetDefaultTTL(3600) // anchors as IANA and keymgr print them carry no TTL
 	var out []dns.RR
 	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
 		switch rr.(type) {
