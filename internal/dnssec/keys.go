@@ -43,6 +43,25 @@ func budgetKeys(zone string) *zoneKeys {
 	return &zoneKeys{Result: budgetResult(zone), transient: true}
 }
 
+// insecureAbove is a cached insecure verdict on name or an ancestor of
+// it, nil for none: below an unsigned delegation every zone is insecure
+// (the chain of trust cannot resume), so a new name there costs no lookup.
+func (v *Validator) insecureAbove(name string) *zoneKeys {
+	now := v.now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for n := name; ; n = parent(n) {
+		for _, k := range [2]string{"e" + n, "k" + n} {
+			if zk := v.cache[k]; zk != nil && zk.Status == Insecure && now.Before(zk.expires) {
+				return zk
+			}
+		}
+		if n == "." {
+			return nil
+		}
+	}
+}
+
 // cached returns a cached verdict that has not expired.
 func (v *Validator) cached(key string) *zoneKeys {
 	v.mu.Lock()
@@ -370,6 +389,9 @@ func (v *Validator) enclosing(ctx context.Context, w *work, name string) *zoneKe
 	}
 	if v.anchorFor(name) == "" {
 		return &zoneKeys{Result: Result{Status: Indeterminate, Reason: "no trust anchor above " + name}}
+	}
+	if zk := v.insecureAbove(name); zk != nil {
+		return zk
 	}
 	return v.once("e"+name, func() *zoneKeys {
 		o := v.dsProof(ctx, w, name)

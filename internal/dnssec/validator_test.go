@@ -437,3 +437,18 @@ func TestCanonicalOrder(t *testing.T) {
 		}
 	}
 }
+
+// Below a delegation proven unsigned, a new name costs no lookup: the
+// chain of trust cannot resume there.
+func TestInsecureIsInheritedWithoutLookups(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	w.add("plain.test.", 0, false)
+	v := w.validator(t, nil)
+	check(t, v, msg("www.plain.test.", dns.TypeA, 0, []dns.RR{rr("www.plain.test. 300 IN A 192.0.2.1")}, nil), Insecure, 0)
+	n := w.fetches.Load()
+	check(t, v, msg("a.b.other.plain.test.", dns.TypeA, 0, []dns.RR{rr("a.b.other.plain.test. 300 IN A 192.0.2.1")}, nil), Insecure, 0)
+	if m := w.fetches.Load(); m != n {
+		t.Fatalf("%d lookups for a name below a known unsigned delegation, want none", m-n)
+	}
+}
