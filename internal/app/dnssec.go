@@ -49,6 +49,8 @@ func (a *App) attachDNSSEC(g *generation) error {
 		Fetch:   g.fetchDNSSEC,
 		Skew:    time.Duration(c.ClockSkew) * time.Second,
 		NTAs:    c.NegativeTrustAnchors,
+		// The dashboard's, with their end times (internal/filter nta.go).
+		ExtraNTA: a.filter.NTAActive,
 	})
 	if err != nil {
 		return err

@@ -288,6 +288,15 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 		wantServfail(t, askFlags(t, addr, "www.expired.test.", "do"), "www.expired.test.", dns.ExtendedErrorCodeSignatureExpired, "expired.test")
 	})
 
+	t.Run("a negative trust anchor from the dashboard restores the name", func(t *testing.T) {
+		a, addr, _, _ := w.nxdnsWith(t, `mode = "enforce"`, true)
+		wantServfail(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test.", dns.ExtendedErrorCodeDNSKEYMissing, "bogus.test")
+		if _, err := a.filter.AddNTA("bogus.test", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test. under a dashboard NTA", dns.RcodeSuccess, false)
+	})
+
 	t.Run("enforce waits for the clock", func(t *testing.T) {
 		a, addr, timesync, _ := w.nxdnsWith(t, `mode = "enforce"`, false)
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test. before the clock is set", dns.RcodeSuccess, false)
