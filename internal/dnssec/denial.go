@@ -128,11 +128,20 @@ func wildcardOf(ce string) string {
 
 func (p *proofs) nsecCovering(name string) *dns.NSEC {
 	for _, n := range p.nsec {
-		if under(p.zone, canonical(n.Hdr.Name)) && covers(n, name) {
+		owner := canonical(n.Hdr.Name)
+		if under(p.zone, owner) && covers(n, name) && !(strictlyUnder(owner, name) && cutAbove(n.TypeBitMap)) {
 			return n
 		}
 	}
 	return nil
+}
+
+// cutAbove reports whether a bitmap marks a delegation (NS without SOA) or
+// a DNAME: the parent's NSEC or NSEC3 there proves nothing about the names
+// below it, which belong to another zone or are redirected (RFC 6840 §4.1,
+// RFC 5155 §8.3).
+func cutAbove(bitmap []uint16) bool {
+	return hasType(bitmap, dns.TypeNS) && !hasType(bitmap, dns.TypeSOA) || hasType(bitmap, dns.TypeDNAME)
 }
 
 func (p *proofs) nsecAt(name string) *dns.NSEC {
@@ -207,6 +216,9 @@ func (p *proofs) n3ClosestEncloser(name string) (string, *dns.NSEC3, error) {
 			return "", nil, err
 		}
 		if m != nil {
+			if cutAbove(m.TypeBitMap) {
+				return "", nil, nil
+			}
 			nc, err := p.n3Cover(child)
 			if err != nil || nc == nil {
 				return "", nil, err

@@ -452,3 +452,14 @@ func TestInsecureIsInheritedWithoutLookups(t *testing.T) {
 		t.Fatalf("%d lookups for a name below a known unsigned delegation, want none", m-n)
 	}
 }
+
+// The parent's NSEC at a delegation covers the names below it in canonical
+// order, but proves nothing about them (RFC 6840 §4.1): replayed as the
+// denial of a name in the child zone, it is no proof.
+func TestParentNSECAtADelegationProvesNothingBelowIt(t *testing.T) {
+	w := newWorld(t)
+	test := w.add("test.", dns.ECDSAP256SHA256, true)
+	w.add("a.test.", dns.ED25519, true)
+	ns := append(test.sign(test.soa()), test.sign(nsec("a.test.", "b.test.", dns.TypeNS, dns.TypeDS, dns.TypeRRSIG, dns.TypeNSEC))...)
+	check(t, w.validator(t, nil), msg("www.a.test.", dns.TypeA, dns.RcodeNameError, nil, ns), Bogus, dns.ExtendedErrorCodeNSECMissing)
+}
