@@ -35,7 +35,7 @@ type dnssecWorld struct {
 	dir     string
 }
 
-func startDNSSECWorld(t *testing.T) *dnssecWorld {
+func startDNSSECWorld(t testing.TB) *dnssecWorld {
 	t.Helper()
 	expiredAddr, expiredDS := serveExpiredZone(t)
 	zones := []testutil.KnotZone{
@@ -113,7 +113,7 @@ www A 192.0.2.4`},
 // on loopback (knotd serves no RRSIG it did not make): its DNSKEY set
 // validly signed, its www A with a signature that expired a day ago. It
 // returns the server's address and the zone's DS for test.
-func serveExpiredZone(t *testing.T) (string, string) {
+func serveExpiredZone(t testing.TB) (string, string) {
 	t.Helper()
 	key := &dns.DNSKEY{Hdr: dns.RR_Header{Name: "expired.test.", Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 300}, Flags: 257, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
 	priv, err := key.Generate(256)
@@ -161,7 +161,7 @@ func serveExpiredZone(t *testing.T) (string, string) {
 // nxdnsWith starts nxdns in-process on w with [dnssec] extra, its clock
 // read from a timesyncd directory the test controls (set: "synchronized"
 // in it).
-func (w *dnssecWorld) nxdnsWith(t *testing.T, dnssecExtra string, clockSet bool) (*App, string, string, *observerLogs) {
+func (w *dnssecWorld) nxdnsWith(t testing.TB, dnssecExtra string, clockSet bool) (*App, string, string, *observerLogs) {
 	t.Helper()
 	addr := loopbackAddr(t)
 	text := fmt.Sprintf(`[dns]
@@ -200,7 +200,7 @@ ca_file = %q
 }
 
 // askFlags asks nxdns name A with the flags given ("do", "ad", "cd").
-func askFlags(t *testing.T, addr, name, flags string) *dns.Msg {
+func askFlags(t testing.TB, addr, name, flags string) *dns.Msg {
 	t.Helper()
 	q := new(dns.Msg).SetQuestion(name, dns.TypeA)
 	q.SetEdns0(1232, strings.Contains(flags, "do"))
