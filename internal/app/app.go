@@ -383,6 +383,7 @@ func (a *App) newWeb(addr webEndpoint) *web.Server {
 	}
 	s.ShareCounters(&a.webCount)
 	a.cacheRoutes(s)
+	a.dnssecRoutes(s)
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
 		access := web.Private

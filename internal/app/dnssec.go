@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/miekg/dns"
@@ -100,4 +102,14 @@ func (a *App) dnssecHealth() web.DNSSECHealth {
 		h.WaitingForClock = g.cfg.DNSSEC.Mode == config.DNSSECEnforce && !h.Enforcing
 	}
 	return h
+}
+
+// dnssecRoutes adds GET /api/dnssec/bogus: the last bogus verdicts, newest
+// last, for the dashboard's list of what shadow would have refused (names
+// the household asks: private).
+func (a *App) dnssecRoutes(s *web.Server) {
+	s.Handle("GET /api/dnssec/bogus", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a.dnssec.Snapshot().Recent)
+	}), web.Private)
 }

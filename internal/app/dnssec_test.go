@@ -274,8 +274,11 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 	})
 
 	t.Run("shadow passes a bogus answer and logs it", func(t *testing.T) {
-		_, addr, _, logs := w.nxdnsWith(t, `mode = "shadow"`, true)
+		a, addr, _, logs := w.nxdnsWith(t, `mode = "shadow"`, true)
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test.", dns.RcodeSuccess, false)
+		if r := a.dnssec.Snapshot().Recent; len(r) == 0 || r[len(r)-1].Zone != "bogus.test." || r[len(r)-1].Enforced {
+			t.Errorf("the bogus list %+v does not end with bogus.test., passed on", r)
+		}
 		wantAnswer(t, askFlags(t, addr, "www.secure.test.", "do"), "www.secure.test.", dns.RcodeSuccess, true)
 		if n := logs.count("DNSSEC bogus answer passed on (shadow)"); n != 1 {
 			t.Errorf("%d log lines for the bogus answer, want 1", n)

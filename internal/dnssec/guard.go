@@ -71,7 +71,7 @@ type Snapshot struct {
 
 func (s *Stats) Snapshot() Snapshot {
 	s.mu.Lock()
-	recent := append([]Episode(nil), s.recent...)
+	recent := append([]Episode{}, s.recent...) // never nil: the API answers [], not null
 	s.mu.Unlock()
 	return Snapshot{
 		Secure: s.counts[Secure].Load(), Insecure: s.counts[Insecure].Load(),
