@@ -108,18 +108,8 @@ func synthesised(sets []*rrset, c *rrset) bool {
 func (a *answer) checkSet(s *rrset) {
 	v := a.v
 	signer := signerOf(s, s.name)
-	if signer == "" {
-		zk := v.enclosing(a.ctx, a.w, s.name)
-		if zk.Status == Secure {
-			a.merge(Result{Status: Bogus, Zone: zk.Zone, EDE: dns.ExtendedErrorCodeRRSIGsMissing, Reason: "no RRSIG over " + s.name + " " + dns.TypeToString[s.rtype]})
-			return
-		}
-		a.merge(zk.Result)
-		return
-	}
-	zk := v.keys(a.ctx, a.w, signer)
-	if zk.Status != Secure {
-		a.merge(zk.Result)
+	zk := a.signerKeys(signer, s.name, dns.ExtendedErrorCodeRRSIGsMissing, "no RRSIG over "+s.name+" "+dns.TypeToString[s.rtype])
+	if zk == nil {
 		return
 	}
 	sig, fail, err := v.verify(a.w, s, signer, zk.keys, zk.tags)
@@ -139,6 +129,29 @@ func (a *answer) checkSet(s *rrset) {
 		pr, err := p.wildcard(s.name, int(sig.Labels))
 		a.mergeProof(signer, pr, err)
 	}
+}
+
+// signerKeys is signer's keys when they are secure. Otherwise it merges
+// the verdict and returns nil: signer's (insecure or bogus), or, when
+// nothing signed the records at name (signer ""), their zone's — insecure
+// when it is, else bogus with ede and reason, since a signed zone's
+// records come signed.
+func (a *answer) signerKeys(signer, name string, ede uint16, reason string) *zoneKeys {
+	var zk *zoneKeys
+	if signer == "" {
+		zk = a.v.enclosing(a.ctx, a.w, name)
+		if zk.Status == Secure {
+			a.merge(Result{Status: Bogus, Zone: zk.Zone, EDE: ede, Reason: reason})
+			return nil
+		}
+	} else {
+		zk = a.v.keys(a.ctx, a.w, signer)
+	}
+	if zk.Status != Secure || signer == "" {
+		a.merge(zk.Result)
+		return nil
+	}
+	return zk
 }
 
 // proofsOf validates the authority section's NSEC and NSEC3 records signed
@@ -175,20 +188,9 @@ func (a *answer) mergeProof(zone string, pr proof, err error) {
 // checkNegative proves that name has no qtype records (NODATA) or does not
 // exist (NXDOMAIN), as the rcode says.
 func (a *answer) checkNegative(name string, qtype uint16) {
-	v := a.v
 	signer := denialSigner(a.auth, name)
-	if signer == "" {
-		zk := v.enclosing(a.ctx, a.w, name)
-		if zk.Status == Secure {
-			a.merge(Result{Status: Bogus, Zone: zk.Zone, EDE: missingDenial(a.auth), Reason: "no signed proof of the negative answer for " + name})
-			return
-		}
-		a.merge(zk.Result)
-		return
-	}
-	zk := v.keys(a.ctx, a.w, signer)
-	if zk.Status != Secure {
-		a.merge(zk.Result)
+	zk := a.signerKeys(signer, name, missingDenial(a.auth), "no signed proof of the negative answer for "+name)
+	if zk == nil {
 		return
 	}
 	p := a.proofsOf(signer, zk)

@@ -42,29 +42,7 @@ func BenchmarkValidate(b *testing.B) {
 // hundred RRSIGs naming them, validated again and again: each costs the
 // capped number of signature checks, then bogus.
 func BenchmarkKeyTrap(b *testing.B) {
-	w := newWorld(b)
-	w.add("test.", dns.ECDSAP256SHA256, true)
-	z := w.add("trap.test.", dns.ECDSAP256SHA256, true)
-	keys := []dns.RR{z.key}
-	for range 499 {
-		k, _ := genKey(b, "trap.test.", dns.ECDSAP256SHA256, 256)
-		keys = append(keys, k)
-	}
-	w.override = func(name string, qtype uint16) *dns.Msg {
-		if name == "trap.test." && qtype == dns.TypeDNSKEY {
-			return msg(name, qtype, 0, z.sign(keys...), nil)
-		}
-		return nil
-	}
-	a := rr("www.trap.test. 300 IN A 192.0.2.1")
-	ans := []dns.RR{a}
-	good := z.sign(a)[1].(*dns.RRSIG)
-	for i := range 100 {
-		bad := *good
-		bad.KeyTag = keys[1+i].(*dns.DNSKEY).KeyTag()
-		ans = append(ans, &bad)
-	}
-	m := msg("www.trap.test.", dns.TypeA, 0, ans, nil)
+	w, m := keyTrap(b, dns.ECDSAP256SHA256)
 	v := w.validator(b, nil)
 	v.Validate(context.Background(), m)
 	var sigs int

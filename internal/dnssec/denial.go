@@ -79,10 +79,15 @@ func (v *Validator) denials(w *work, auth []*rrset, zone string, zk *zoneKeys) (
 	return p, nil, nil
 }
 
-// tooManyIterations is the RFC 9276 §3.2 verdict on NSEC3 records above
-// MaxNSEC3Iterations: insecure, and nothing is hashed.
-func (p *proofs) tooManyIterations() (proof, bool) {
-	if p.n3 != nil && p.n3.iter > MaxNSEC3Iterations {
+// noNSEC3 is the verdict when the NSEC3 records cannot prove what is
+// asked (what names it): none there (no proof), or above
+// MaxNSEC3Iterations (RFC 9276 §3.2: insecure, and nothing is hashed);
+// ok is false when the NSEC3 proof may go on.
+func (p *proofs) noNSEC3(what string) (pr proof, ok bool) {
+	switch {
+	case p.n3 == nil:
+		return noProof("no NSEC or NSEC3 proves that %s", what), true
+	case p.n3.iter > MaxNSEC3Iterations:
 		return proof{proofInsecure, fmt.Sprintf("NSEC3 with %d iterations, above the limit of %d (RFC 9276)", p.n3.iter, MaxNSEC3Iterations)}, true
 	}
 	return proof{}, false
@@ -247,10 +252,7 @@ func (p *proofs) nameError(name string) (proof, error) {
 		}
 		return noProof("no NSEC proves that %s does not exist", wc), nil
 	}
-	if p.n3 == nil {
-		return noProof("no NSEC or NSEC3 proves that %s does not exist", name), nil
-	}
-	if pr, bad := p.tooManyIterations(); bad {
+	if pr, done := p.noNSEC3(name + " does not exist"); done {
 		return pr, nil
 	}
 	ce, nc, err := p.n3ClosestEncloser(name)
@@ -288,10 +290,7 @@ func (p *proofs) noData(name string, qtype uint16) (proof, error) {
 			return proof{kind: proofSecure}, nil
 		}
 	}
-	if p.n3 == nil {
-		return noProof("no NSEC or NSEC3 proves that %s has no %s", name, dns.TypeToString[qtype]), nil
-	}
-	if pr, bad := p.tooManyIterations(); bad {
+	if pr, done := p.noNSEC3(name + " has no " + dns.TypeToString[qtype]); done {
 		return pr, nil
 	}
 	m, err := p.n3Match(name)
@@ -330,10 +329,7 @@ func (p *proofs) dsDenial(name string) (proof, error) {
 	if p.nsecCovering(name) != nil {
 		return proof{kind: proofNotCut}, nil
 	}
-	if p.n3 == nil {
-		return noProof("no NSEC or NSEC3 proves that %s has no DS", name), nil
-	}
-	if pr, bad := p.tooManyIterations(); bad {
+	if pr, done := p.noNSEC3(name + " has no DS"); done {
 		return pr, nil
 	}
 	m, err := p.n3Match(name)
@@ -371,10 +367,7 @@ func (p *proofs) wildcard(name string, sigLabels int) (proof, error) {
 	if p.nsecCovering(name) != nil {
 		return proof{kind: proofSecure}, nil
 	}
-	if p.n3 == nil {
-		return noProof("no NSEC proves that %s, answered from a wildcard, does not exist", name), nil
-	}
-	if pr, bad := p.tooManyIterations(); bad {
+	if pr, done := p.noNSEC3(name + ", answered from a wildcard, does not exist"); done {
 		return pr, nil
 	}
 	nc := suffix(name, sigLabels+1)

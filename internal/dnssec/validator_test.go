@@ -340,12 +340,25 @@ func TestDSLoopIsBogus(t *testing.T) {
 // hundred RRSIGs that each name one of them, none valid. The validator
 // stops at the bound and says bogus.
 func TestKeyTrapIsBounded(t *testing.T) {
-	w := newWorld(t)
+	w, m := keyTrap(t, dns.ED25519)
+	v := w.validator(t, nil)
+	r, sigs, _ := v.ValidateCounted(context.Background(), m)
+	if r.Status != Bogus || sigs > MaxVerifications {
+		t.Fatalf("verdict %v after %d signature checks, want bogus within %d", r, sigs, MaxVerifications)
+	}
+	t.Logf("KeyTrap answer: %v after %d signature checks (bound %d per query, %d per RRset)", r, sigs, MaxVerifications, MaxKeyTries)
+}
+
+// keyTrap is a world whose trap.test. has a DNSKEY set of 500 keys of alg,
+// and an answer whose RRset carries a hundred RRSIGs, each naming one of
+// them by key tag, none valid.
+func keyTrap(tb testing.TB, alg uint8) (*world, *dns.Msg) {
+	w := newWorld(tb)
 	w.add("test.", dns.ECDSAP256SHA256, true)
-	z := w.add("trap.test.", dns.ED25519, true)
+	z := w.add("trap.test.", alg, true)
 	keys := []dns.RR{z.key}
 	for range 499 {
-		k, _ := genKey(t, "trap.test.", dns.ED25519, 256)
+		k, _ := genKey(tb, "trap.test.", alg, 256)
 		keys = append(keys, k)
 	}
 	w.override = func(name string, qtype uint16) *dns.Msg {
@@ -362,12 +375,7 @@ func TestKeyTrapIsBounded(t *testing.T) {
 		bad.KeyTag = keys[1+i].(*dns.DNSKEY).KeyTag()
 		ans = append(ans, &bad)
 	}
-	v := w.validator(t, nil)
-	r, sigs, _ := v.ValidateCounted(context.Background(), msg("www.trap.test.", dns.TypeA, 0, ans, nil))
-	if r.Status != Bogus || sigs > MaxVerifications {
-		t.Fatalf("verdict %v after %d signature checks, want bogus within %d", r, sigs, MaxVerifications)
-	}
-	t.Logf("KeyTrap answer: %v after %d signature checks (bound %d per query, %d per RRset)", r, sigs, MaxVerifications, MaxKeyTries)
+	return w, msg("www.trap.test.", dns.TypeA, 0, ans, nil)
 }
 
 // A fetch that never answers ends with the query's context: the verdict
