@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +23,6 @@ type tzone struct {
 	priv   crypto.Signer
 	signed bool
 	parent *tzone
-	nsec3  bool
 }
 
 var keyAlgBits = map[uint8]int{
@@ -49,8 +47,6 @@ type world struct {
 	fetches atomic.Int64
 	// override answers a fetch instead of the world, when it returns non-nil.
 	override func(name string, qtype uint16) *dns.Msg
-	mu       sync.Mutex
-	skewNow  time.Time
 }
 
 func newWorld(t testing.TB) *world {
