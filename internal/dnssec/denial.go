@@ -164,10 +164,9 @@ func (p *proofs) hashOf(name string) (string, error) {
 	if h, ok := p.hash[name]; ok {
 		return h, nil
 	}
-	if p.w.hashes <= 0 {
+	if !take(&p.w.hashes) {
 		return "", errBudget
 	}
-	p.w.hashes--
 	h := dns.HashName(name, dns.SHA1, p.n3.iter, p.n3.salt)
 	p.hash[name] = h
 	return h, nil

@@ -93,25 +93,39 @@ func (v *Validator) store(key string, zk *zoneKeys) {
 }
 
 // once computes key's verdict with f, sharing one computation between the
-// queries that ask at the same time, and caches it.
-func (v *Validator) once(key string, f func() *zoneKeys) *zoneKeys {
+// queries that ask at the same time, and caches it. A query waits for
+// another's computation no longer than its own ctx allows; when the one it
+// shared failed for a passing reason (that query's deadline, say), it
+// computes its own.
+func (v *Validator) once(ctx context.Context, key string, f func() *zoneKeys) *zoneKeys {
 	if zk := v.cached(key); zk != nil {
 		return zk
 	}
-	r, _, _ := v.group.Do(key, func() (any, error) {
+	ch := v.group.DoChan(key, func() (any, error) {
 		zk := f()
 		v.store(key, zk)
 		return zk, nil
 	})
-	return r.(*zoneKeys)
+	select {
+	case r := <-ch:
+		zk := r.Val.(*zoneKeys)
+		if zk.transient && r.Shared && ctx.Err() == nil {
+			zk = f()
+			v.store(key, zk)
+		}
+		return zk
+	case <-ctx.Done():
+		zk := bogus(key[1:], dns.ExtendedErrorCodeDNSKEYMissing, "the query's time ran out waiting for %s's keys", key[1:])
+		zk.transient = true
+		return zk
+	}
 }
 
 // fetch spends one fetch of the query's budget.
 func (v *Validator) fetchSet(ctx context.Context, w *work, name string, qtype uint16) (*dns.Msg, error) {
-	if w.fetches <= 0 {
+	if !take(&w.fetches) {
 		return nil, errBudget
 	}
-	w.fetches--
 	m, err := v.fetch(ctx, name, qtype)
 	if err != nil {
 		return nil, err
@@ -132,7 +146,7 @@ func (v *Validator) keys(ctx context.Context, w *work, apex string) *zoneKeys {
 	if n := v.nta(apex); n != "" {
 		return insecure(n, "negative trust anchor")
 	}
-	return v.once("k"+apex, func() *zoneKeys { return v.loadKeys(ctx, w, apex, nil) })
+	return v.once(ctx, "k"+apex, func() *zoneKeys { return v.loadKeys(ctx, w, apex, nil) })
 }
 
 // loadKeys validates apex's DNSKEY set against ds, or against the DS set
@@ -268,11 +282,10 @@ func (v *Validator) verify(w *work, s *rrset, zone string, keys []*dns.DNSKEY, t
 				timeFail = code
 				break // the same signature with another key is no more valid
 			}
-			if tries == MaxKeyTries || w.sigs <= 0 {
+			if tries == MaxKeyTries || !take(&w.sigs) {
 				return nil, nil, errBudget
 			}
 			tries++
-			w.sigs--
 			if sig.Verify(k, s.rrs) == nil {
 				return sig, nil, nil
 			}
@@ -393,7 +406,7 @@ func (v *Validator) enclosing(ctx context.Context, w *work, name string) *zoneKe
 	if zk := v.insecureAbove(name); zk != nil {
 		return zk
 	}
-	return v.once("e"+name, func() *zoneKeys {
+	return v.once(ctx, "e"+name, func() *zoneKeys {
 		o := v.dsProof(ctx, w, name)
 		switch {
 		case o.ds != nil:
@@ -407,7 +420,7 @@ func (v *Validator) enclosing(ctx context.Context, w *work, name string) *zoneKe
 
 // keysWithDS is keys for an apex whose DS set is already validated.
 func (v *Validator) keysWithDS(ctx context.Context, w *work, apex string, ds []*dns.DS) *zoneKeys {
-	return v.once("k"+apex, func() *zoneKeys { return v.loadKeys(ctx, w, apex, ds) })
+	return v.once(ctx, "k"+apex, func() *zoneKeys { return v.loadKeys(ctx, w, apex, ds) })
 }
 
 // signerOf is the signer of set's RRSIGs that could have signed records of

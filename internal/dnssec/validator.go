@@ -184,14 +184,26 @@ func (v *Validator) anchorFor(name string) string {
 	}
 }
 
-// work is one query's budget (the package comment's bounds).
+// work is one query's budget (the package comment's bounds). Its counters
+// are atomic: a zone's keys may be computed on another goroutine (once)
+// while the query that started it goes on.
 type work struct {
-	sigs, hashes, fetches int
+	sigs, hashes, fetches atomic.Int32
 }
 
 func newWork() *work {
-	return &work{sigs: MaxVerifications, hashes: MaxHashes, fetches: MaxFetches}
+	w := &work{}
+	w.sigs.Store(MaxVerifications)
+	w.hashes.Store(MaxHashes)
+	w.fetches.Store(MaxFetches)
+	return w
 }
+
+// take spends one unit of c; false when none is left.
+func take(c *atomic.Int32) bool { return c.Add(-1) >= 0 }
+
+// spent is how much of c's budget max was used.
+func spent(c *atomic.Int32, max int) int { return max - int(c.Load()) }
 
 var errBudget = errors.New("validation work limit reached")
 
@@ -212,7 +224,7 @@ func (v *Validator) Validate(ctx context.Context, resp *dns.Msg) Result {
 func (v *Validator) ValidateCounted(ctx context.Context, resp *dns.Msg) (Result, int, int) {
 	w := newWork()
 	res, _ := v.validate(ctx, resp, w)
-	return res, MaxVerifications - w.sigs, MaxHashes - w.hashes
+	return res, min(spent(&w.sigs, MaxVerifications), MaxVerifications), min(spent(&w.hashes, MaxHashes), MaxHashes)
 }
 
 func (v *Validator) validate(ctx context.Context, resp *dns.Msg, w *work) (Result, error) {

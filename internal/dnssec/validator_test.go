@@ -3,6 +3,7 @@ package dnssec
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -384,10 +385,11 @@ func TestFetchHonoursTheDeadline(t *testing.T) {
 	w := newWorld(t)
 	w.add("test.", dns.ECDSAP256SHA256, true)
 	z := w.add("a.test.", dns.ED25519, true)
-	var stall bool = true
+	var stall atomic.Bool
+	stall.Store(true)
 	v := w.validator(t, func(c *Config) {
 		c.Fetch = func(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
-			if stall {
+			if stall.Load() {
 				<-ctx.Done()
 				return nil, ctx.Err()
 			}
@@ -400,7 +402,7 @@ func TestFetchHonoursTheDeadline(t *testing.T) {
 	if r := v.Validate(ctx, m); r.Status != Bogus || r.EDE != dns.ExtendedErrorCodeDNSKEYMissing {
 		t.Fatalf("verdict %v, want bogus (DNSKEY missing)", r)
 	}
-	stall = false
+	stall.Store(false)
 	check(t, v, m, Secure, 0)
 }
 
@@ -470,4 +472,36 @@ func TestParentNSECAtADelegationProvesNothingBelowIt(t *testing.T) {
 	w.add("a.test.", dns.ED25519, true)
 	ns := append(test.sign(test.soa()), test.sign(nsec("a.test.", "b.test.", dns.TypeNS, dns.TypeDS, dns.TypeRRSIG, dns.TypeNSEC))...)
 	check(t, w.validator(t, nil), msg("www.a.test.", dns.TypeA, dns.RcodeNameError, nil, ns), Bogus, dns.ExtendedErrorCodeNSECMissing)
+}
+
+// Two queries need the same zone's keys at once: they share one fetch, and
+// the one with the shorter deadline does not wait past it for the other's.
+func TestSharedFetchNeverOutlastsTheDeadline(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	z := w.add("a.test.", dns.ED25519, true)
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	v := w.validator(t, func(c *Config) {
+		c.Fetch = func(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+			if name == "a.test." && qtype == dns.TypeDNSKEY {
+				started <- struct{}{}
+				<-release // a slow upstream, whatever the asking query's deadline
+			}
+			return w.fetch(ctx, name, qtype)
+		}
+	})
+	m := msg("www.a.test.", dns.TypeA, 0, z.sign(rr("www.a.test. 300 IN A 192.0.2.1")), nil)
+	first := make(chan Result, 1)
+	go func() { first <- v.Validate(context.Background(), m) }()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if r := v.Validate(ctx, m); r.Status != Bogus || r.EDE != dns.ExtendedErrorCodeDNSKEYMissing {
+		t.Fatalf("the short query: %v, want bogus (DNSKEY missing) at its deadline", r)
+	}
+	close(release)
+	if r := <-first; r.Status != Secure {
+		t.Fatalf("the long query: %v, want secure", r)
+	}
 }
