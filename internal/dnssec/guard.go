@@ -185,6 +185,7 @@ func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, err
 		qt := q.Question[0].Qtype
 		m.Answer = strip(m.Answer, qt)
 		m.Ns = strip(m.Ns, qt)
+		m.Extra = strip(m.Extra, qt)
 	}
 	res.Msg = &m
 	if v.Status != Bogus {
