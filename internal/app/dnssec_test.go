@@ -67,7 +67,13 @@ alias CNAME www.n3.test.
 		{Name: "n3.test.", Sign: true, NSEC3: true, Records: `@ SOA ns hostmaster 1 3600 900 604800 300
 @ NS ns
 ns A 127.0.0.1
-www A 192.0.2.3`},
+www A 192.0.2.3
+sub NS ns.sub
+ns.sub A 127.0.0.1`},
+		{Name: "sub.n3.test.", Records: `@ SOA ns hostmaster 1 3600 900 604800 300
+@ NS ns
+ns A 127.0.0.1
+www A 192.0.2.5`},
 		{Name: "bogus.test.", Sign: true, BogusDS: true, Records: `@ SOA ns hostmaster 1 3600 900 604800 300
 @ NS ns
 ns A 127.0.0.1
@@ -267,6 +273,18 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 			t.Errorf("an answer to a client without DO carries the DNSSEC records: %v", m.Answer)
 		}
 		wantAnswer(t, askFlags(t, addr, "www.plain.test.", "do"), "insecure www.plain.test.", dns.RcodeSuccess, false)
+		// An unsigned delegation under an NSEC3 zone, proven by its NSEC3.
+		wantAnswer(t, askFlags(t, addr, "www.sub.n3.test.", "do"), "insecure www.sub.n3.test.", dns.RcodeSuccess, false)
+		// NODATA, proven by NSEC and by NSEC3.
+		for _, name := range []string{"www.secure.test.", "www.n3.test."} {
+			q := new(dns.Msg).SetQuestion(name, dns.TypeTXT)
+			q.SetEdns0(1232, true)
+			m, _, err := (&dns.Client{Timeout: 5 * time.Second}).Exchange(q, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantAnswer(t, m, name+" TXT (NODATA)", dns.RcodeSuccess, true)
+		}
 		wantServfail(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test.", dns.ExtendedErrorCodeDNSKEYMissing, "bogus.test")
 		wantServfail(t, askFlags(t, addr, "www.expired.test.", ""), "www.expired.test.", dns.ExtendedErrorCodeSignatureExpired, "expired.test")
 		// CD=1: the client validates; it gets the data, never AD.
