@@ -16,6 +16,9 @@ type answer struct {
 	auth    []*rrset
 	verdict Result
 	proofs  map[string]*proofs // per signer, validated once
+	// validUntil is the earliest expiration (Unix seconds) of the
+	// signatures the answer section's RRsets verified with; 0 for none.
+	validUntil int64
 }
 
 // merge folds one part's verdict into the answer's: bogus over insecure
@@ -120,6 +123,9 @@ func (a *answer) checkSet(s *rrset) {
 	if fail != nil {
 		a.merge(*fail)
 		return
+	}
+	if exp := absTime(sig.Expiration, a.v.now().Unix()); a.validUntil == 0 || exp < a.validUntil {
+		a.validUntil = exp
 	}
 	if int(sig.Labels) < labels(s.name) {
 		p := a.proofsOf(signer, zk)

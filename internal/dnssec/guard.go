@@ -187,6 +187,10 @@ func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, err
 		m.Ns = strip(m.Ns, qt)
 		m.Extra = strip(m.Extra, qt)
 	}
+	if !v.ValidUntil.IsZero() {
+		left := uint32(max(time.Until(v.ValidUntil)/time.Second, 0))
+		m.Answer, m.Ns = capTTL(m.Answer, left), capTTL(m.Ns, left)
+	}
 	res.Msg = &m
 	if v.Status != Bogus {
 		return res, nil
@@ -257,6 +261,28 @@ func strip(rrs []dns.RR, qtype uint16) []dns.RR {
 			continue
 		}
 		out = append(out, rr)
+	}
+	return out
+}
+
+// capTTL lowers the TTLs above max to max, on copies of those records (the
+// upstream's message is left as it was): a secure answer is not kept past
+// its signatures' expiration (RFC 4035 §5.3.3).
+func capTTL(rrs []dns.RR, max uint32) []dns.RR {
+	var out []dns.RR
+	for i, rr := range rrs {
+		if rr.Header().Ttl <= max {
+			continue
+		}
+		if out == nil {
+			out = append([]dns.RR(nil), rrs...)
+		}
+		c := dns.Copy(rr)
+		c.Header().Ttl = max
+		out[i] = c
+	}
+	if out == nil {
+		return rrs
 	}
 	return out
 }

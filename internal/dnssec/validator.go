@@ -44,6 +44,10 @@ type Result struct {
 	Reason string
 	// EDE is the RFC 8914 code of a Bogus verdict (6, 7, 8, 9, 10, 12).
 	EDE uint16
+	// ValidUntil is, for a Secure verdict, when the first signature it
+	// rests on expires: no record of the answer may be kept past it (RFC
+	// 4035 §5.3.3). Zero otherwise.
+	ValidUntil time.Time
 }
 
 func (r Result) String() string {
@@ -244,5 +248,8 @@ func (v *Validator) validate(ctx context.Context, resp *dns.Msg, w *work) (Resul
 	}
 	a := &answer{v: v, ctx: ctx, w: w, resp: resp, verdict: Result{Status: Secure}}
 	a.run(qname, q.Qtype)
+	if a.verdict.Status == Secure && a.validUntil != 0 {
+		a.verdict.ValidUntil = time.Unix(a.validUntil, 0)
+	}
 	return a.verdict, nil
 }
