@@ -209,30 +209,39 @@ func (e *Engine) useNTAFile(stateDir string) {
 
 // NTAAnswer is the answer of POST and DELETE /api/dnssec/nta.
 type NTAAnswer struct {
-	NTA
-	Changed   bool   `json:"changed"`
-	SaveError string `json:"save_error,omitempty"`
+	Name      string    `json:"name"`
+	Until     time.Time `json:"until,omitzero"` // POST: when it ends
+	Changed   bool      `json:"changed"`
+	SaveError string    `json:"save_error,omitempty"`
 }
 
 func (e *Engine) handleNTAs(w http.ResponseWriter, _ *http.Request) { writeJSON(w, e.NTAs()) }
 
-// handleAddNTA is POST /api/dnssec/nta?name=NAME&hours=H (default 24).
+// handleAddNTA is POST /api/dnssec/nta?name=NAME&hours=H (default 24; or
+// minutes=M).
 func (e *Engine) handleAddNTA(w http.ResponseWriter, r *http.Request) {
-	hours := 24.0
-	if h := r.URL.Query().Get("hours"); h != "" {
-		v, err := strconv.ParseFloat(h, 64)
-		if err != nil || v <= 0 || v > MaxNTADuration.Hours() {
-			httpError(w, http.StatusBadRequest, fmt.Sprintf("hours: %q is not a number of hours from 0 to %g", h, MaxNTADuration.Hours()))
+	d := 24 * time.Hour
+	for _, u := range []struct {
+		key  string
+		unit time.Duration
+	}{{"hours", time.Hour}, {"minutes", time.Minute}} { // minutes: the dashboard's buttons send them
+		v := r.URL.Query().Get(u.key)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n <= 0 || time.Duration(n*float64(u.unit)) > MaxNTADuration {
+			httpError(w, http.StatusBadRequest, fmt.Sprintf("%s: %q is not a number of %s from 0 to %g", u.key, v, u.key, float64(MaxNTADuration)/float64(u.unit)))
 			return
 		}
-		hours = v
+		d = time.Duration(n * float64(u.unit))
 	}
-	nta, err := e.AddNTA(r.URL.Query().Get("name"), time.Duration(hours*float64(time.Hour)))
+	nta, err := e.AddNTA(r.URL.Query().Get("name"), d)
 	if errors.Is(err, errNotAName) || errors.Is(err, ErrNTAFull) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	a := NTAAnswer{NTA: nta, Changed: true}
+	a := NTAAnswer{Name: nta.Name, Until: nta.Until, Changed: true}
 	if err != nil {
 		a.SaveError = err.Error()
 	}
@@ -246,7 +255,7 @@ func (e *Engine) handleRemoveNTA(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	a := NTAAnswer{NTA: NTA{Name: strings.TrimSuffix(strings.ToLower(strings.TrimSpace(r.URL.Query().Get("name"))), ".")}, Changed: found}
+	a := NTAAnswer{Name: strings.TrimSuffix(strings.ToLower(strings.TrimSpace(r.URL.Query().Get("name"))), "."), Changed: found}
 	if err != nil {
 		a.SaveError = err.Error()
 	}
