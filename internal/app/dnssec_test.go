@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,7 +168,7 @@ func serveExpiredZone(t testing.TB) (string, string) {
 // nxdnsWith starts nxdns in-process on w with [dnssec] extra, its clock
 // read from a timesyncd directory the test controls (set: "synchronized"
 // in it).
-func (w *dnssecWorld) nxdnsWith(t testing.TB, dnssecExtra string, clockSet bool) (*App, string, string, *observerLogs) {
+func (w *dnssecWorld) nxdnsWith(t testing.TB, dnssecExtra string, clockSet bool, mods ...func(*config.Config)) (*App, string, string, *observerLogs) {
 	t.Helper()
 	addr := loopbackAddr(t)
 	text := fmt.Sprintf(`[dns]
@@ -191,6 +192,9 @@ ca_file = %q
 	cfg, err := config.LoadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, m := range mods {
+		m(&cfg)
 	}
 	timesync := t.TempDir()
 	if clockSet {
@@ -316,6 +320,27 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test. under a dashboard NTA", dns.RcodeSuccess, false)
+	})
+
+	t.Run("the query log's button stops validating the zone", func(t *testing.T) {
+		webPort := testutil.FreePort(t)
+		a, addr, _, _ := w.nxdnsWith(t, `mode = "enforce"`, true, func(c *config.Config) { c.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort) })
+		wantServfail(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test.", dns.ExtendedErrorCodeDNSKEYMissing, "bogus.test")
+		testutil.WaitFor(t, "the history to hold the query", 5*time.Second, func() bool { return historyRows(t, a) >= 1 })
+		base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+		page := get(t, base+"/queries?name=bogus", http.StatusOK)
+		if !strings.Contains(page, `data-post="/api/dnssec/nta" data-name="bogus.test" data-minutes="1440"`) {
+			t.Fatalf("the query log offers no NTA for bogus.test:\n%s", page)
+		}
+		resp, err := http.Post(base+"/api/dnssec/nta?name=bogus.test&minutes=1440", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /api/dnssec/nta: %d", resp.StatusCode)
+		}
+		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test. after the button", dns.RcodeSuccess, false)
 	})
 
 	t.Run("enforce waits for the clock", func(t *testing.T) {
