@@ -156,6 +156,7 @@ let
         example = "udp://192.168.1.1:53";
         description = "The LAN resolver: `udp://IP:port` or `tcp://IP:port`.";
       };
+      validate = optional types.bool "DNSSEC-validate this zone's answers as `dnssec.mode` says (default false: a router's local zone is unsigned).";
     };
   };
 
@@ -354,6 +355,19 @@ let
     };
   };
 
+  dnssecSection = {
+    options = {
+      mode = optional (types.enum [
+        "off"
+        "shadow"
+        "enforce"
+      ]) "off, shadow (validate, log and count bogus answers, answer as before) or enforce (bogus answers become SERVFAIL once the clock is set); default shadow (docs/dnssec.md).";
+      trust_anchors_file = optional absolutePath "DS or DNSKEY records in zone-file syntax that replace the built-in root anchors (default: the root's KSK-2017 and KSK-2024).";
+      negative_trust_anchors = optional (types.listOf types.str) "Names not validated, with everything below them (RFC 7646).";
+      clock_skew = optional (types.ints.between 0 86400) "Seconds the clock may be off either side of a signature's validity period (default 3600).";
+    };
+  };
+
   section =
     module: description:
     mkOption {
@@ -419,6 +433,7 @@ let
       local = section localSection "Local records and the names nxdns answers itself.";
       filter = section filterSection "Blocklists, allowlists and client groups.";
       history = section historySection "The query history kept for the dashboard and the API.";
+      dnssec = section dnssecSection "DNSSEC validation of the upstreams' answers (docs/dnssec.md).";
     };
   };
 

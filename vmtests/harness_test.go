@@ -151,6 +151,10 @@ type settings struct {
 	queryLog           bool
 	extra              string // TOML appended as is: forward zones, clients
 	dns                string // more keys of [dns], one per line: "cache_max_bytes = 1048576\n"
+	// dnssec is the [dnssec] section's keys; "" is mode = "off": the
+	// scenarios' upstreams are fakes and test hierarchies under no real
+	// root, and validation has tests of its own (internal/app dnssec_test.go).
+	dnssec string
 }
 
 // startNxdns writes a configuration for the given upstreams (in priority
@@ -162,6 +166,11 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), web: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), logs: &logLines{}, exited: make(chan struct{})}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n%s[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, s.dns, p.web, s.queryLog)
+	dnssec := s.dnssec
+	if dnssec == "" {
+		dnssec = "mode = \"off\"\n"
+	}
+	fmt.Fprintf(&b, "[dnssec]\n%s", dnssec)
 	if s.attemptMS > 0 {
 		fmt.Fprintf(&b, "[upstream]\nattempt_timeout_ms = %d\ntotal_timeout_ms = %d\n", s.attemptMS, s.totalMS)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
@@ -92,6 +93,9 @@ type App struct {
 	stat      metrics.ConfigState // reload outcomes and the running generation
 	reloadErr string              // why the last reload failed; "" after a good one
 
+	dnssec     dnssec.Stats // validation verdicts across reloads (dnssec.go)
+	dnssecMode string       // [dnssec] mode of the running generation; under mu
+
 	clock     *clock.Watcher
 	stopClock context.CancelFunc
 	clockDone sync.WaitGroup
@@ -144,6 +148,9 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		a.closeHistory()
 		return nil, err
 	}
+	if err := a.attachDNSSEC(gen); err != nil {
+		return fail(err)
+	}
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
 		return fail(err)
@@ -194,6 +201,10 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	}
 	gen.cache = a.cache.Stage()
 	gen.history = a.history
+	if err := a.attachDNSSEC(gen); err != nil {
+		gen.close()
+		return err
+	}
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
 		gen.close()
@@ -372,6 +383,7 @@ func (a *App) newWeb(addr webEndpoint) *web.Server {
 	}
 	s.ShareCounters(&a.webCount)
 	a.cacheRoutes(s)
+	a.dnssecRoutes(s)
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
 		access := web.Private
@@ -445,6 +457,7 @@ func (a *App) registry() *prometheus.Registry {
 		LogDropped: logging.Dropped,
 		History:    a.history.Snapshot,
 		Filter:     a.filter.Snapshot,
+		DNSSEC:     a.dnssec.Snapshot,
 		Web: func() metrics.WebState {
 			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load()}
 		},
@@ -460,7 +473,8 @@ func (a *App) health() web.Health {
 		WithClock(a.clock.Current()).
 		WithZones(g.zones.Snapshot()).
 		WithHistory(a.historyStore(), a.history.Problem()).
-		WithLists(len(fs.Lists), fs.Stale())
+		WithLists(len(fs.Lists), fs.Stale()).
+		WithDNSSEC(a.dnssecHealth())
 	if st, ok := a.certStatus(); ok {
 		h.AddCertificate(st.NotAfter, st.LastError, time.Now())
 	}

@@ -81,6 +81,10 @@ listen = [%q]
 listen = ""
 [log]
 queries = false
+# The rig's upstream is an unsigned fake: counting its queries must not
+# count DNSSEC's DS and DNSKEY lookups (validation: dnssec_test.go).
+[dnssec]
+mode = "off"
 [[upstreams]]
 url = %q
 tls_name = "upstream.test"
@@ -131,12 +135,12 @@ func ask(t *testing.T, addr, name string) *dns.Msg {
 }
 
 // loopbackAddr is a DNS listen address free for both UDP and TCP.
-func loopbackAddr(t *testing.T) string {
+func loopbackAddr(t testing.TB) string {
 	t.Helper()
 	return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 }
 
-func shutdown(t *testing.T, a *App) {
+func shutdown(t testing.TB, a *App) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -37,6 +37,7 @@ func (a *App) clockChanged(old, now clock.Reading) {
 		a.log.Warn(unsyncedMsg, zap.String("source", now.Source))
 	case now.State == clock.Synchronized && old.State == clock.Unsynchronized:
 		a.log.Info("system clock synchronized", zap.String("source", now.Source))
+		a.dnssecClockChanged(now)
 		a.reprobe()
 	}
 }

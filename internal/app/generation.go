@@ -12,6 +12,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
@@ -45,6 +46,11 @@ type generation struct {
 	groups  map[string]*groupPool // the groups' own pools, by group name (pools.go)
 	guard   server.AnswerGuard    // rebinding protection; nil when off (pools.go)
 	limit   *server.RateLimiter   // the per-device rate limit; nil when off
+	// validator validates the answers of the resolvers in validating (the
+	// main pool, the groups' pools, the zones that validate), each wrapped
+	// once; nil with [dnssec] mode off (dnssec.go).
+	validator  *dnssec.Guard
+	validating map[server.Resolver]server.Resolver
 
 	// listLocal is the local stage a filter list's host is resolved
 	// through (lookupHost): local; or, with local.forward_private, one that
@@ -210,7 +216,8 @@ func (g *generation) sinks() []query.Sink {
 }
 
 // Route sends a name to the forward zone with the longest matching suffix,
-// otherwise to the pool (docs/design.md#stage-chain).
+// otherwise to the pool (docs/design.md#stage-chain), through the DNSSEC
+// validator where validation applies (dnssec.go).
 func (g *generation) Route(qname string) (server.Resolver, string) { return g.RouteIn(qname, "") }
 
 // zoneSource is a forward zone's query.Event.Source.

@@ -78,6 +78,16 @@ func (g *generation) buildGroupPools(prev *generation) error {
 // (server.PoolRouter): the forward zones first, as for everyone, then the
 // group's pool; a group this generation has no pool for gets the main one.
 func (g *generation) RouteIn(qname, pool string) (server.Resolver, string) {
+	res, source := g.resolverIn(qname, pool)
+	if v := g.validating[res]; v != nil {
+		return v, source
+	}
+	return res, source
+}
+
+// resolverIn is RouteIn without validation: what the DNSSEC validator's
+// own DS and DNSKEY fetches go through (dnssec.go).
+func (g *generation) resolverIn(qname, pool string) (server.Resolver, string) {
 	if z, ok := g.zones.Match(qname); ok {
 		return z, zoneSource(z)
 	}

@@ -19,6 +19,7 @@ type Config struct {
 	History      History       `toml:"history"`
 	Local        Local         `toml:"local"`
 	Filter       Filter        `toml:"filter"`
+	DNSSEC       DNSSEC        `toml:"dnssec"`
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.
@@ -70,6 +71,7 @@ func (u UpstreamURL) IsEnabled() bool { return u.Enabled == nil || *u.Enabled }
 type ForwardZone struct {
 	Zone     string `toml:"zone"`     // a domain, e.g. "lan" or "168.192.in-addr.arpa"
 	Resolver string `toml:"resolver"` // udp://IP:port or tcp://IP:port
+	Validate *bool  `toml:"validate"` // DNSSEC-validate its answers; nil means false (docs/dnssec.md)
 }
 
 // Client is a static name for a LAN client, shown in logs.
@@ -130,5 +132,6 @@ func Default() Config {
 		Log:     Log{Level: "info"},
 		Filter:  FilterDefaults(),
 		History: defaultHistory(),
+		DNSSEC:  defaultDNSSEC(),
 	}
 }

@@ -67,6 +67,7 @@ const (
 	CodeInvalidRule  Code = "InvalidRule"  // a filter.block or filter.allow entry the list parser does not take
 	CodePasswordFile Code = "PasswordFile" // web.password_file unreadable or without a bcrypt hash
 	CodeCertificate  Code = "Certificate"  // tls.cert_file and tls.key_file do not load as a pair
+	CodeTrustAnchors Code = "TrustAnchors" // dnssec.trust_anchors_file not absolute, unreadable or without DS/DNSKEY records
 )
 
 // Problem is one thing wrong with a configuration.

@@ -44,6 +44,9 @@ func (c *Config) ReadFiles() Problems {
 		}
 		u.CA = pem
 	}
+	if err := c.DNSSEC.readAnchors(); err != nil {
+		ps.add("dnssec.trust_anchors_file", CodeTrustAnchors, "%v", err)
+	}
 	return ps
 }
 

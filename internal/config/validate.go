@@ -47,6 +47,7 @@ func Validate(c Config) Problems {
 	checkLocal(&ps, c.Local)
 	checkFilter(&ps, c.Filter, c.Clients)
 	checkGroupUpstreams(&ps, c) // pools.go
+	checkDNSSEC(&ps, c.DNSSEC)
 	return ps
 }
 

@@ -127,6 +127,7 @@ func TestOpenAPI_matchesTheServedRoutesAndFields(t *testing.T) {
 	for r, doc := range cacheDocs {
 		mutating[r] = doc.mutating
 	}
+
 	want := buildOpenAPI(t, routes, served, mutating)
 	if *updateOpenAPI {
 		if err := os.WriteFile(openapiFile, want, 0o644); err != nil {
@@ -186,6 +187,9 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 	}
 	for r, d := range cacheDocs {
 		ext[r] = extDoc{d.summary, "The name or type is not valid; the plain-text body says which.", d.params, d.body}
+	}
+	for r, d := range dnssecDocs {
+		ext[r] = extDoc{summary: d.summary, bad: "A parameter is missing or malformed; the body says which.", body: d.body}
 	}
 	for _, r := range slices.Sorted(maps.Keys(ext)) {
 		doc := ext[r]

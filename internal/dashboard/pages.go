@@ -34,6 +34,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%d min", int(d.Minutes()))
 	},
+	"dnssecZone": dnssecZone, // dnssec.go
 }
 
 // pages are parsed once: the layout plus one page each.

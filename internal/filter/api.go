@@ -41,6 +41,9 @@ func (e *Engine) Routes(current func() *Stage) []Route {
 		{Pattern: "POST /api/filter/allow", Handler: http.HandlerFunc(e.handleAllow), Mutating: true},
 		{Pattern: "DELETE /api/filter/allow", Handler: http.HandlerFunc(e.handleUnallow), Mutating: true},
 		{Pattern: "POST /api/filter/allow/remove", Handler: http.HandlerFunc(e.handleUnallow), Mutating: true},
+		{Pattern: "GET /api/dnssec/nta", Handler: http.HandlerFunc(e.handleNTAs)},
+		{Pattern: "POST /api/dnssec/nta", Handler: http.HandlerFunc(e.handleAddNTA), Mutating: true},
+		{Pattern: "DELETE /api/dnssec/nta", Handler: http.HandlerFunc(e.handleRemoveNTA), Mutating: true},
 	}
 }
 

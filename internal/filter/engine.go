@@ -56,6 +56,7 @@ type Engine struct {
 	set    atomic.Pointer[Set]
 	pauses pauses
 	allow  allowed // names allowed from the dashboard (allow.go)
+	nta    ntaSet  // DNSSEC negative trust anchors set from the dashboard (nta.go)
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
@@ -203,6 +204,7 @@ func (e *Engine) Update(cfg config.Filter) {
 	e.mu.Unlock()
 	e.loops.Wait()
 	e.useAllowFile(cfg.StateDir)
+	e.useNTAFile(cfg.StateDir)
 	e.mu.Lock()
 	e.cfg = cfg
 	old := e.lists

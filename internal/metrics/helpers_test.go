@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
@@ -101,6 +102,9 @@ func sampleSources() Sources {
 		},
 		Filter: func() filter.Snapshot { return filterSnap },
 		Web:    func() WebState { return WebState{LoginRateLimited: 41, LoginEpisodes: 2} },
+		DNSSEC: func() dnssec.Snapshot {
+			return dnssec.Snapshot{Secure: 71, Insecure: 73, Bogus: 2, Indeterminate: 1, Enforced: 1}
+		},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
@@ -50,6 +51,7 @@ type Sources struct {
 	History    func() history.Stats
 	Filter     func() filter.Snapshot
 	Web        func() WebState
+	DNSSEC     func() dnssec.Snapshot // nil with [dnssec] mode off at start
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -98,6 +100,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Filter != nil {
 		cs = append(cs, filterCollector{src.Filter})
+	}
+	if src.DNSSEC != nil {
+		cs = append(cs, dnssecCollector{src.DNSSEC})
 	}
 	if src.Web != nil {
 		cs = append(cs, webCollector{src.Web})

@@ -59,6 +59,9 @@ func (l eventLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddFloat64("duration_ms", float64(e.Duration.Microseconds())/1000)
 	if e.EDE != nil {
 		enc.AddUint16("ede", e.EDE.Code)
+		if e.EDE.Text != "" {
+			enc.AddString("ede_text", e.EDE.Text) // a DNSSEC verdict's "zone: reason" (docs/dnssec.md)
+		}
 	}
 	if e.Filter.Blocked {
 		enc.AddString("list", e.Filter.List)

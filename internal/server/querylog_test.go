@@ -82,7 +82,7 @@ func TestQueryLog_oneLinePerQueryWithFields(t *testing.T) {
 	if _, has := ok["ede"]; has {
 		t.Error("answered line has an ede field; none was sent")
 	}
-	for k, want := range map[string]any{"rcode": "SERVFAIL", "ede": uint16(dns.ExtendedErrorCodeNoReachableAuthority), "proto": "tcp"} {
+	for k, want := range map[string]any{"rcode": "SERVFAIL", "ede": uint16(dns.ExtendedErrorCodeNoReachableAuthority), "ede_text": "budget exhausted after 5000 ms", "proto": "tcp"} {
 		if fail[k] != want {
 			t.Errorf("budget line %s = %v (%T), want %v", k, fail[k], fail[k], want)
 		}

@@ -21,6 +21,10 @@ type KnotZone struct {
 	Records string // zone-file body, relative to $ORIGIN Name, $TTL 300
 	Sign    bool   // knotd signs it (ECDSA P-256, one CSK)
 	NSEC3   bool   // with NSEC3 (no salt, no extra iterations: RFC 9276) instead of NSEC
+	// BogusDS puts in the parent a DS that matches no key of the zone
+	// (its own digest with the last octet changed) instead of its own: a
+	// validator finds the zone bogus (DNSKEY missing).
+	BogusDS bool
 }
 
 // Knot is a running knotd (Debian package knot) serving signed and unsigned
@@ -117,6 +121,9 @@ func StartKnot(t testing.TB, zones []KnotZone) *Knot {
 		for _, child := range zones {
 			if z.Sign && child.Name != z.Name && parentZone(zones, child.Name) == z.Name {
 				for _, ds := range k.DS[child.Name] {
+					if child.BogusDS {
+						ds = otherDigest(ds)
+					}
 					body += ds + "\n"
 				}
 			}
@@ -158,6 +165,16 @@ func (k *Knot) serves(z KnotZone) bool {
 		}
 	}
 	return false
+}
+
+// otherDigest is a DS in presentation form with its digest's last octet
+// changed, so it matches no key.
+func otherDigest(ds string) string {
+	last := "FF"
+	if strings.HasSuffix(strings.ToUpper(ds), "FF") {
+		last = "00"
+	}
+	return ds[:len(ds)-2] + last
 }
 
 // parentZone is the zone of zones that name is the closest proper subdomain

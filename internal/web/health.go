@@ -43,6 +43,7 @@ type Health struct {
 	// Certificate is the DoT/DoH serving certificate, when nxdns serves TLS
 	// (certhealth.go).
 	Certificate *CertificateHealth `json:"certificate,omitempty"`
+	DNSSEC      *DNSSECHealth      `json:"dnssec,omitempty"` // set by WithDNSSEC
 }
 
 // ClockHealth is the system clock, which certificate checks depend on

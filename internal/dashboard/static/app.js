@@ -24,6 +24,7 @@
       return s;
     }
     if (typeof j.flushed === "number") return j.flushed + " cached answers flushed";
+    if (j.until && j.name) return "DNSSEC validation of " + j.name + " and the names below it stops until " + new Date(j.until).toLocaleString() + (j.save_error ? "; not saved: " + j.save_error : "");
     return null;
   }
 

@@ -1,0 +1,120 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+
+	"github.com/nxdns/nxdns/internal/clock"
+	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/dnssec"
+	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/web"
+)
+
+// DNSSEC validation (docs/dnssec.md): each generation builds a validator
+// over its own routes and wraps the pool, and the forward zones with
+// validate = true, in a dnssec.Guard; the verdict counts are the App's,
+// across reloads.
+
+// plausibleTime: a system clock before it has not been set, whatever the
+// time service says (a Pi without one boots at its last shutdown or in
+// 1970); enforce waits for both.
+var plausibleTime = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// clockSet reports whether enforce may act: the clock is not known to be
+// unsynchronized, and it reads a plausible time.
+func (a *App) clockSet() bool {
+	return a.clock.Current().State != clock.Unsynchronized && time.Now().After(plausibleTime)
+}
+
+// attachDNSSEC builds g's validator and wraps its resolvers, unless
+// [dnssec] mode is off. A change of mode empties the cache: its entries
+// carry the AD bit of the mode they were stored under (an upstream's in
+// off, nxdns's own otherwise), and a bogus answer stored in shadow must not
+// outlive the change to enforce.
+func (a *App) attachDNSSEC(g *generation) error {
+	c := g.cfg.DNSSEC
+	if a.dnssecMode != "" && a.dnssecMode != c.Mode && a.cache != nil {
+		a.cache.Flush(".")
+	}
+	a.dnssecMode = c.Mode
+	if c.Mode == config.DNSSECOff {
+		return nil
+	}
+	v, err := dnssec.New(dnssec.Config{
+		Anchors: c.Anchors,
+		Fetch:   g.fetchDNSSEC,
+		Skew:    time.Duration(c.ClockSkew) * time.Second,
+		NTAs:    c.NegativeTrustAnchors,
+		// The dashboard's, with their end times (internal/filter nta.go).
+		ExtraNTA: a.filter.NTAActive,
+	})
+	if err != nil {
+		return err
+	}
+	g.validator = dnssec.NewGuard(v, dnssec.Mode(c.Mode), a.clockSet, a.log.Named("dnssec"), &a.dnssec, g.drainBound()-drainMargin)
+	g.validating = map[server.Resolver]server.Resolver{g.pool: g.validator.Wrap(g.pool)}
+	// A group's own pool is validated like the main pool; the validator's
+	// DS and DNSKEY fetches go through the main pool (public data).
+	for _, gp := range g.groups {
+		g.validating[gp.pool] = g.validator.Wrap(gp.pool)
+	}
+	for _, z := range g.cfg.ForwardZones {
+		if !z.Validates() {
+			continue
+		}
+		if res, source := g.resolverIn(z.FQDN(), ""); source != "pool" {
+			g.validating[res] = g.validator.Wrap(res)
+		}
+	}
+	return nil
+}
+
+// dnssecClockChanged empties the cache when enforce begins with the clock
+// set: answers stored while it behaved as shadow may be bogus.
+func (a *App) dnssecClockChanged(now clock.Reading) {
+	g := a.gen.Load()
+	if now.State == clock.Synchronized && g != nil && g.validator != nil && g.validator.Enforcing() {
+		n := a.cache.Flush(".")
+		a.log.Info("DNSSEC enforce mode active: the system clock is set", zap.Int("cache_entries_dropped", n))
+	}
+}
+
+// fetchDNSSEC is the validator's Fetch: name and qtype asked of the
+// resolver that answers name, with DO and CD set, with the query's own
+// context (and so its deadline and its client's share of the pool).
+func (g *generation) fetchDNSSEC(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
+	res, _ := g.resolverIn(name, "")
+	q := new(dns.Msg)
+	q.SetQuestion(name, qtype)
+	q.CheckingDisabled = true
+	q.SetEdns0(1232, true)
+	out, err := res.Exchange(ctx, q)
+	return out.Msg, err
+}
+
+// dnssecHealth is /api/health's dnssec condition.
+func (a *App) dnssecHealth() web.DNSSECHealth {
+	g := a.gen.Load()
+	h := web.DNSSECHealth{Mode: g.cfg.DNSSEC.Mode, Bogus: a.dnssec.Snapshot().Bogus}
+	if g.validator != nil {
+		h.Enforcing = g.validator.Enforcing()
+		h.WaitingForClock = g.cfg.DNSSEC.Mode == config.DNSSECEnforce && !h.Enforcing
+	}
+	return h
+}
+
+// dnssecRoutes adds GET /api/dnssec/bogus: the last bogus verdicts, newest
+// last, for the dashboard's list of what shadow would have refused (names
+// the household asks: private).
+func (a *App) dnssecRoutes(s *web.Server) {
+	s.Handle("GET /api/dnssec/bogus", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a.dnssec.Snapshot().Recent)
+	}), web.Private)
+}

@@ -1,0 +1,99 @@
+package dnssec
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdns/nxdns/internal/upstream"
+)
+
+// exchangerFunc answers the guard's exchange with a message built per query.
+type exchangerFunc func(q *dns.Msg) *dns.Msg
+
+func (f exchangerFunc) Exchange(_ context.Context, q *dns.Msg) (upstream.Result, error) {
+	return upstream.Result{Msg: f(q), Upstream: "test"}, nil
+}
+
+func guardWorld(t *testing.T, mode Mode, clockSet bool) (*world, *tzone, *Guard, *observer.ObservedLogs, *Stats) {
+	t.Helper()
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	z := w.add("a.test.", dns.ED25519, true)
+	core, logs := observer.New(zap.InfoLevel)
+	st := &Stats{}
+	return w, z, NewGuard(w.validator(t, nil), mode, func() bool { return clockSet }, zap.New(core), st, time.Second), logs, st
+}
+
+func query(name string, do, cd bool) *dns.Msg {
+	q := new(dns.Msg).SetQuestion(name, dns.TypeA)
+	q.SetEdns0(1232, do)
+	q.CheckingDisabled = cd
+	return q
+}
+
+// A secure answer's TTLs are cut to its signature's remaining life (RFC
+// 4035 §5.3.3), and a client without DO gets it without the RRSIG.
+func TestGuard_secureAnswerTTLAndRecords(t *testing.T) {
+	_, z, g, _, _ := guardWorld(t, Enforce, true)
+	ans := z.signAt(time.Now().Add(-time.Hour), time.Now().Add(10*time.Minute), rr("www.a.test. 86400 IN A 192.0.2.1"))
+	r := g.Wrap(exchangerFunc(func(q *dns.Msg) *dns.Msg {
+		if !q.IsEdns0().Do() {
+			t.Error("the upstream was asked without DO")
+		}
+		return msg("www.a.test.", dns.TypeA, 0, ans, nil)
+	}))
+	res, err := r.Exchange(context.Background(), query("www.a.test.", false, false))
+	if err != nil || !res.Msg.AuthenticatedData || len(res.Msg.Answer) != 1 || res.Msg.Answer[0].Header().Ttl > 600 {
+		t.Fatalf("answer %v, %v: want AD, the A alone, TTL at most 600", res.Msg, err)
+	}
+	if ans[0].Header().Ttl != 86400 {
+		t.Error("the upstream's record was modified")
+	}
+}
+
+// Bogus: enforce answers SERVFAIL with the EDE naming the zone, shadow and
+// an enforce waiting for the clock pass the data without AD; one log line
+// per episode, every verdict counted; CD=1 is not validated and gets no AD.
+func TestGuard_bogusByMode(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		mode     Mode
+		clockSet bool
+		servfail bool
+	}{{"enforce", Enforce, true, true}, {"shadow", Shadow, true, false}, {"enforce before the clock", Enforce, false, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, g, logs, st := guardWorld(t, c.mode, c.clockSet)
+			stripped := msg("www.a.test.", dns.TypeA, 0, []dns.RR{rr("www.a.test. 300 IN A 192.0.2.1")}, nil)
+			stripped.AuthenticatedData = true // an upstream that says it validated
+			r := g.Wrap(exchangerFunc(func(*dns.Msg) *dns.Msg { return stripped }))
+			for range 3 {
+				res, _ := r.Exchange(context.Background(), query("www.a.test.", true, false))
+				m := res.Msg
+				if c.servfail {
+					o := m.IsEdns0()
+					if m.Rcode != dns.RcodeServerFailure || o == nil || len(o.Option) != 1 || o.Option[0].(*dns.EDNS0_EDE).InfoCode != dns.ExtendedErrorCodeRRSIGsMissing ||
+						o.Option[0].(*dns.EDNS0_EDE).ExtraText[:7] != "a.test." {
+						t.Fatalf("enforce answered %v", m)
+					}
+				} else if m.Rcode != dns.RcodeSuccess || m.AuthenticatedData || len(m.Answer) != 1 {
+					t.Fatalf("answered %v, want the data without AD", m)
+				}
+			}
+			if n := logs.Len(); n != 1 {
+				t.Errorf("%d log lines for one episode, want 1", n)
+			}
+			if s := st.Snapshot(); s.Bogus != 3 || (s.Enforced == 3) != c.servfail || len(s.Recent) != 3 {
+				t.Errorf("stats %+v", s)
+			}
+			res, _ := r.Exchange(context.Background(), query("www.a.test.", true, true))
+			if res.Msg.Rcode != dns.RcodeSuccess || res.Msg.AuthenticatedData {
+				t.Errorf("CD=1 answered %v, want the data without AD", res.Msg)
+			}
+		})
+	}
+}
