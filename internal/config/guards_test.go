@@ -3,6 +3,7 @@ package config
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -106,6 +107,23 @@ upstreams = ["tls://family.example", "tls://192.0.2.8", "tls://192.0.2.8:853", "
 	} {
 		if !ps.Has(want.path, want.code) {
 			t.Errorf("no %s %s in:\n%v", want.path, want.code, ps)
+		}
+	}
+}
+
+// TestGuards_misspeltKeySuggestsTheRightOne: a near miss of a new key is
+// named with the key it meant.
+func TestGuards_misspeltKeySuggestsTheRightOne(t *testing.T) {
+	ps := loadProblems(t, "[dns]\nrebinding_alow = [\"plex.direct\"]\n[[upstreams]]\nurl = \"tls://9.9.9.9\"\n[[filter.groups]]\nname = \"kids\"\nupstream = [\"tls://192.0.2.1\"]\n")
+	for path, want := range map[string]string{"dns.rebinding_alow": `"rebinding_allow"`, "filter.groups[0].upstream": `"upstreams"`} {
+		found := false
+		for _, p := range ps {
+			if p.Path == path && p.Code == CodeUnknownKey && strings.Contains(p.Message, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no UnknownKey at %s suggesting %s in:\n%v", path, want, ps)
 		}
 	}
 }
