@@ -1,0 +1,200 @@
+package devices
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+func mustMAC(s string) MAC {
+	m, ok := ParseMAC(s)
+	if !ok {
+		panic(s)
+	}
+	return m
+}
+
+// TestView_namePrecedence: a configured name (by ClientID, MAC, address)
+// wins over a learned one (the ClientID itself, a lease, PTR), and a
+// learned name equal to a configured client or group name is not used.
+func TestView_namePrecedence(t *testing.T) {
+	dir := t.TempDir()
+	leases := filepath.Join(dir, "dnsmasq.leases")
+	os.WriteFile(leases, []byte(
+		"1 02:00:5e:00:00:01 192.168.1.10 lease-name\n"+
+			"1 02:00:5e:00:00:02 192.168.1.11 kids\n"+ // a group's name: not taken
+			"1 02:00:5e:00:00:03 192.168.1.12 dad-laptop\n"), 0o600) // a [[clients]] name: not taken
+	l := NewLeases([]LeaseFile{{Format: FormatDnsmasq, Path: leases}}, nil, false)
+	reg := NewRegistry(nil)
+	v := NewView(reg, ViewOptions{
+		Static: Static{
+			ByMAC:    map[MAC]string{mustMAC("02:00:5e:00:00:09"): "dad-laptop"},
+			ByID:     map[string]string{"kids-tablet": "Tablet"},
+			ByAddr:   map[netip.Addr]string{netip.MustParseAddr("192.168.1.99"): "printer"},
+			Reserved: map[string]bool{"dad-laptop": true, "Tablet": true, "printer": true, "kids": true},
+		},
+		Leases: l,
+		PTR:    func(netip.Addr) string { return "ptr-name" },
+	})
+	for _, c := range []struct {
+		addr, mac, id string
+		want          string
+	}{
+		{"192.168.1.50", "02:00:5e:00:00:09", "", "dad-laptop"},
+		{"192.168.1.50", "", "KIDS-tablet", "Tablet"},
+		{"192.168.1.50", "", "phone", "phone"},
+		{"192.168.1.50", "", "kids", "ptr-name"}, // a ClientID named like a group
+		{"192.168.1.99", "02:00:5e:00:00:01", "", "printer"},
+		{"192.168.1.60", "02:00:5e:00:00:01", "", "lease-name"},
+		{"192.168.1.10", "", "", "lease-name"},
+		{"192.168.1.61", "02:00:5e:00:00:02", "", "ptr-name"},
+		{"192.168.1.62", "02:00:5e:00:00:03", "", "ptr-name"},
+	} {
+		ev := &query.Event{Client: netip.MustParseAddr(c.addr), ClientMAC: c.mac, ClientID: c.id}
+		v.Identify(ev)
+		if ev.ClientName != c.want {
+			t.Errorf("%s mac %q id %q: name %q, want %q", c.addr, c.mac, c.id, ev.ClientName, c.want)
+		}
+	}
+	if s := reg.Stats(); s.Collisions < 3 {
+		t.Errorf("Collisions = %d, want ≥ 3", s.Collisions)
+	}
+}
+
+// TestRegistry_newDeviceOnceAckedAndKept: a device seen for the first
+// time is new, logged and counted once however often it asks; an
+// acknowledgement clears it; a restart (a new registry over the same
+// state directory) remembers both the device and the acknowledgement,
+// and a device still unacknowledged is still new.
+func TestRegistry_newDeviceOnceAckedAndKept(t *testing.T) {
+	dir := t.TempDir()
+	core, logs := observer.New(zap.InfoLevel)
+	reg := NewRegistry(zap.New(core))
+	if err := reg.UseStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	v := NewView(reg, ViewOptions{Static: Static{ByMAC: map[MAC]string{mustMAC("02:00:5e:00:00:0c"): "configured"}}})
+	ask := func(mac string) *query.Event {
+		ev := &query.Event{Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: mac}
+		v.Identify(ev)
+		return ev
+	}
+	for range 3 {
+		if ev := ask("02:00:5e:00:00:0a"); !ev.NewDevice {
+			t.Fatal("a first-seen device is not new")
+		}
+	}
+	ask("02:00:5e:00:00:0b")
+	if ev := ask("02:00:5e:00:00:0c"); ev.NewDevice {
+		t.Error("a [[clients]] device is new")
+	}
+	if n := logs.FilterMessage("new device").Len(); n != 2 {
+		t.Errorf("%d new-device lines, want 2 (once per unconfigured device)", n)
+	}
+	if s := reg.Stats(); s.NewTotal != 2 || s.New != 2 {
+		t.Errorf("stats %+v, want NewTotal 2, New 2", s)
+	}
+	if !reg.Ack("mac:02:00:5e:00:00:0a") {
+		t.Fatal("Ack of a known device failed")
+	}
+	if reg.Ack("mac:02:00:5e:00:00:ff") {
+		t.Error("Ack of an unknown device succeeded")
+	}
+	if ev := ask("02:00:5e:00:00:0a"); ev.NewDevice {
+		t.Error("an acknowledged device is still new")
+	}
+	reg.Close() // writes what is pending
+
+	core2, logs2 := observer.New(zap.InfoLevel)
+	reg2 := NewRegistry(zap.New(core2))
+	if err := reg2.UseStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer reg2.Close()
+	v2 := NewView(reg2, ViewOptions{})
+	evA := &query.Event{Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: "02:00:5e:00:00:0a"}
+	v2.Identify(evA)
+	evB := &query.Event{Client: netip.MustParseAddr("192.168.1.6"), ClientMAC: "02:00:5e:00:00:0b"}
+	v2.Identify(evB)
+	if evA.NewDevice || !evB.NewDevice {
+		t.Errorf("after a restart: acknowledged new=%v (want false), unacknowledged new=%v (want true)", evA.NewDevice, evB.NewDevice)
+	}
+	if n := logs2.FilterMessage("new device").Len(); n != 0 {
+		t.Errorf("after a restart %d new-device lines, want 0: they were logged before", n)
+	}
+}
+
+// TestRegistry_bounded: forged MACs past the bound evict the devices seen
+// longest ago; the registry never holds more than its bound.
+func TestRegistry_bounded(t *testing.T) {
+	reg := NewRegistry(nil)
+	reg.max = 64
+	v := NewView(reg, ViewOptions{})
+	for i := range 1000 {
+		ev := &query.Event{Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: fmt.Sprintf("02:00:5e:00:%02x:%02x", i/256, i%256)}
+		v.Identify(ev)
+	}
+	if s := reg.Stats(); s.Devices > 64 || s.Evicted == 0 {
+		t.Errorf("stats %+v: want at most 64 devices and some evicted", s)
+	}
+}
+
+// TestValidClientID: one DNS label; markup and 10 kB are refused whole.
+func TestValidClientID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"kids-tablet":                true,
+		"A1":                         true,
+		"":                           false,
+		"-x":                         false,
+		"x-":                         false,
+		"<script>":                   false,
+		"a.b":                        false,
+		string(make([]byte, 10<<10)): false,
+		"abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij123":  true,
+		"abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij1234": false,
+	} {
+		if got := ValidClientID(id); got != want {
+			t.Errorf("ValidClientID(%.20q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// BenchmarkIdentify_1000Devices is the per-query cost of naming a client
+// among 1 000 known devices, each with an IPv4 address in the neighbour
+// table and a lease name.
+func BenchmarkIdentify_1000Devices(b *testing.B) {
+	reg := NewRegistry(nil)
+	n := &Neighbours{byAddr: map[netip.Addr]MAC{}, max: DefaultMaxNeighbours}
+	reg.SetNeighbours(n)
+	var lines []byte
+	addrs := make([]netip.Addr, 1000)
+	for i := range addrs {
+		addrs[i] = netip.AddrFrom4([4]byte{10, 0, byte(i / 250), byte(1 + i%250)})
+		mac := MAC{2, 0, 0x5e, 0, byte(i >> 8), byte(i)}
+		n.byAddr[addrs[i]] = mac
+		lines = fmt.Appendf(lines, "1 %s %s host-%d\n", mac, addrs[i], i)
+	}
+	path := filepath.Join(b.TempDir(), "leases")
+	os.WriteFile(path, lines, 0o600)
+	v := NewView(reg, ViewOptions{Leases: NewLeases([]LeaseFile{{Format: FormatDnsmasq, Path: path}}, nil, false)})
+	for _, a := range addrs {
+		v.Identify(&query.Event{Client: a})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var ev query.Event
+	for i := range b.N {
+		ev = query.Event{Client: addrs[i%len(addrs)]}
+		v.Identify(&ev)
+	}
+	if ev.ClientName == "" || ev.ClientMAC == "" {
+		b.Fatal("not identified")
+	}
+}
