@@ -19,6 +19,7 @@ type Config struct {
 	History      History       `toml:"history"`
 	Local        Local         `toml:"local"`
 	Filter       Filter        `toml:"filter"`
+	Devices      Devices       `toml:"devices"` // docs/devices.md
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.
@@ -35,6 +36,11 @@ type DNS struct {
 	StaleMaxAge int    `toml:"stale_max_age"`   // how long past expiry an answer may be served stale; 0 disables
 	Prefetch    *bool  `toml:"prefetch"`        // nil means true: refresh names asked again near expiry
 	CacheFile   string `toml:"cache_file"`      // absolute path the cache is saved to and loaded from; "" for none
+
+	// TrustedForwarders are the forwarders (a router running dnsmasq with
+	// add-mac and add-subnet) whose EDNS0 client MAC (option 65001) and
+	// client subnet are believed (docs/devices.md "Behind a forwarder").
+	TrustedForwarders []string `toml:"trusted_forwarders"`
 }
 
 // Upstream holds the time budgets shared by every upstream and zone.
@@ -64,10 +70,14 @@ type ForwardZone struct {
 	Resolver string `toml:"resolver"` // udp://IP:port or tcp://IP:port
 }
 
-// Client is a static name for a LAN client, shown in logs.
+// Client is a static name for a LAN client, shown in logs: the client at
+// IP, the device with MAC, or the DoT/DoH client presenting ClientID
+// (docs/devices.md); at least one of the three.
 type Client struct {
-	IP   string `toml:"ip"`
-	Name string `toml:"name"`
+	IP       string `toml:"ip"`
+	Name     string `toml:"name"`
+	MAC      string `toml:"mac"`
+	ClientID string `toml:"client_id"`
 }
 
 // Web is the HTTP endpoint for /metrics and /api/health.

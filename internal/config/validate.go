@@ -46,6 +46,7 @@ func Validate(c Config) Problems {
 	checkWebAuth(&ps, c.Web)
 	checkLocal(&ps, c.Local)
 	checkFilter(&ps, c.Filter, c.Clients)
+	checkDevices(&ps, c) // docs/devices.md
 	return ps
 }
 
@@ -112,8 +113,11 @@ func checkClients(ps *Problems, cs []Client) {
 		case len(c.Name) > maxClientName || strings.IndexFunc(c.Name, unicode.IsControl) >= 0:
 			ps.add(path+".name", CodeInvalidName, "%q: at most %d bytes, no control characters", c.Name, maxClientName)
 		}
+		if c.IP == "" && (c.MAC != "" || c.ClientID != "") {
+			continue // a device named by its MAC or ClientID (checkDevices)
+		}
 		if c.IP == "" {
-			ps.add(path+".ip", CodeRequired, "missing: a client is an ip and a name")
+			ps.add(path+".ip", CodeRequired, "missing: a client is a name and an ip, a mac or a client_id")
 			continue
 		}
 		ip, err := netip.ParseAddr(c.IP)
