@@ -98,7 +98,9 @@ func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, clien
 		Qtype: q.Qtype, Qclass: q.Qclass,
 		Resolved: true, Rcode: query.RcodeNone,
 	}
-	if g.st.Names != nil {
+	if g.st.Devices != nil {
+		g.st.Devices.Identify(ev)
+	} else if g.st.Names != nil {
 		ev.ClientName = g.st.Names.Name(client)
 	}
 	wq := query.WireQuery{Name: q.Name, Qtype: q.Qtype, Qclass: q.Qclass, Shape: q.Shape, ID: q.ID}
