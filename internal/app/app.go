@@ -21,6 +21,7 @@ import (
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
@@ -79,6 +80,10 @@ type App struct {
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
 
+	// devices: the devices seen, new devices, the neighbour table; they
+	// outlive a reload (devices.go).
+	devices *devices.Registry
+
 	mu      sync.Mutex                 // serialises Reload, Shutdown and local-network changes
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
@@ -124,6 +129,8 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		a.history.Close()
 		return nil, err
 	}
+	a.startDevices(cfg)
+	gen.useDevices(a.devices)
 	a.cache = cache.New(cacheOptions(cfg, log))
 	if a.clock == nil {
 		a.clock = clock.NewWatcher(clock.System(), clockPoll)
@@ -139,6 +146,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		}
 		a.stopLocal()
 		gen.close()
+		a.closeDevices()
 		a.filter.Close()
 		a.closeCache()
 		a.closeHistory()
@@ -194,6 +202,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	}
 	gen.cache = a.cache.Stage()
 	gen.history = a.history
+	gen.useDevices(a.devices)
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
 		gen.close()
@@ -244,6 +253,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	}
 	a.webProblem.Store("") // the new file was read: nothing is locked any more
 	a.reconfigureHistory(cfg.History)
+	a.followNeighbours(cfg)
 	old := a.gen.Swap(gen)
 	a.followEpisodes(old, gen)
 	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed or a local list file was edited
@@ -419,6 +429,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopCerts()
 	a.retired.Wait()
 	a.gen.Load().close()
+	a.closeDevices()
 	a.filter.Close()
 	a.closeCache()
 	a.closeHistory() // after the last query: its event is in the final flush

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
@@ -42,6 +43,11 @@ type generation struct {
 	local   *local.Stage
 	filter  *filter.Stage // over App's long-lived filter.Engine
 	health  *poolHealth   // the pool's health transitions, into the App's episodes (episodes.go)
+
+	// devices names each query's device (devices.go); leases are its
+	// lease files, followed until close. nil until useDevices.
+	devices *devices.View
+	leases  *devices.Leases
 
 	// listLocal is the local stage a filter list's host is resolved
 	// through (lookupHost): local; or, with local.forward_private, one that
@@ -167,6 +173,10 @@ func (g *generation) state(local []netip.Prefix) *server.State {
 		Budget:   g.cfg.Upstream.Total(),
 		Stages:   g.stages(),
 		Sinks:    g.sinks(),
+
+		Devices:     g.identifier(),
+		Trusted:     g.trusted(),
+		ServedNames: g.servedNames(),
 	}
 }
 
@@ -228,6 +238,7 @@ func (g *generation) close() {
 	if g.names != nil {
 		g.names.Close()
 	}
+	g.leases.Close() // nil-safe
 	if g.pool != nil {
 		g.pool.Close()
 	}
