@@ -457,6 +457,8 @@ func (a *App) registry() *prometheus.Registry {
 		Web: func() metrics.WebState {
 			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load()}
 		},
+		Devices:    a.devices.Stats,
+		Neighbours: a.neighbourStats, // devices.go
 	})
 }
 

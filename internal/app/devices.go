@@ -112,3 +112,12 @@ func (g *generation) identifier() server.Identifier {
 	}
 	return g.devices
 }
+
+// neighbourStats is the neighbour table's counters; ok is false while none
+// is read.
+func (a *App) neighbourStats() (devices.NeighbourStats, bool) {
+	if n := a.devices.Neighbours(); n != nil {
+		return n.Stats(), true
+	}
+	return devices.NeighbourStats{}, false
+}

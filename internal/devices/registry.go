@@ -50,15 +50,16 @@ func (k devKey) String() string {
 // record is what the registry keeps of one device. The fields a query
 // updates are atomics, so the query path holds only a read lock.
 type record struct {
-	key       devKey
-	macStr    string
-	firstSeen time.Time
-	lastSeen  atomic.Int64 // unix nanoseconds
-	queries   atomic.Uint64
-	addr      atomic.Pointer[netip.Addr]
-	name      atomic.Pointer[string]
-	acked     atomic.Bool // acknowledged on the dashboard, or known before (see isNew)
-	isNew     bool        // seen for the first time by this registry (or listed unacknowledged in its file)
+	key        devKey
+	macStr     string
+	firstSeen  time.Time
+	lastSeen   atomic.Int64 // unix nanoseconds
+	queries    atomic.Uint64
+	addr       atomic.Pointer[netip.Addr]
+	name       atomic.Pointer[string]
+	acked      atomic.Bool // acknowledged on the dashboard, or known before (see isNew)
+	configured atomic.Bool // named by a [[clients]] entry (by mac or client_id) when last seen
+	isNew      bool        // seen for the first time by this registry (or listed unacknowledged in its file)
 }
 
 // Stats counts what the registry has seen (docs/reference/metrics.md,
@@ -69,6 +70,19 @@ type Stats struct {
 	NewTotal   uint64 // first sightings since start
 	Evicted    uint64 // forgotten to stay within the bound
 	Collisions uint64 // learned names not used: equal to a configured client or group name
+
+	// Queries by device, for metrics labels that stay bounded: one count
+	// per device a [[clients]] entry names (the configuration bounds them),
+	// the rest summed in OtherQueries.
+	Configured   []DeviceCount
+	OtherQueries uint64
+}
+
+// DeviceCount is one configured device's queries since nxdns started (or
+// since the registry last remembered it).
+type DeviceCount struct {
+	Name    string
+	Queries uint64
 }
 
 // Registry is the devices nxdns has seen: it outlives reloads (the App
@@ -134,6 +148,9 @@ func (r *Registry) observe(k devKey, addr netip.Addr, name string, configured bo
 		n := name
 		rec.name.Store(&n)
 	}
+	if configured != rec.configured.Load() {
+		rec.configured.Store(configured)
+	}
 	if configured && !rec.acked.Load() {
 		rec.acked.Store(true) // a [[clients]] entry is acknowledgement enough
 	}
@@ -197,7 +214,7 @@ func (rec *record) device() Device {
 	d := Device{
 		Key: rec.key.String(), MAC: rec.macStr, ClientID: rec.key.id,
 		FirstSeen: rec.firstSeen.UTC(), Queries: rec.queries.Load(),
-		New: rec.isNew && !rec.acked.Load(),
+		New: rec.isNew && !rec.acked.Load(), Configured: rec.configured.Load(),
 	}
 	if ns := rec.lastSeen.Load(); ns != 0 {
 		d.LastSeen = time.Unix(0, ns).UTC()
@@ -237,12 +254,23 @@ func (r *Registry) Stats() Stats {
 	s := Stats{NewTotal: r.newTotal.Load(), Evicted: r.evicted.Load(), Collisions: r.collisions.Load()}
 	r.mu.RLock()
 	s.Devices = len(r.devs)
+	byName := map[string]uint64{}
 	for _, rec := range r.devs {
 		if rec.isNew && !rec.acked.Load() {
 			s.New++
 		}
+		n := rec.queries.Load()
+		if p := rec.name.Load(); p != nil && rec.configured.Load() {
+			byName[*p] += n
+		} else {
+			s.OtherQueries += n
+		}
 	}
 	r.mu.RUnlock()
+	for name, n := range byName {
+		s.Configured = append(s.Configured, DeviceCount{Name: name, Queries: n})
+	}
+	slices.SortFunc(s.Configured, func(a, b DeviceCount) int { return strings.Compare(a.Name, b.Name) })
 	return s
 }
 

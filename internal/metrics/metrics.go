@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
 	"github.com/nxdns/nxdns/internal/history"
@@ -44,6 +45,10 @@ type Sources struct {
 	History    func() history.Stats
 	Filter     func() filter.Snapshot
 	Web        func() WebState
+	// Devices and Neighbours are the device series (devices.go); the
+	// neighbours' ok is false while no table is read.
+	Devices    func() devices.Stats
+	Neighbours func() (devices.NeighbourStats, bool)
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -92,6 +97,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Web != nil {
 		cs = append(cs, webCollector{src.Web})
+	}
+	if src.Devices != nil {
+		cs = append(cs, devicesCollector{src.Devices, src.Neighbours, src.Server})
 	}
 	return cs
 }
