@@ -1,0 +1,113 @@
+package vmtests
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nxdns/nxdns/internal/fakeup"
+)
+
+// Devices through the real binary (docs/devices.md): a trusted forwarder's
+// client MAC and subnet name the device behind it, the same options from
+// anyone else are ignored and counted; DoH and DoT clients name themselves
+// with a ClientID, and a ClientID that is no name is refused.
+
+// TestRealBinaryDevices_forwarderOptionsOnlyFromTrusted: kdig from
+// 127.0.0.2 (listed in dns.trusted_forwarders) with dnsmasq's add-mac
+// option 65001 and a /32 client subnet: the query log names the device
+// behind it — its address, its MAC, its [[clients]] name by mac — and the
+// forwarder it came through. The same query from 127.0.0.1 (not listed) is
+// logged as 127.0.0.1 without a MAC, and both ignored options are counted.
+func TestRealBinaryDevices_forwarderOptionsOnlyFromTrusted(t *testing.T) {
+	skipShort(t)
+	kdig := tool(t, "kdig", "knot-dnsutils")
+	ca := newTestCA(t)
+	up := startUpstream(t, ca, "dot://127.0.0.1:0")
+	n := startNxdns(t, ca, settings{queryLog: true,
+		dns: "trusted_forwarders = [\"127.0.0.2\"]\n",
+		extra: "[devices]\nneighbours = false\n" +
+			"[[clients]]\nname = \"kids-tablet\"\nmac = \"02:00:5e:00:53:01\"\n"}, up)
+	host, port, _ := net.SplitHostPort(n.dns)
+	ask := func(source, name string) {
+		t.Helper()
+		out, err := run(t, kdig, "@"+host, "-p", port, "-b", source, "+ednsopt=65001:02005e005301",
+			"+subnet=192.168.7.9/32", "+timeout=5", "+retry=0", name, "A")
+		if want := fakeup.AddressV4(name).String(); err != nil || !strings.Contains(out, want) {
+			t.Fatalf("kdig -b %s: %v, want an answer with %s\n%s", source, err, want, out)
+		}
+	}
+	ask("127.0.0.2", "trusted.example.org.")
+	line := n.queryLog(t, "trusted.example.org.", 1)[0]
+	for k, want := range map[string]string{"client": "192.168.7.9", "client_mac": "02:00:5e:00:53:01",
+		"client_name": "kids-tablet", "via": "127.0.0.2"} {
+		if line[k] != want {
+			t.Errorf("trusted forwarder: query log %s = %v, want %s (line %v)", k, line[k], want, line)
+		}
+	}
+	ask("127.0.0.1", "forged.example.org.")
+	line = n.queryLog(t, "forged.example.org.", 1)[0]
+	if line["client"] != "127.0.0.1" || line["client_mac"] != nil || line["client_name"] == "kids-tablet" || line["via"] != nil {
+		t.Errorf("untrusted source: query log %v, want client 127.0.0.1 with no MAC, name or via", line)
+	}
+	fams := n.metrics(t)
+	for _, opt := range []string{"mac", "subnet"} {
+		if got := metric(fams, "nxdns_client_options_ignored_total", "option", opt, "reason", "untrusted"); got != 1 {
+			t.Errorf("nxdns_client_options_ignored_total{option=%q,reason=\"untrusted\"} = %v, want 1", opt, got)
+		}
+	}
+	if got := metric(fams, "nxdns_device_queries_total", "device", "kids-tablet"); got != 1 {
+		t.Errorf("nxdns_device_queries_total{device=\"kids-tablet\"} = %v, want 1", got)
+	}
+}
+
+// TestRealBinaryDevices_clientIDOverDoHAndDoT: kdig +https with the path
+// /dns-query/kids-tablet and kdig +tls with the SNI
+// kids-tablet.dns.home.test (the certificate's name dns.home.test, checked
+// against the CA) are both the device the [[clients]] entry names by
+// client_id. A path ClientID with markup or 10 kB of text is refused with
+// 400 and a reason, and counted.
+func TestRealBinaryDevices_clientIDOverDoHAndDoT(t *testing.T) {
+	skipShort(t)
+	kdig := tool(t, "kdig", "knot-dnsutils")
+	ca := newTestCA(t)
+	n := startTLSNode(t, ca, nil, startUpstream(t, ca, "dot://127.0.0.1:0"),
+		"[devices]\nneighbours = false\n[[clients]]\nname = \"Tablet\"\nclient_id = \"kids-tablet\"\n")
+	for _, c := range []struct {
+		proto, addr, name string
+		flags             []string
+	}{
+		{"doh", n.doh, "doh-id.example.org.", []string{"+https=/dns-query/kids-tablet"}},
+		{"dot", n.dot, "dot-id.example.org.", []string{"+tls", "+tls-sni=kids-tablet.dns.home.test"}},
+	} {
+		host, port, _ := net.SplitHostPort(c.addr)
+		args := append([]string{"@" + host, "-p", port}, c.flags...)
+		args = append(args, "+tls-ca="+n.ca.file, "+tls-hostname=dns.home.test", "+timeout=5", "+retry=0", c.name, "A")
+		out, err := run(t, kdig, args...)
+		if want := fakeup.AddressV4(c.name).String(); err != nil || !strings.Contains(out, want) {
+			t.Fatalf("kdig %s: %v, want an answer with %s\n%s", c.proto, err, want, out)
+		}
+		line := n.queryLog(t, c.name, 1)[0]
+		if line["proto"] != c.proto || line["client_id"] != "kids-tablet" || line["client_name"] != "Tablet" {
+			t.Errorf("%s: query log %v, want client_id kids-tablet, client_name Tablet", c.proto, line)
+		}
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsClientConfig(n)}}
+	for _, bad := range []string{"%3Cscript%3Ealert(1)%3C%2Fscript%3E", strings.Repeat("a", 10<<10), "kids/tablet"} {
+		resp, err := client.Get(fmt.Sprintf("https://%s/dns-query/%s?dns=AAABAAABAAAAAAAAB2V4YW1wbGUDb3JnAAABAAE", n.doh, bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid ClientID") {
+			t.Errorf("ClientID %.20q: %d %q, want 400 invalid ClientID", bad, resp.StatusCode, body)
+		}
+	}
+	if got := metric(n.metrics(t), "nxdns_client_options_ignored_total", "option", "client_id", "reason", "invalid"); got != 3 {
+		t.Errorf("nxdns_client_options_ignored_total{option=\"client_id\"} = %v, want 3", got)
+	}
+}
