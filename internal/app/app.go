@@ -382,6 +382,7 @@ func (a *App) newWeb(addr webEndpoint) *web.Server {
 	}
 	s.ShareCounters(&a.webCount)
 	a.cacheRoutes(s)
+	a.devicesRoutes(s) // devices.go
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
 		access := web.Private

@@ -9,6 +9,7 @@ import (
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/server"
+	"github.com/nxdns/nxdns/internal/web"
 )
 
 // The devices (docs/devices.md): the registry — the devices seen, the
@@ -120,4 +121,12 @@ func (a *App) neighbourStats() (devices.NeighbourStats, bool) {
 		return n.Stats(), true
 	}
 	return devices.NeighbourStats{}, false
+}
+
+// devicesRoutes adds the devices API: the list shows which devices the
+// household has, so it is private; an acknowledgement changes how a new
+// device is filtered (devices.new_devices), so it is mutating.
+func (a *App) devicesRoutes(s *web.Server) {
+	s.Handle("GET /api/devices", a.devices.ListHandler(), web.Private)
+	s.Handle("POST /api/devices/ack", a.devices.AckHandler(), web.Mutating)
 }

@@ -1,8 +1,11 @@
 package devices
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -196,5 +199,35 @@ func BenchmarkIdentify_1000Devices(b *testing.B) {
 	}
 	if ev.ClientName == "" || ev.ClientMAC == "" {
 		b.Fatal("not identified")
+	}
+}
+
+// TestAPI_listAndAck: the list names a new device; acknowledging it by its
+// key (or MAC) clears the flag; an unknown device is 404, garbage is 400.
+func TestAPI_listAndAck(t *testing.T) {
+	reg := NewRegistry(nil)
+	v := NewView(reg, ViewOptions{})
+	v.Identify(&query.Event{Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: "02:00:5e:00:00:0a"})
+	list := func() ListAnswer {
+		rec := httptest.NewRecorder()
+		reg.ListHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/devices", nil))
+		var a ListAnswer
+		if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if a := list(); a.New != 1 || len(a.Devices) != 1 || !a.Devices[0].New || a.Devices[0].MAC != "02:00:5e:00:00:0a" || a.Devices[0].Addr != "192.168.1.5" {
+		t.Fatalf("list %+v, want one new device with its MAC and address", a)
+	}
+	for client, want := range map[string]int{"02:00:5E:00:00:0A": 200, "mac:02:00:5e:00:00:ff": 404, "<b>": 400, "": 400} {
+		rec := httptest.NewRecorder()
+		reg.AckHandler().ServeHTTP(rec, httptest.NewRequest("POST", "/api/devices/ack?client="+url.QueryEscape(client), nil))
+		if rec.Code != want {
+			t.Errorf("ack %q: %d %s, want %d", client, rec.Code, rec.Body, want)
+		}
+	}
+	if a := list(); a.New != 0 || a.Devices[0].New {
+		t.Errorf("after ack: %+v, want no new device", a)
 	}
 }

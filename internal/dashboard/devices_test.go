@@ -1,0 +1,57 @@
+package dashboard
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nxdns/nxdns/internal/devices"
+	"github.com/nxdns/nxdns/internal/history"
+	"github.com/nxdns/nxdns/internal/web"
+)
+
+// TestPage_devicesFlagsNewWithAck: the devices page lists a new device
+// under "New devices" with its MAC, its name (escaped) and an acknowledge
+// button for its key; a known device is listed without one.
+func TestPage_devicesFlagsNewWithAck(t *testing.T) {
+	h := history.Open(history.Options{MaxBytes: 1 << 20, MaxAge: time.Hour, Flush: time.Hour})
+	t.Cleanup(func() { h.Close() })
+	d := New(Deps{History: h, Devices: func() []devices.Device {
+		return []devices.Device{
+			{Key: "mac:02:00:5e:00:00:0a", MAC: "02:00:5e:00:00:0a", Name: "<b>visitor</b>", Addr: "192.168.1.77", New: true, FirstSeen: now},
+			{Key: "id:kids-tablet", ClientID: "kids-tablet", Name: "Tablet", Configured: true, LastSeen: now},
+		}
+	}})
+	s := web.New("127.0.0.1:0", prometheus.NewRegistry(), func() web.Health { return web.Health{} }, nil)
+	d.Register(s)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	resp, err := http.Get("http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Addr().(*net.TCPAddr).Port)) + "/devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(b)
+	newPart, knownPart, _ := strings.Cut(page, `id="known-devices"`)
+	for _, want := range []string{`data-post="/api/devices/ack" data-client="mac:02:00:5e:00:00:0a"`, "02:00:5e:00:00:0a", "&lt;b&gt;visitor&lt;/b&gt;", "<strong>new</strong>"} {
+		if !strings.Contains(newPart, want) {
+			t.Errorf("new devices part lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<b>visitor") {
+		t.Error("a device name is not escaped")
+	}
+	if !strings.Contains(knownPart, "kids-tablet") || strings.Contains(knownPart, "acknowledge") {
+		t.Errorf("known part: want the ClientID device without an acknowledge button:\n%s", knownPart)
+	}
+}
