@@ -5,10 +5,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nxdns/nxdns/internal/fakeup"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // Devices through the real binary (docs/devices.md): a trusted forwarder's
@@ -110,4 +114,68 @@ func TestRealBinaryDevices_clientIDOverDoHAndDoT(t *testing.T) {
 	if got := metric(n.metrics(t), "nxdns_client_options_ignored_total", "option", "client_id", "reason", "invalid"); got != 3 {
 		t.Errorf("nxdns_client_options_ignored_total{option=\"client_id\"} = %v, want 3", got)
 	}
+}
+
+// TestRealBinaryDevices_newDeviceQuarantinedUntilAcknowledged: a device
+// seen for the first time (its MAC from a trusted forwarder) is filtered by
+// devices.new_devices' group, logged once as new and counted; once
+// acknowledged through the API it is filtered like every other client, and
+// the acknowledgement is kept in filter.state_dir.
+func TestRealBinaryDevices_newDeviceQuarantinedUntilAcknowledged(t *testing.T) {
+	skipShort(t)
+	tool(t, "kdig", "knot-dnsutils")
+	ca := newTestCA(t)
+	up := startUpstream(t, ca, "dot://127.0.0.1:0")
+	state := t.TempDir()
+	list := filepath.Join(t.TempDir(), "strangers.txt")
+	if err := os.WriteFile(list, []byte("||video.example^\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startNxdns(t, ca, settings{queryLog: true,
+		dns: "trusted_forwarders = [\"127.0.0.2\"]\n",
+		extra: fmt.Sprintf(`[devices]
+neighbours = false
+new_devices = "quarantine"
+[filter]
+state_dir = %q
+[[filter.lists]]
+name = "strangers"
+path = %q
+[[filter.groups]]
+name = "default"
+[[filter.groups]]
+name = "quarantine"
+lists = ["strangers"]
+`, state, list)}, up)
+	const mac = "02:00:5e:00:53:99"
+	ask := func() string {
+		return p.kdig(t, "127.0.0.2", "video.example", "A", "+ednsopt=65001:02005e005399")
+	}
+	if out := ask(); !strings.Contains(out, "0.0.0.0") {
+		t.Fatalf("a new device's query for a name its quarantine group blocks:\n%s", out)
+	}
+	line := p.queryLog(t, "video.example.", 1)[0]
+	if line["new_device"] != true || line["client_mac"] != mac || line["group"] != "quarantine" {
+		t.Errorf("query log %v, want new_device, the MAC and group quarantine", line)
+	}
+	ask()
+	if n := p.logs.count("new device", "mac:"+mac); n != 1 {
+		t.Errorf("%d \"new device\" lines for %s, want 1", n, mac)
+	}
+	if got := metric(p.metrics(t), "nxdns_devices_new"); got != 1 {
+		t.Errorf("nxdns_devices_new = %v, want 1", got)
+	}
+	p.post(t, "/api/devices/ack?client=mac:"+mac)
+	if out := ask(); strings.Contains(out, "0.0.0.0") || !strings.Contains(out, fakeup.AddressV4("video.example.").String()) {
+		t.Errorf("an acknowledged device is still quarantined:\n%s", out)
+	}
+	fams := p.metrics(t)
+	if metric(fams, "nxdns_devices_new") != 0 || metric(fams, "nxdns_devices_first_seen_total") != 1 {
+		t.Errorf("after ack: nxdns_devices_new %v (want 0), first_seen_total %v (want 1)",
+			metric(fams, "nxdns_devices_new"), metric(fams, "nxdns_devices_first_seen_total"))
+	}
+	testutil.WaitFor(t, "the acknowledgement written to the state directory", 10*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(state, "dashboard-devices.txt"))
+		return strings.Contains(string(b), "mac:"+mac+" ") && strings.Contains(string(b), " 1\n")
+	})
 }
