@@ -91,6 +91,7 @@ let
       cache_max_ttl = optional (types.ints.between 1 604800) "Longer TTLs are cached only this long, in seconds (default 86400).";
       stale_max_age = optional (types.ints.between 0 604800) "How long past expiry an answer may be served stale, in seconds; 0 turns serve-stale off (default 86400).";
       prefetch = optional types.bool "Refresh a name asked again in the last tenth of its TTL in the background (default true).";
+      trusted_forwarders = optional (types.listOf types.str) "Forwarders (IPs or CIDR prefixes) whose EDNS0 client MAC (option 65001) and client subnet name the device behind each query (docs/devices.md).";
       cache_file = mkOption {
         type = types.nullOr absolutePath;
         default = "${stateDir}/cache";
@@ -152,14 +153,40 @@ let
 
   staticClient = {
     options = {
-      ip = mkOption {
-        type = types.str;
-        description = "Client IP address.";
-      };
+      ip = optional types.str "Client IP address; one of ip, mac, client_id is needed.";
       name = mkOption {
         type = types.str;
-        description = "Name shown for this client in logs and metrics.";
+        description = "Name shown for this client in logs and metrics; not a filter group's name.";
       };
+      mac = optional (types.strMatching "^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}$") "The device's MAC address (docs/devices.md): named at whatever address the neighbour table or a trusted forwarder shows it.";
+      client_id = optional (types.strMatching "^[0-9A-Za-z]([0-9A-Za-z-]{0,61}[0-9A-Za-z])?$") "The ClientID a DoT (SNI `ID.<served name>`) or DoH (`/dns-query/ID`) client presents.";
+    };
+  };
+
+  leaseFile = {
+    options = {
+      format = mkOption {
+        type = types.enum [
+          "dnsmasq"
+          "isc"
+          "kea"
+          "odhcpd"
+        ];
+        description = "The DHCP server that writes the file.";
+      };
+      path = mkOption {
+        type = absolutePath;
+        example = "/var/lib/misc/dnsmasq.leases";
+        description = "The lease file; read as a regular file of at most 8 MiB, again within 10 s of a change.";
+      };
+    };
+  };
+
+  devicesSection = {
+    options = {
+      neighbours = optional types.bool "Read the kernel's neighbour table (ARP and NDP) for the clients' MAC addresses (default true).";
+      leases = list leaseFile "DHCP lease files whose host names name devices.";
+      new_devices = optional types.str "The filter group a device seen for the first time is filtered by until acknowledged on the dashboard (default: the `default` group).";
     };
   };
 
@@ -409,6 +436,7 @@ let
       local = section localSection "Local records and the names nxdns answers itself.";
       filter = section filterSection "Blocklists, allowlists and client groups.";
       history = section historySection "The query history kept for the dashboard and the API.";
+      devices = section devicesSection "Devices by MAC address, names from DHCP lease files, new devices (docs/devices.md).";
     };
   };
 
