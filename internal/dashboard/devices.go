@@ -25,3 +25,18 @@ func (d *Dashboard) pageDevices(w http.ResponseWriter, r *http.Request) {
 		"New": fresh, "Known": known, "Any": len(list) > 0,
 	})
 }
+
+// newDevices is how many devices are new and not yet acknowledged, for the
+// clients page's note.
+func (d *Dashboard) newDevices() int {
+	if d.deps.Devices == nil {
+		return 0
+	}
+	n := 0
+	for _, dev := range d.deps.Devices() {
+		if dev.New {
+			n++
+		}
+	}
+	return n
+}

@@ -19,7 +19,8 @@ import (
 
 // TestPage_devicesFlagsNewWithAck: the devices page lists a new device
 // under "New devices" with its MAC, its name (escaped) and an acknowledge
-// button for its key; a known device is listed without one.
+// button for its key; a known device is listed without one; the clients
+// page points at the new device.
 func TestPage_devicesFlagsNewWithAck(t *testing.T) {
 	h := history.Open(history.Options{MaxBytes: 1 << 20, MaxAge: time.Hour, Flush: time.Hour})
 	t.Cleanup(func() { h.Close() })
@@ -35,13 +36,20 @@ func TestPage_devicesFlagsNewWithAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	resp, err := http.Get("http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Addr().(*net.TCPAddr).Port)) + "/devices")
-	if err != nil {
-		t.Fatal(err)
+	base := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Addr().(*net.TCPAddr).Port))
+	get := func(path string) string {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b)
 	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	page := string(b)
+	page := get("/devices")
+	if clients := get("/clients"); !strings.Contains(clients, `id="new-devices-note"`) || !strings.Contains(clients, "1 new device to look at") {
+		t.Error("the clients page does not point at the new device")
+	}
 	newPart, knownPart, _ := strings.Cut(page, `id="known-devices"`)
 	for _, want := range []string{`data-post="/api/devices/ack" data-client="mac:02:00:5e:00:00:0a"`, "02:00:5e:00:00:0a", "&lt;b&gt;visitor&lt;/b&gt;", "<strong>new</strong>"} {
 		if !strings.Contains(newPart, want) {

@@ -186,6 +186,7 @@ func (d *Dashboard) pageClients(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data["Clients"] = c.Clients
+	data["NewDevices"] = d.newDevices() // devices.go
 	d.render(w, r, "clients", "Clients", http.StatusOK, data)
 }
 

@@ -231,14 +231,12 @@ func (rec *record) device() Device {
 // Ack acknowledges the device with key (as Device.Key gives it); it
 // reports whether such a device is remembered.
 func (r *Registry) Ack(key string) bool {
-	r.mu.RLock()
-	var found *record
-	for k, rec := range r.devs {
-		if k.String() == key {
-			found = rec
-			break
-		}
+	k, ok := parseDevKey(key)
+	if !ok {
+		return false
 	}
+	r.mu.RLock()
+	found := r.devs[k]
 	r.mu.RUnlock()
 	if found == nil {
 		return false
