@@ -19,23 +19,23 @@ const waitBound = 10 * time.Second
 // phone over IPv4 and IPv6, the table names the phone's real MAC (the veth
 // end's) for both addresses: ARP and NDP read together.
 func TestNeighbours_phoneV4AndV6AreOneMAC(t *testing.T) {
-	l := newLAN(t)
-	n, err := WatchNeighbours(NeighbourOptions{Open: l.opener()})
+	l := testutil.NewVethLAN(t)
+	n, err := WatchNeighbours(NeighbourOptions{Open: opener(l)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Close)
-	want, _ := ParseMAC(l.phoneMAC)
-	for _, a := range []netip.Addr{l.phone4, l.phone6} {
-		l.poke(a)
+	want, _ := ParseMAC(l.PhoneMAC)
+	for _, a := range []netip.Addr{l.Phone4, l.Phone6} {
+		poke(t, l, a)
 		testutil.WaitFor(t, "the phone's MAC for "+a.String(), waitBound, func() bool {
 			m, ok := n.MAC(a)
 			return ok && m == want
 		})
 	}
 	// An IPv4-mapped client (a dual-stack socket's) is the same client.
-	if m, ok := n.MAC(netip.AddrFrom16(l.phone4.As16())); !ok || m != want {
-		t.Errorf("MAC(::ffff:%s) = %v %v, want %v", l.phone4, m, ok, want)
+	if m, ok := n.MAC(netip.AddrFrom16(l.Phone4.As16())); !ok || m != want {
+		t.Errorf("MAC(::ffff:%s) = %v %v, want %v", l.Phone4, m, ok, want)
 	}
 	if got := len(n.Addrs(want)); got != 2 {
 		t.Errorf("Addrs(phone) has %d addresses, want 2 (v4 and v6)", got)
@@ -46,8 +46,8 @@ func TestNeighbours_phoneV4AndV6AreOneMAC(t *testing.T) {
 // flaps between two devices) and deleted after the start are followed by
 // notification, and a flap is counted.
 func TestNeighbours_followsChangesAndFlaps(t *testing.T) {
-	l := newLAN(t)
-	n, err := WatchNeighbours(NeighbourOptions{Open: l.opener()})
+	l := testutil.NewVethLAN(t)
+	n, err := WatchNeighbours(NeighbourOptions{Open: opener(l)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestNeighbours_followsChangesAndFlaps(t *testing.T) {
 	a := netip.MustParseAddr("10.99.0.3")
 	macs := []string{"02:00:5e:10:00:aa", "02:00:5e:10:00:bb"}
 	for i, mac := range macs {
-		run(t, "-n", l.router, "neigh", "replace", a.String(), "lladdr", mac, "dev", l.routerIf, "nud", "permanent")
+		testutil.IP(t, "-n", l.Router, "neigh", "replace", a.String(), "lladdr", mac, "dev", l.RouterIf, "nud", "permanent")
 		want, _ := ParseMAC(mac)
 		testutil.WaitFor(t, fmt.Sprintf("change %d to %s", i, mac), waitBound, func() bool {
 			m, ok := n.MAC(a)
@@ -65,7 +65,7 @@ func TestNeighbours_followsChangesAndFlaps(t *testing.T) {
 	if s := n.Stats(); s.Flaps < 1 {
 		t.Errorf("Flaps = %d after a MAC change, want ≥ 1", s.Flaps)
 	}
-	run(t, "-n", l.router, "neigh", "del", a.String(), "dev", l.routerIf)
+	testutil.IP(t, "-n", l.Router, "neigh", "del", a.String(), "dev", l.RouterIf)
 	testutil.WaitFor(t, "the deleted entry forgotten", waitBound, func() bool {
 		_, ok := n.MAC(a)
 		return !ok
@@ -76,13 +76,13 @@ func TestNeighbours_followsChangesAndFlaps(t *testing.T) {
 // /20) is read and followed within the configured bound; what did not fit
 // is counted as dropped, and nothing crashes.
 func TestNeighbours_thousandsStayBounded(t *testing.T) {
-	l := newLAN(t)
+	l := testutil.NewVethLAN(t)
 	var batch strings.Builder
 	for i := range 3000 {
 		fmt.Fprintf(&batch, "neigh replace 10.99.%d.%d lladdr 02:00:5e:20:%02x:%02x dev %s nud permanent\n",
-			16+i/250, 1+i%250, i/256, i%256, l.routerIf)
+			16+i/250, 1+i%250, i/256, i%256, l.RouterIf)
 	}
-	run(t, "-n", l.router, "route", "add", "10.99.0.0/16", "dev", l.routerIf)
+	testutil.IP(t, "-n", l.Router, "route", "add", "10.99.0.0/16", "dev", l.RouterIf)
 	// Half before the start (the dump), half after (notifications).
 	lines := strings.SplitAfter(batch.String(), "\n")
 	dir := t.TempDir()
@@ -91,16 +91,16 @@ func TestNeighbours_thousandsStayBounded(t *testing.T) {
 		os.WriteFile(second, []byte(strings.Join(lines[1500:], "")), 0o600) != nil {
 		t.Fatal("writing the batch files")
 	}
-	if out, err := exec.Command("ip", "-n", l.router, "-batch", first).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "-n", l.Router, "-batch", first).CombinedOutput(); err != nil {
 		t.Fatalf("ip -batch: %v\n%s", err, out)
 	}
 	const bound = 2000
-	n, err := WatchNeighbours(NeighbourOptions{Open: l.opener(), Max: bound})
+	n, err := WatchNeighbours(NeighbourOptions{Open: opener(l), Max: bound})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Close)
-	if out, err := exec.Command("ip", "-n", l.router, "-batch", second).CombinedOutput(); err != nil {
+	if out, err := exec.Command("ip", "-n", l.Router, "-batch", second).CombinedOutput(); err != nil {
 		t.Fatalf("ip -batch: %v\n%s", err, out)
 	}
 	testutil.WaitFor(t, "the table full and the rest dropped", waitBound, func() bool {
