@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -178,4 +180,75 @@ lists = ["strangers"]
 		b, _ := os.ReadFile(filepath.Join(state, "dashboard-devices.txt"))
 		return strings.Contains(string(b), "mac:"+mac+" ") && strings.Contains(string(b), " 1\n")
 	})
+}
+
+// TestRealBinaryDevices_neighbourTableNamesTheDevice: nxdns runs in the
+// "router" namespace of a veth LAN and a kdig in the "phone" namespace asks
+// it over IPv4 and IPv6: both queries are logged with the phone's real MAC
+// (learned by ARP and NDP from the kernel's neighbour table) and the name
+// [[clients]] gives that MAC — one device at two addresses.
+func TestRealBinaryDevices_neighbourTableNamesTheDevice(t *testing.T) {
+	skipShort(t)
+	kdig := tool(t, "kdig", "knot-dnsutils")
+	lan := testutil.NewVethLAN(t)
+	cfg := filepath.Join(t.TempDir(), "nxdns.toml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`[dns]
+listen = ["%s:53", "[%s]:53"]
+allow = ["10.99.0.0/24", "fd00:99::/64"]
+[web]
+listen = ""
+[log]
+queries = true
+[local]
+records = ["nas.home.arpa. A 10.99.0.50"]
+[[clients]]
+name = "phone"
+mac = %q
+[[upstreams]]
+url = "tls://127.0.0.1:853"
+tls_name = "upstream.test"
+`, lan.Router4, lan.Router6, lan.PhoneMAC)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", lan.Router, nxdnsBinary, "run", "--config", cfg)
+	p := &nxdnsProc{cmd: cmd, logs: &logLines{}}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	go p.logs.drain(stderr)
+	testutil.WaitFor(t, "nxdns serving in the router namespace", 15*time.Second, func() bool { return p.logs.count("serving") > 0 })
+	for _, server := range []netip.Addr{lan.Router4, lan.Router6} {
+		// The first queries may arrive before the neighbour notification
+		// for the phone has been read: ask until one is logged with the MAC.
+		testutil.WaitFor(t, "a query from the phone over "+server.String()+" logged with its MAC", 10*time.Second, func() bool {
+			out, err := exec.Command("ip", "netns", "exec", lan.Phone, kdig, "@"+server.String(), "+timeout=2", "+retry=0", "nas.home.arpa", "A").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "10.99.0.50") {
+				t.Fatalf("kdig from the phone to %s: %v\n%s", server, err, out)
+			}
+			for _, l := range p.logs.matching("server.query", `"client_mac": "`+lan.PhoneMAC+`"`) {
+				if strings.Contains(l, `"client": "`+phoneAddr(lan, server)+`"`) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	for _, line := range p.queryLog(t, "nas.home.arpa.", 2) {
+		if line["client_mac"] == lan.PhoneMAC && line["client_name"] != "phone" {
+			t.Errorf("query log %v: the MAC's [[clients]] name is phone", line)
+		}
+	}
+}
+
+// phoneAddr is the phone's address in server's family.
+func phoneAddr(lan *testutil.VethLAN, server netip.Addr) string {
+	if server.Is4() {
+		return lan.Phone4.String()
+	}
+	return lan.Phone6.String()
 }
