@@ -839,7 +839,8 @@ in
           # IPv4/IPv6 for DNS, upstreams and /metrics; AF_UNIX for sd_notify
           # (READY, RELOADING, STOPPING, WATCHDOG) and the journal; AF_NETLINK
           # for the host's interfaces (zone IDs such as fe80::1%eth0 in
-          # dns.listen, and the "local" allow list).
+          # dns.listen, and the "local" allow list) and its neighbour table
+          # (devices by MAC, docs/devices.md).
           RestrictAddressFamilies = [
             "AF_INET"
             "AF_INET6"
