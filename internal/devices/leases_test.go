@@ -146,3 +146,26 @@ func TestLeases_fileRulesKeepLastGood(t *testing.T) {
 		t.Errorf("after a rewrite: ByMAC = %q, want tablet-2", got)
 	}
 }
+
+// FuzzParseLeases: no lease file, however damaged, panics a parser, and
+// every name a parser returns is one cleanName accepts.
+func FuzzParseLeases(f *testing.F) {
+	for _, name := range []string{"dnsmasq.leases", "dhcpd.leases", "kea-leases4.csv", "kea-leases6.csv", "odhcpd.leases"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("lease {\nlease  {\n}\nlease 1.2.3.4 {\nclient-hostname \"\";\n}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, format := range Formats {
+			leases, _ := ParseLeases(format, b)
+			for _, l := range leases {
+				if l.Name == "" || cleanName(l.Name) != l.Name {
+					t.Fatalf("%s: name %q", format, l.Name)
+				}
+			}
+		}
+	})
+}
