@@ -423,3 +423,13 @@ func parseNeigh(m syscall.NetlinkMessage) (addr netip.Addr, mac MAC, state uint1
 	}
 	return addr, mac, state, addr.IsValid()
 }
+
+// FixedNeighbours is a table that never changes and follows nothing: for
+// benchmarks and tests of the packages that name devices.
+func FixedNeighbours(table map[netip.Addr]MAC) *Neighbours {
+	n := &Neighbours{log: zap.NewNop(), max: DefaultMaxNeighbours, byAddr: map[netip.Addr]MAC{}, done: make(chan struct{})}
+	for a, m := range table {
+		n.byAddr[query.ClientOf(a)] = m
+	}
+	return n
+}

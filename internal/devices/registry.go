@@ -124,14 +124,16 @@ func (r *Registry) Neighbours() *Neighbours { return r.neigh.Load() }
 // MACOf is the MAC the neighbour table has for client, if any.
 func (r *Registry) MACOf(client netip.Addr) (MAC, bool) { return r.neigh.Load().MAC(client) }
 
-// observe notes one query of the device k, from addr, named name; it
-// creates the record the first time. configured devices are never new.
-// It returns the record (nil when k is empty).
-func (r *Registry) observe(k devKey, addr netip.Addr, name string, configured bool) *record {
+// observe notes one query of the device k at now (the query's arrival),
+// from addr, named name; it creates the record the first time. configured
+// devices are never new. It returns the record (nil when k is empty).
+func (r *Registry) observe(k devKey, now time.Time, addr netip.Addr, name string, configured bool) *record {
 	if k == (devKey{}) {
 		return nil
 	}
-	now := r.now()
+	if now.IsZero() {
+		now = r.now()
+	}
 	r.mu.RLock()
 	rec := r.devs[k]
 	r.mu.RUnlock()
@@ -353,7 +355,7 @@ func (v *View) Identify(ev *query.Event) {
 	ev.ClientName = name
 	var rec *record
 	if k != (devKey{}) {
-		rec = v.reg.observe(k, ev.Client, name, configured)
+		rec = v.reg.observe(k, ev.Time, ev.Client, name, configured)
 	}
 	if rec != nil {
 		if ev.ClientMAC == "" {

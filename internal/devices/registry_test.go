@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -174,16 +175,16 @@ func TestValidClientID(t *testing.T) {
 // table and a lease name.
 func BenchmarkIdentify_1000Devices(b *testing.B) {
 	reg := NewRegistry(nil)
-	n := &Neighbours{byAddr: map[netip.Addr]MAC{}, max: DefaultMaxNeighbours}
-	reg.SetNeighbours(n)
+	table := map[netip.Addr]MAC{}
 	var lines []byte
 	addrs := make([]netip.Addr, 1000)
 	for i := range addrs {
 		addrs[i] = netip.AddrFrom4([4]byte{10, 0, byte(i / 250), byte(1 + i%250)})
 		mac := MAC{2, 0, 0x5e, 0, byte(i >> 8), byte(i)}
-		n.byAddr[addrs[i]] = mac
+		table[addrs[i]] = mac
 		lines = fmt.Appendf(lines, "1 %s %s host-%d\n", mac, addrs[i], i)
 	}
+	reg.SetNeighbours(FixedNeighbours(table))
 	path := filepath.Join(b.TempDir(), "leases")
 	os.WriteFile(path, lines, 0o600)
 	v := NewView(reg, ViewOptions{Leases: NewLeases([]LeaseFile{{Format: FormatDnsmasq, Path: path}}, nil, false)})
@@ -193,8 +194,9 @@ func BenchmarkIdentify_1000Devices(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var ev query.Event
+	now := time.Now() // the server sets each event's arrival time
 	for i := range b.N {
-		ev = query.Event{Client: addrs[i%len(addrs)]}
+		ev = query.Event{Time: now, Client: addrs[i%len(addrs)]}
 		v.Identify(&ev)
 	}
 	if ev.ClientName == "" || ev.ClientMAC == "" {
