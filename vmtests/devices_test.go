@@ -75,7 +75,8 @@ func TestRealBinaryDevices_forwarderOptionsOnlyFromTrusted(t *testing.T) {
 // kids-tablet.dns.home.test (the certificate's name dns.home.test, checked
 // against the CA) are both the device the [[clients]] entry names by
 // client_id. A path ClientID with markup or 10 kB of text is refused with
-// 400 and a reason, and counted.
+// 400 and a reason, an SNI one that is no DNS label by closing the
+// connection; each is counted.
 func TestRealBinaryDevices_clientIDOverDoHAndDoT(t *testing.T) {
 	skipShort(t)
 	kdig := tool(t, "kdig", "knot-dnsutils")
@@ -113,8 +114,15 @@ func TestRealBinaryDevices_clientIDOverDoHAndDoT(t *testing.T) {
 			t.Errorf("ClientID %.20q: %d %q, want 400 invalid ClientID", bad, resp.StatusCode, body)
 		}
 	}
-	if got := metric(n.metrics(t), "nxdns_client_options_ignored_total", "option", "client_id", "reason", "invalid"); got != 3 {
-		t.Errorf("nxdns_client_options_ignored_total{option=\"client_id\"} = %v, want 3", got)
+	// A DoT SNI whose first label is no ClientID: the connection is closed
+	// after the handshake, before any answer.
+	host, port, _ := net.SplitHostPort(n.dot)
+	if out, err := run(t, kdig, "@"+host, "-p", port, "+tls", "+tls-sni=bad_label.dns.home.test", "+tls-ca="+n.ca.file,
+		"+tls-hostname=dns.home.test", "+timeout=3", "+retry=0", "refused-id.example.org.", "A"); err == nil && strings.Contains(out, "NOERROR") {
+		t.Errorf("an invalid SNI ClientID was answered:\n%s", out)
+	}
+	if got := metric(n.metrics(t), "nxdns_client_options_ignored_total", "option", "client_id", "reason", "invalid"); got != 4 {
+		t.Errorf("nxdns_client_options_ignored_total{option=\"client_id\"} = %v, want 4 (three paths, one SNI)", got)
 	}
 }
 
