@@ -99,8 +99,10 @@ type Registry struct {
 	now   func() time.Time
 	max   int
 
-	mu   sync.RWMutex
-	devs map[devKey]*record
+	mu        sync.RWMutex
+	devs      map[devKey]*record
+	logWindow time.Time // start of the hour the "new device" lines are counted in (logBudgetLocked)
+	logged    int       // lines in that hour
 
 	newTotal, evicted, collisions atomic.Uint64
 
@@ -175,13 +177,39 @@ func (r *Registry) create(k devKey, now time.Time, configured bool) *record {
 	}
 	rec.acked.Store(configured)
 	r.devs[k] = rec
+	logIt := !configured && r.logBudgetLocked(now)
 	r.mu.Unlock()
 	if !configured {
 		r.newTotal.Add(1)
-		r.log.Info("new device", zap.String("device", k.String()))
+		if logIt {
+			r.log.Info("new device", zap.String("device", k.String()))
+		}
 		r.store.kick()
 	}
 	return rec
+}
+
+// maxNewLogsPerHour bounds the "new device" lines: a household sees a few
+// new devices a week, while a flood of forged MACs (from a trusted
+// forwarder) could make one a query. Past it, one line says the rest of
+// the hour is only counted (nxdns_devices_first_seen_total).
+const maxNewLogsPerHour = 60
+
+// logBudgetLocked reports whether a "new device" line may be written now;
+// the caller holds mu.
+func (r *Registry) logBudgetLocked(now time.Time) bool {
+	if now.Sub(r.logWindow) >= time.Hour {
+		r.logWindow, r.logged = now, 0
+	}
+	r.logged++
+	switch {
+	case r.logged <= maxNewLogsPerHour:
+		return true
+	case r.logged == maxNewLogsPerHour+1:
+		r.log.Warn("many new devices: the rest of this hour's are counted, not logged",
+			zap.Int("logged", maxNewLogsPerHour), zap.Time("until", r.logWindow.Add(time.Hour)))
+	}
+	return false
 }
 
 // evictLocked forgets the eighth of the devices seen longest ago.

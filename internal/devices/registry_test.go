@@ -233,3 +233,29 @@ func TestAPI_listAndAck(t *testing.T) {
 		t.Errorf("after ack: %+v, want no new device", a)
 	}
 }
+
+// TestRegistry_newDeviceLinesBounded: a flood of new devices (forged MACs
+// from a trusted forwarder) is logged at most 60 times an hour plus one
+// line that says so; every one is still counted.
+func TestRegistry_newDeviceLinesBounded(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	reg := NewRegistry(zap.New(core))
+	v := NewView(reg, ViewOptions{})
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for i := range 500 {
+		v.Identify(&query.Event{Time: now, Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: fmt.Sprintf("02:00:5e:00:%02x:%02x", i/256, i%256)})
+	}
+	if n := logs.FilterMessage("new device").Len(); n != maxNewLogsPerHour {
+		t.Errorf("%d new-device lines, want %d", n, maxNewLogsPerHour)
+	}
+	if n := logs.FilterMessageSnippet("many new devices").Len(); n != 1 {
+		t.Errorf("%d suppression lines, want 1", n)
+	}
+	if s := reg.Stats(); s.NewTotal != 500 {
+		t.Errorf("NewTotal = %d, want 500", s.NewTotal)
+	}
+	v.Identify(&query.Event{Time: now.Add(time.Hour), Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: "02:00:5e:00:ff:ff"})
+	if n := logs.FilterMessage("new device").Len(); n != maxNewLogsPerHour+1 {
+		t.Errorf("an hour later: %d new-device lines, want one more", n)
+	}
+}
