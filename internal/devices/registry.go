@@ -339,9 +339,10 @@ func NewView(reg *Registry, opts ViewOptions) *View {
 // table's for ev.Client), its name and whether it is a new device. The
 // name is, first found: the [[clients]] entry of its ClientID, of its MAC,
 // of its address; the ClientID itself; its lease name by MAC, by address;
-// its PTR name. A ClientID or lease name equal to a [[clients]] or group
-// name is not used (it would give one device another's settings) and is
-// counted. It never waits: map lookups, a read lock and atomics.
+// its PTR name. A ClientID, lease or PTR name equal to a [[clients]] or
+// group name is not used (it would give one device another's settings:
+// a device chooses its own DHCP host name, which the router's DNS then
+// serves) and is counted. It never waits: map lookups, a read lock and atomics.
 func (v *View) Identify(ev *query.Event) {
 	var mac MAC
 	if ev.ClientMAC != "" {
@@ -378,7 +379,7 @@ func (v *View) Identify(ev *query.Event) {
 		name = v.learned(v.leases.ByAddr(ev.Client))
 	}
 	if name == "" && v.ptr != nil {
-		name = v.ptr(ev.Client)
+		name = v.learned(v.ptr(ev.Client)) // the router's DNS often holds the DHCP host name
 	}
 	ev.ClientName = name
 	var rec *record
@@ -395,8 +396,8 @@ func (v *View) Identify(ev *query.Event) {
 	}
 }
 
-// learned is a self-chosen name (a ClientID, a lease's host name) if it
-// may be used: not a configured client or group name.
+// learned is a self-chosen name (a ClientID, a lease's host name, a PTR
+// name) if it may be used: not a configured client or group name.
 func (v *View) learned(name string) string {
 	if name == "" {
 		return ""

@@ -27,7 +27,8 @@ func mustMAC(s string) MAC {
 
 // TestView_namePrecedence: a configured name (by ClientID, MAC, address)
 // wins over a learned one (the ClientID itself, a lease, PTR), and a
-// learned name equal to a configured client or group name is not used.
+// learned name equal to a configured client or group name is not used,
+// a PTR name included.
 func TestView_namePrecedence(t *testing.T) {
 	dir := t.TempDir()
 	leases := filepath.Join(dir, "dnsmasq.leases")
@@ -45,7 +46,12 @@ func TestView_namePrecedence(t *testing.T) {
 			Reserved: map[string]bool{"dad-laptop": true, "Tablet": true, "printer": true, "kids": true},
 		},
 		Leases: l,
-		PTR:    func(netip.Addr) string { return "ptr-name" },
+		PTR: func(a netip.Addr) string {
+			if a == netip.MustParseAddr("192.168.1.63") {
+				return "dad-laptop" // the router serves the name the device chose
+			}
+			return "ptr-name"
+		},
 	})
 	for _, c := range []struct {
 		addr, mac, id string
@@ -60,6 +66,7 @@ func TestView_namePrecedence(t *testing.T) {
 		{"192.168.1.10", "", "", "lease-name"},
 		{"192.168.1.61", "02:00:5e:00:00:02", "", "ptr-name"},
 		{"192.168.1.62", "02:00:5e:00:00:03", "", "ptr-name"},
+		{"192.168.1.63", "", "", ""}, // a PTR name that is a [[clients]] name
 	} {
 		ev := &query.Event{Client: netip.MustParseAddr(c.addr), ClientMAC: c.mac, ClientID: c.id}
 		v.Identify(ev)
@@ -67,8 +74,8 @@ func TestView_namePrecedence(t *testing.T) {
 			t.Errorf("%s mac %q id %q: name %q, want %q", c.addr, c.mac, c.id, ev.ClientName, c.want)
 		}
 	}
-	if s := reg.Stats(); s.Collisions < 3 {
-		t.Errorf("Collisions = %d, want ≥ 3", s.Collisions)
+	if s := reg.Stats(); s.Collisions < 4 {
+		t.Errorf("Collisions = %d, want ≥ 4", s.Collisions)
 	}
 }
 

@@ -20,7 +20,7 @@ var (
 	devicesEvicted = prometheus.NewDesc("nxdns_devices_evicted_total",
 		"Devices forgotten to stay within the bound, those seen longest ago first.", nil, nil)
 	devicesNameCollisions = prometheus.NewDesc("nxdns_device_name_collisions_total",
-		"ClientIDs or lease names not used as a device's name because a [[clients]] entry or a filter group has that name.", nil, nil)
+		"ClientIDs, lease or PTR names not used as a device's name because a [[clients]] entry or a filter group has that name.", nil, nil)
 	deviceQueries = prometheus.NewDesc("nxdns_device_queries_total",
 		"Queries by device: the [[clients]] name of a device named by mac or client_id, or \"other\" for every other device.",
 		[]string{"device"}, nil)
