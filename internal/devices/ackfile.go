@@ -52,19 +52,21 @@ func (s *ackStore) kick() {
 // holds is loaded (a device listed there is not new again; one listed
 // unacknowledged is still new), and every new device or acknowledgement
 // is written back. It is called once, at start; "" keeps them in memory.
-// A missing file is an empty one; an unreadable one is reported and the
-// registry starts empty.
+// A missing file is an empty one. An unreadable one (too large, not a
+// regular file) is reported and left as it is: the registry starts empty
+// and keeps its devices in memory only, rather than overwrite
+// acknowledgements it could not read.
 func (r *Registry) UseStateDir(dir string) error {
 	if dir == "" || r.store != nil {
 		return nil
 	}
-	s := &ackStore{reg: r, path: filepath.Join(dir, DevicesFile), kc: make(chan struct{}, 1), done: make(chan struct{})}
-	err := r.load(s.path)
+	path := filepath.Join(dir, DevicesFile)
+	if err := r.load(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("reading %s (devices kept in memory only until it is fixed and nxdns restarted): %w", path, err)
+	}
+	s := &ackStore{reg: r, path: path, kc: make(chan struct{}, 1), done: make(chan struct{})}
 	r.store = s
 	s.wg.Go(s.loop)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("reading %s: %w", s.path, err)
-	}
 	return nil
 }
 

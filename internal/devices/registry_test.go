@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,5 +265,26 @@ func TestRegistry_newDeviceLinesBounded(t *testing.T) {
 	v.Identify(&query.Event{Time: now.Add(time.Hour), Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: "02:00:5e:00:ff:ff"})
 	if n := logs.FilterMessage("new device").Len(); n != maxNewLogsPerHour+1 {
 		t.Errorf("an hour later: %d new-device lines, want one more", n)
+	}
+}
+
+// TestRegistry_unreadableFileLeftAlone: a devices file that is too large
+// is reported, and neither read nor overwritten: a new device is kept in
+// memory only.
+func TestRegistry_unreadableFileLeftAlone(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, DevicesFile)
+	big := make([]byte, maxDevicesFileBytes+1)
+	if err := os.WriteFile(path, big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := NewRegistry(nil)
+	if err := reg.UseStateDir(dir); err == nil || !strings.Contains(err.Error(), "memory only") {
+		t.Fatalf("UseStateDir over an oversized file: %v, want an error that says memory only", err)
+	}
+	NewView(reg, ViewOptions{}).Identify(&query.Event{Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: "02:00:5e:00:00:0a"})
+	reg.Close()
+	if b, _ := os.ReadFile(path); len(b) != len(big) {
+		t.Errorf("the unreadable file was overwritten (%d bytes now)", len(b))
 	}
 }
