@@ -22,7 +22,7 @@ import (
 func (a *App) startDevices(cfg config.Config) {
 	a.devices = devices.NewRegistry(a.log.Named("devices"))
 	if err := a.devices.UseStateDir(cfg.Filter.StateDir); err != nil {
-		a.log.Warn("devices: the devices file was not read; every device starts new", zap.Error(err)) // and it is left as it is
+		a.log.Warn("devices: the devices file was not read; every device starts new", zap.Error(err))
 	}
 	a.followNeighbours(cfg)
 }
