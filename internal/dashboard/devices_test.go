@@ -5,15 +5,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/history"
+	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/web"
 )
 
@@ -61,5 +64,30 @@ func TestPage_devicesFlagsNewWithAck(t *testing.T) {
 	}
 	if !strings.Contains(knownPart, "kids-tablet") || strings.Contains(knownPart, "acknowledge") {
 		t.Errorf("known part: want the ClientID device without an acknowledge button:\n%s", knownPart)
+	}
+}
+
+// TestPage_clientShowsItsMAC: a client's page names the MAC of the device
+// at that address, linked to a search of its queries by MAC.
+func TestPage_clientShowsItsMAC(t *testing.T) {
+	h := history.Open(history.Options{MaxBytes: 1 << 20, MaxAge: 48 * time.Hour, Flush: time.Hour, Now: func() time.Time { return now }})
+	t.Cleanup(func() { h.Close() })
+	h.Record(&query.Event{Time: now.Add(-time.Minute), Client: netip.MustParseAddr("192.168.1.77"), ClientMAC: "02:00:5e:00:00:0a",
+		Name: "a.example.", Qtype: dns.TypeA, Qclass: dns.ClassINET, Proto: query.UDP, Source: query.SourcePool, Rcode: dns.RcodeSuccess})
+	d := New(Deps{History: h, Now: func() time.Time { return now }})
+	s := web.New("127.0.0.1:0", prometheus.NewRegistry(), func() web.Health { return web.Health{} }, nil)
+	d.Register(s)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	resp, err := http.Get("http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Addr().(*net.TCPAddr).Port)) + "/clients/192.168.1.77")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `<a href="/queries?client=02%3a00%3a5e%3a00%3a00%3a0a" id="client-mac">02:00:5e:00:00:0a</a>`) {
+		t.Errorf("client page lacks the device's MAC:\n%s", b)
 	}
 }

@@ -234,6 +234,9 @@ func (d *Dashboard) pageClient(w http.ResponseWriter, r *http.Request) {
 		if name == "" {
 			name = row.ClientName
 		}
+		if data["MAC"] == nil && row.ClientMAC != "" {
+			data["MAC"] = row.ClientMAC // the device at this address, latest first (docs/devices.md)
+		}
 	}
 	data["Name"], data["Count"], data["Recent"], data["Blocked"] = name, count, rows, blocked
 	title := "Client " + addr.String()
