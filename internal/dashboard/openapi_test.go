@@ -38,7 +38,7 @@ var (
 		"from":   "Start of the range, RFC 3339 or unix seconds. Default: a day before to. The range is at most 366 days.",
 		"to":     "End of the range (exclusive), RFC 3339 or unix seconds. Default: now.",
 		"top":    "Length of each top list, 1 to 100. Default 10.",
-		"client": "A client's address or its name (case-insensitive), exact.",
+		"client": "A client's address, its name or its device's MAC address (case-insensitive), exact.",
 		"name":   "A substring of the query name, case-insensitive; at most 255 bytes.",
 		"source": "Exact source: pool, cache, stale, local, blocked, refused, server, or zone:NAME.",
 		"rcode":  "Exact answer code: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, …, or none (no answer sent).",
