@@ -100,6 +100,7 @@ let
       rate_limit_qps = optional (types.ints.between 0 1000000) "Per-device rate limit: queries a second each device (an IPv4 address or IPv6 /64) refills; past it REFUSED with EDE 18; 0 turns it off (default 50).";
       rate_limit_burst = optional (types.ints.between 1 1000000) "Queries a device may send at once before the rate applies, at least rate_limit_qps (default 1000).";
       rate_limit_exempt = optional (types.listOf types.str) "IPs or CIDR prefixes never rate limited, such as a router forwarding the whole LAN; replaces the default (loopback).";
+      trusted_forwarders = optional (types.listOf types.str) "Forwarders (IPs or CIDR prefixes) whose EDNS0 client MAC (option 65001) and client subnet name the device behind each query (docs/devices.md).";
       cache_file = mkOption {
         type = types.nullOr absolutePath;
         default = "${stateDir}/cache";
@@ -162,14 +163,40 @@ let
 
   staticClient = {
     options = {
-      ip = mkOption {
-        type = types.str;
-        description = "Client IP address.";
-      };
+      ip = optional types.str "Client IP address; one of ip, mac, client_id is needed.";
       name = mkOption {
         type = types.str;
-        description = "Name shown for this client in logs and metrics.";
+        description = "Name shown for this client in logs and metrics; not a filter group's name.";
       };
+      mac = optional (types.strMatching "^[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}$") "The device's MAC address (docs/devices.md): named at whatever address the neighbour table or a trusted forwarder shows it.";
+      client_id = optional (types.strMatching "^[0-9A-Za-z]([0-9A-Za-z-]{0,61}[0-9A-Za-z])?$") "The ClientID a DoT (SNI `ID.<served name>`) or DoH (`/dns-query/ID`) client presents.";
+    };
+  };
+
+  leaseFile = {
+    options = {
+      format = mkOption {
+        type = types.enum [
+          "dnsmasq"
+          "isc"
+          "kea"
+          "odhcpd"
+        ];
+        description = "The DHCP server that writes the file.";
+      };
+      path = mkOption {
+        type = absolutePath;
+        example = "/var/lib/misc/dnsmasq.leases";
+        description = "The lease file; read as a regular file of at most 8 MiB, again within 10 s of a change.";
+      };
+    };
+  };
+
+  devicesSection = {
+    options = {
+      neighbours = optional types.bool "Read the kernel's neighbour table (ARP and NDP) for the clients' MAC addresses (default true).";
+      leases = list leaseFile "DHCP lease files whose host names name devices.";
+      new_devices = optional types.str "The filter group a device seen for the first time is filtered by until acknowledged on the dashboard (default: the `default` group).";
     };
   };
 
@@ -434,6 +461,7 @@ let
       filter = section filterSection "Blocklists, allowlists and client groups.";
       history = section historySection "The query history kept for the dashboard and the API.";
       dnssec = section dnssecSection "DNSSEC validation of the upstreams' answers (docs/dnssec.md).";
+      devices = section devicesSection "Devices by MAC address, names from DHCP lease files, new devices (docs/devices.md).";
     };
   };
 
@@ -836,7 +864,8 @@ in
           # IPv4/IPv6 for DNS, upstreams and /metrics; AF_UNIX for sd_notify
           # (READY, RELOADING, STOPPING, WATCHDOG) and the journal; AF_NETLINK
           # for the host's interfaces (zone IDs such as fe80::1%eth0 in
-          # dns.listen, and the "local" allow list).
+          # dns.listen, and the "local" allow list) and its neighbour table
+          # (devices by MAC, docs/devices.md).
           RestrictAddressFamilies = [
             "AF_INET"
             "AF_INET6"

@@ -28,3 +28,4 @@ fuzz ./internal/local FuzzNew 12000            # ~10 s
 fuzz ./internal/filter FuzzParse 80000         # ~15 s
 fuzz ./internal/wireform FuzzParseQuery 200000 # ~10 s: the fast path reads what miekg/dns reads
 fuzz ./internal/server FuzzControlMessages 50000 # ~5 s: a UDP read's control messages, walked in place
+fuzz ./internal/devices FuzzParseLeases 50000  # ~5 s: the DHCP lease files of docs/devices.md

@@ -115,6 +115,7 @@ func newStack(t *testing.T) *stack {
 	s.web = fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	conf := fmt.Sprintf(`[dns]
 listen = ["127.0.0.1:%d"]
+trusted_forwarders = ["127.0.0.2"]
 [web]
 listen = "127.0.0.1:%d"
 password_file = %q
@@ -347,5 +348,32 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 		chromedp.Navigate(s.web+"/queries"), chromedp.WaitVisible(css("#password")))
 	if loc := get(t, ctx, chromedp.Location()); !strings.Contains(loc, "/login") {
 		t.Fatalf("after logout /queries went to %s", loc)
+	}
+}
+
+// TestBrowser_newDeviceFlaggedAndAcknowledged: a device seen for the first
+// time (its MAC sent by a trusted forwarder, 127.0.0.2, as dnsmasq's
+// add-mac does) is listed on the Devices page as new with its MAC; the
+// clients page points at it; "acknowledge" moves it to the known devices.
+func TestBrowser_newDeviceFlaggedAndAcknowledged(t *testing.T) {
+	s := newStack(t)
+	out, err := exec.Command("kdig", "-b", "127.0.0.2", "@127.0.0.1", "-p", strconv.Itoa(s.dnsPort), "+timeout=5", "+retry=0",
+		"+ednsopt=65001:02005e005377", "visitor-phone.example.", "A").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "NOERROR") {
+		t.Fatalf("kdig with add-mac: %v\n%s", err, out)
+	}
+	ctx := browserCtx(t)
+	do(t, ctx, chromedp.Navigate(s.web+"/"), chromedp.WaitVisible(css("#password")),
+		chromedp.SendKeys(css("#password"), "household secret"), chromedp.Submit(css("#password")), chromedp.WaitVisible(css("#total")))
+	do(t, ctx, chromedp.Navigate(s.web+"/clients"), chromedp.WaitVisible(css("#new-devices-note")))
+	do(t, ctx, chromedp.Navigate(s.web+"/devices"), chromedp.WaitVisible(css("#new-devices")))
+	if row := get(t, ctx, chromedp.Text(css("#new-devices tr.new"))); !strings.Contains(row, "02:00:5e:00:53:77") || !strings.Contains(row, "new") {
+		t.Fatalf("new devices row %q, want the MAC flagged new", row)
+	}
+	shot(t, ctx, "devices")
+	do(t, ctx, chromedp.Click(css("#new-devices button[data-post]")), chromedp.WaitNotPresent(css("#new-devices")),
+		chromedp.WaitVisible(css("#known-devices")))
+	if known := get(t, ctx, chromedp.Text(css("#known-devices"))); !strings.Contains(known, "02:00:5e:00:53:77") {
+		t.Fatalf("known devices %q, want the acknowledged MAC", known)
 	}
 }

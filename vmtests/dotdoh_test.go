@@ -43,6 +43,12 @@ func startTLSNxdns(t *testing.T, lan *testutil.Dnsmasq) *tlsNode {
 // certificate ca issued.
 func startTLSNxdnsWith(t *testing.T, ca testCA, lan *testutil.Dnsmasq, up *upstreamNode) *tlsNode {
 	t.Helper()
+	return startTLSNode(t, ca, lan, up, "")
+}
+
+// startTLSNode is startTLSNxdnsWith with more TOML appended (clients).
+func startTLSNode(t *testing.T, ca testCA, lan *testutil.Dnsmasq, up *upstreamNode, more string) *tlsNode {
+	t.Helper()
 	leaf, err := ca.IssueValid(time.Now().Add(-time.Hour), time.Now().Add(90*24*time.Hour), "dns.home.test", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +65,7 @@ func startTLSNxdnsWith(t *testing.T, ca testCA, lan *testutil.Dnsmasq, up *upstr
 	if lan != nil {
 		extra += forwardZones("udp://"+lan.Addr.String(), "lan")
 	}
-	n.nxdnsProc = startNxdns(t, ca, settings{queryLog: true, extra: extra}, up)
+	n.nxdnsProc = startNxdns(t, ca, settings{queryLog: true, extra: extra + more}, up)
 	return n
 }
 

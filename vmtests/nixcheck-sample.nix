@@ -54,6 +54,7 @@
           "::1/128"
           "192.168.1.1"
         ];
+        trusted_forwarders = [ "192.168.1.1" ];
       };
       # Not the defaults: the unit must not change with them
       # (vmtests/golden/unit-*.json are compared).
@@ -99,7 +100,22 @@
           ip = "192.168.1.20";
           name = "laptop";
         }
+        {
+          name = "tablet";
+          mac = "02:00:5e:00:53:01";
+          client_id = "kids-tablet";
+        }
       ];
+      devices = {
+        neighbours = true;
+        leases = [
+          {
+            format = "dnsmasq";
+            path = "/var/lib/misc/dnsmasq.leases";
+          }
+        ];
+        new_devices = "kids";
+      };
       # Not loopback: nxdns demands the password (web.passwordFile above
       # sets password_file).
       web.listen = "0.0.0.0:9153";

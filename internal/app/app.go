@@ -21,6 +21,7 @@ import (
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
@@ -80,6 +81,10 @@ type App struct {
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
 
+	// devices: the devices seen, new devices, the neighbour table; they
+	// outlive a reload (devices.go).
+	devices *devices.Registry
+
 	mu      sync.Mutex                 // serialises Reload, Shutdown and local-network changes
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
@@ -128,6 +133,8 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		a.history.Close()
 		return nil, err
 	}
+	a.startDevices(cfg)
+	gen.useDevices(a.devices)
 	a.cache = cache.New(cacheOptions(cfg, log))
 	if a.clock == nil {
 		a.clock = clock.NewWatcher(clock.System(), clockPoll)
@@ -143,6 +150,7 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 		}
 		a.stopLocal()
 		gen.close()
+		a.closeDevices()
 		a.filter.Close()
 		a.closeCache()
 		a.closeHistory()
@@ -205,6 +213,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		gen.close()
 		return err
 	}
+	gen.useDevices(a.devices)
 	store, err := a.prepareCerts(cfg.TLS)
 	if err != nil {
 		gen.close()
@@ -255,6 +264,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	}
 	a.webProblem.Store("") // the new file was read: nothing is locked any more
 	a.reconfigureHistory(cfg.History)
+	a.followNeighbours(cfg)
 	old := a.gen.Swap(gen)
 	a.followEpisodes(old, gen)
 	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed or a local list file was edited
@@ -384,6 +394,7 @@ func (a *App) newWeb(addr webEndpoint) *web.Server {
 	s.ShareCounters(&a.webCount)
 	a.cacheRoutes(s)
 	a.dnssecRoutes(s)
+	a.devicesRoutes(s) // devices.go
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
 		access := web.Private
@@ -431,6 +442,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopCerts()
 	a.retired.Wait()
 	a.gen.Load().close()
+	a.closeDevices()
 	a.filter.Close()
 	a.closeCache()
 	a.closeHistory() // after the last query: its event is in the final flush
@@ -461,6 +473,8 @@ func (a *App) registry() *prometheus.Registry {
 		Web: func() metrics.WebState {
 			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load()}
 		},
+		Devices:    a.devices.Stats,
+		Neighbours: a.neighbourStats, // devices.go
 	})
 }
 

@@ -58,6 +58,7 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 		Allowed:  a.filter.Allowed,
 		Cache:    a.cache.Snapshot,
 		Episodes: a.episodes.List,
+		Devices:  a.devices.List,
 	})
 }
 

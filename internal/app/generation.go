@@ -12,6 +12,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
@@ -51,6 +52,11 @@ type generation struct {
 	// once; nil with [dnssec] mode off (dnssec.go).
 	validator  *dnssec.Guard
 	validating map[server.Resolver]server.Resolver
+
+	// devices names each query's device (devices.go); leases are its
+	// lease files, followed until close. nil until useDevices.
+	devices *devices.View
+	leases  *devices.Leases
 
 	// listLocal is the local stage a filter list's host is resolved
 	// through (lookupHost): local; or, with local.forward_private, one that
@@ -184,6 +190,10 @@ func (g *generation) state(local []netip.Prefix) *server.State {
 		Sinks:    g.sinks(),
 		Guard:    g.guard,
 		Limit:    g.limit,
+
+		Devices:     g.identifier(),
+		Trusted:     g.trusted(),
+		ServedNames: g.servedNames(),
 	}
 }
 
@@ -247,6 +257,7 @@ func (g *generation) close() {
 	if g.names != nil {
 		g.names.Close()
 	}
+	g.leases.Close() // nil-safe
 	if g.pool != nil {
 		g.pool.Close()
 	}

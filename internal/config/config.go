@@ -20,6 +20,7 @@ type Config struct {
 	Local        Local         `toml:"local"`
 	Filter       Filter        `toml:"filter"`
 	DNSSEC       DNSSEC        `toml:"dnssec"`
+	Devices      Devices       `toml:"devices"` // docs/devices.md
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.
@@ -44,6 +45,10 @@ type DNS struct {
 	RateLimitQPS        int      `toml:"rate_limit_qps"`       // per device; 0 turns the limit off
 	RateLimitBurst      int      `toml:"rate_limit_burst"`     // the bucket's size
 	RateLimitExempt     []string `toml:"rate_limit_exempt"`    // IPs or CIDRs never limited (a forwarding router)
+	// TrustedForwarders are the forwarders (a router running dnsmasq with
+	// add-mac and add-subnet) whose EDNS0 client MAC (option 65001) and
+	// client subnet are believed (docs/devices.md "Behind a forwarder").
+	TrustedForwarders []string `toml:"trusted_forwarders"`
 }
 
 // Upstream holds the time budgets shared by every upstream and zone.
@@ -74,10 +79,14 @@ type ForwardZone struct {
 	Validate *bool  `toml:"validate"` // DNSSEC-validate its answers; nil means false (docs/dnssec.md)
 }
 
-// Client is a static name for a LAN client, shown in logs.
+// Client is a static name for a LAN client, shown in logs: the client at
+// IP, the device with MAC, or the DoT/DoH client presenting ClientID
+// (docs/devices.md); at least one of the three.
 type Client struct {
-	IP   string `toml:"ip"`
-	Name string `toml:"name"`
+	IP       string `toml:"ip"`
+	Name     string `toml:"name"`
+	MAC      string `toml:"mac"`
+	ClientID string `toml:"client_id"`
 }
 
 // Web is the HTTP endpoint for /metrics and /api/health.

@@ -30,6 +30,12 @@ func TestLoad_messagesSayWhatToFix(t *testing.T) {
 			"dns.lisen", []string{`did you mean "listen"?`}},
 		{"misspelt table", "[upstraem]\ntotal_timeout_ms = 4000\n" + minimal,
 			"upstraem", []string{`did you mean "upstream"?`}},
+		{"misspelt device key", "[devices]\nnew_device = \"kids\"\n" + minimal,
+			"devices.new_device", []string{`did you mean "new_devices"?`}},
+		{"misspelt client mac", "[[clients]]\nname = \"tablet\"\nip = \"192.168.1.5\"\nmca = \"02:00:5e:00:53:01\"\n" + minimal,
+			"clients[0].mca", []string{`did you mean "mac"?`}},
+		{"misspelt trusted forwarders", "[dns]\ntrusted_forwarder = [\"192.168.1.1\"]\n" + minimal,
+			"dns.trusted_forwarder", []string{`did you mean "trusted_forwarders"?`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ps := loadProblems(t, tc.doc)

@@ -48,6 +48,7 @@ func Validate(c Config) Problems {
 	checkFilter(&ps, c.Filter, c.Clients)
 	checkGroupUpstreams(&ps, c) // pools.go
 	checkDNSSEC(&ps, c.DNSSEC)
+	checkDevices(&ps, c) // docs/devices.md
 	return ps
 }
 
@@ -115,8 +116,11 @@ func checkClients(ps *Problems, cs []Client) {
 		case len(c.Name) > maxClientName || strings.IndexFunc(c.Name, unicode.IsControl) >= 0:
 			ps.add(path+".name", CodeInvalidName, "%q: at most %d bytes, no control characters", c.Name, maxClientName)
 		}
+		if c.IP == "" && (c.MAC != "" || c.ClientID != "") {
+			continue // a device named by its MAC or ClientID (checkDevices)
+		}
 		if c.IP == "" {
-			ps.add(path+".ip", CodeRequired, "missing: a client is an ip and a name")
+			ps.add(path+".ip", CodeRequired, "missing: a client is a name and an ip, a mac or a client_id")
 			continue
 		}
 		ip, err := netip.ParseAddr(c.IP)

@@ -85,6 +85,7 @@ type QueryJSON struct {
 	Time       time.Time `json:"time"`
 	Client     string    `json:"client"`
 	ClientName string    `json:"client_name,omitempty"`
+	ClientMAC  string    `json:"client_mac,omitempty"`
 	Proto      string    `json:"proto"`
 	Name       string    `json:"name"`
 	Type       string    `json:"type"`
@@ -199,7 +200,7 @@ func topJSON(ts []history.Top) []TopJSON {
 
 func queryJSON(r history.Row) QueryJSON {
 	q := QueryJSON{
-		Time: r.Time.UTC(), Client: r.Client.String(), ClientName: r.ClientName, Proto: r.Proto.String(),
+		Time: r.Time.UTC(), Client: r.Client.String(), ClientName: r.ClientName, ClientMAC: r.ClientMAC, Proto: r.Proto.String(),
 		Name: r.Name, Type: typeName(r.Qtype), Class: className(r.Qclass),
 		Source: r.Source, Upstream: r.Upstream, Tried: r.Tried, Cache: r.Cache,
 		Blocked: r.Filter.Blocked, List: r.Filter.List, Rule: r.Filter.Rule, Group: r.Filter.Group,

@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
@@ -37,6 +38,9 @@ type Deps struct {
 	Allowed       func() []string           // names allowed from the dashboard; may be nil
 	Cache         func() cache.Snapshot     // the cache's counters; nil: no cache page data
 	Episodes      func() []episodes.Episode // the upstreams' backoff episodes, oldest first; may be nil
+	// Devices lists the devices seen (internal/devices), for the devices
+	// page; nil: the page says none are known.
+	Devices func() []devices.Device
 }
 
 // Dashboard serves the pages and the API.

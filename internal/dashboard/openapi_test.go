@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/filter"
 )
 
@@ -37,7 +38,7 @@ var (
 		"from":   "Start of the range, RFC 3339 or unix seconds. Default: a day before to. The range is at most 366 days.",
 		"to":     "End of the range (exclusive), RFC 3339 or unix seconds. Default: now.",
 		"top":    "Length of each top list, 1 to 100. Default 10.",
-		"client": "A client's address or its name (case-insensitive), exact.",
+		"client": "A client's address, its name or its device's MAC address (case-insensitive), exact.",
 		"name":   "A substring of the query name, case-insensitive; at most 255 bytes.",
 		"source": "Exact source: pool, cache, stale, local, blocked, refused, server, rebinding, ratelimited, or zone:NAME.",
 		"rcode":  "Exact answer code: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, …, or none (no answer sent).",
@@ -99,6 +100,20 @@ var cacheDocs = map[string]struct {
 		[][2]string{{"name", "The domain name. Required."}, {"type", "A DNS type (A, AAAA, MX, …); absent: every type."}}, CacheEntryAnswer{}, false},
 }
 
+// devicesDocs document the devices routes (internal/devices, mounted by
+// internal/app/devices.go).
+var devicesDocs = map[string]struct {
+	summary  string
+	params   [][2]string
+	body     any
+	mutating bool
+}{
+	"GET /api/devices": {"The devices seen (by MAC from the neighbour table or a trusted forwarder, or by ClientID), most recently seen first: name, MAC, the address last used, first and last seen, queries, and whether the device is new (seen for the first time and not yet acknowledged).",
+		nil, devices.ListAnswer{}, false},
+	"POST /api/devices/ack": {"Acknowledges a new device: it is no longer listed as new, and no longer filtered by devices.new_devices' group; kept in filter.state_dir across restarts. 404 when no such device has been seen.",
+		[][2]string{{"client", "The device's key as GET /api/devices gives it (mac:aa:bb:cc:dd:ee:ff, id:NAME) or its MAC address. Required."}}, devices.AckAnswer{}, true},
+}
+
 // TestOpenAPI_matchesTheServedRoutesAndFields: docs/reference/openapi.json
 // is exactly what the served routes (the dashboard's and the filter's),
 // their parameters and the Go types of their answers say. `go test
@@ -128,6 +143,9 @@ func TestOpenAPI_matchesTheServedRoutesAndFields(t *testing.T) {
 		mutating[r] = doc.mutating
 	}
 
+	for r, doc := range devicesDocs {
+		mutating[r] = doc.mutating
+	}
 	want := buildOpenAPI(t, routes, served, mutating)
 	if *updateOpenAPI {
 		if err := os.WriteFile(openapiFile, want, 0o644); err != nil {
@@ -191,6 +209,9 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 	for r, d := range dnssecDocs {
 		ext[r] = extDoc{summary: d.summary, bad: "A parameter is missing or malformed; the body says which.", body: d.body}
 	}
+	for r, d := range devicesDocs {
+		ext[r] = extDoc{summary: d.summary, bad: "The client parameter is missing or names no device key or MAC; the body says so.", params: d.params, body: d.body}
+	}
 	for _, r := range slices.Sorted(maps.Keys(ext)) {
 		doc := ext[r]
 		var params []any
@@ -208,6 +229,9 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 		}
 		if mutating[r] {
 			responses["403"] = map[string]any{"description": "No password is set and web.listen is not a loopback address; or a login exists and the X-CSRF-Token header is missing or wrong; or the request is cross-origin."}
+		}
+		if r == "POST /api/devices/ack" {
+			responses["404"] = map[string]any{"description": "No device with that key has been seen (or it was forgotten).", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}
 		}
 		if r == "POST /api/filter/pause" || r == "POST /api/filter/resume" {
 			responses["404"] = map[string]any{"description": "client is neither an IP address nor a [[clients]] name (nor one with a pause): it would pause nobody; the body says so.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}

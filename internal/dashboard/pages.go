@@ -40,7 +40,7 @@ var funcs = template.FuncMap{
 // pages are parsed once: the layout plus one page each.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache"} {
+	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices"} {
 		out[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
 	}
 	return out
@@ -55,6 +55,7 @@ func (d *Dashboard) pageRoutes() map[string]http.HandlerFunc {
 		"GET /upstreams":        d.pageUpstreams,
 		"GET /lists":            d.pageLists,
 		"GET /cache":            d.pageCache,
+		"GET /devices":          d.pageDevices, // devices.go
 	}
 }
 
@@ -186,6 +187,7 @@ func (d *Dashboard) pageClients(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data["Clients"] = c.Clients
+	data["NewDevices"] = d.newDevices() // devices.go
 	d.render(w, r, "clients", "Clients", http.StatusOK, data)
 }
 
@@ -232,6 +234,9 @@ func (d *Dashboard) pageClient(w http.ResponseWriter, r *http.Request) {
 		}
 		if name == "" {
 			name = row.ClientName
+		}
+		if data["MAC"] == nil && row.ClientMAC != "" {
+			data["MAC"] = row.ClientMAC // the device at this address, latest first (docs/devices.md)
 		}
 	}
 	data["Name"], data["Count"], data["Recent"], data["Blocked"] = name, count, rows, blocked

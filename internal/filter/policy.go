@@ -21,6 +21,7 @@ const InlineList = "inline"
 type Policy struct {
 	groups   []group
 	fallback int    // index of the "default" group, or -1
+	newGroup int    // index of devices.new_devices' group, or -1 (newdevices.go)
 	all      uint64 // every configured list and the inline rules
 	loc      *time.Location
 	clients  map[string]bool // the [[clients]] names, the names a pause may name (Knows)
@@ -47,7 +48,7 @@ func NewPolicy(cfg config.Filter, clients []config.Client, bits map[string]int, 
 	if loc == nil {
 		loc = time.Local
 	}
-	p := &Policy{fallback: -1, loc: loc, all: 1 << inlineBit}
+	p := &Policy{fallback: -1, newGroup: -1, loc: loc, all: 1 << inlineBit}
 	for _, l := range cfg.Lists {
 		if b, ok := bits[l.Name]; ok {
 			p.all |= 1 << b
@@ -157,7 +158,7 @@ func (g *group) has(client netip.Addr, name string) bool {
 // named is the first of the client's groups that applies now, else
 // `default`; GroupOf names the group of one list.
 func (p *Policy) Lists(client netip.Addr, name string, now time.Time) (uint64, string) {
-	return p.resolve(client, name, now, -1)
+	return p.resolve(client, name, false, now, -1)
 }
 
 // GroupOf is the group whose list bit decided for a client now: the first
@@ -168,13 +169,14 @@ func (p *Policy) GroupOf(client netip.Addr, name string, now time.Time, bit int)
 	if bit == inlineBit {
 		return ""
 	}
-	_, g := p.resolve(client, name, now, bit)
+	_, g := p.resolve(client, name, false, now, bit)
 	return g
 }
 
 // resolve is Lists; with bit ≥ 0 the group named is the first that applies
-// and has that list ("" if none has).
-func (p *Policy) resolve(client netip.Addr, name string, now time.Time, bit int) (uint64, string) {
+// and has that list ("" if none has). newDev puts the client in the
+// new_devices group too (newdevices.go).
+func (p *Policy) resolve(client netip.Addr, name string, newDev bool, now time.Time, bit int) (uint64, string) {
 	if len(p.groups) == 0 {
 		return p.all, ""
 	}
@@ -184,7 +186,7 @@ func (p *Policy) resolve(client netip.Addr, name string, now time.Time, bit int)
 	own := false // one of the client's own groups is on now
 	for i := range p.groups {
 		g := &p.groups[i]
-		if i == p.fallback || !g.has(client, name) || !g.activeAt(local) {
+		if i == p.fallback || !(g.has(client, name) || newDev && i == p.newGroup) || !g.activeAt(local) {
 			continue
 		}
 		own = true

@@ -31,7 +31,7 @@ func (e *Engine) NewStage(cfg config.Config, loc *time.Location) *Stage {
 	bits := e.Bits(cfg.Filter.Lists)
 	s := &Stage{
 		e:        e,
-		policy:   NewPolicy(cfg.Filter, cfg.Clients, bits, loc),
+		policy:   NewPolicy(cfg.Filter, cfg.Clients, bits, loc).withNewDevices(cfg.Devices.NewDevices),
 		bits:     bits,
 		response: cfg.Filter.BlockResponse,
 		ttl:      uint32(cfg.Filter.BlockTTL),
@@ -182,7 +182,7 @@ func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 	if _, ok := s.e.allow.match(name); ok {
 		return check{}, false
 	}
-	mask, _ := s.policy.Lists(ev.Client, ev.ClientName, now)
+	mask, _ := s.policy.listsFor(ev, now)
 	return check{set: s.e.set.Load(), mask: mask, ev: ev, now: now}, true
 }
 
@@ -219,7 +219,7 @@ func normal(name string) string {
 // the group whose list blocked (docs/filter.md).
 func (s *Stage) block(r *query.Request, v verdict, c check) *dns.Msg {
 	list, rule := s.names[v.why.list], v.why.ruleText()
-	group := s.policy.GroupOf(c.ev.Client, c.ev.ClientName, c.now, v.why.list)
+	group := s.policy.groupOfEvent(c.ev, c.now, v.why.list)
 	r.Event.Source = query.SourceBlocked
 	r.Event.Filter = query.Decision{Blocked: true, List: list, Rule: rule, Group: group}
 	s.e.blocked[v.why.list].Add(1)

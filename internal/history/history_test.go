@@ -26,6 +26,7 @@ func TestHistory_roundTripKeepsEveryField(t *testing.T) {
 			h := openTest(t, path, c, nil)
 			e := event(t0, 7)
 			e.Filter = query.Decision{Blocked: true, List: "ads", Rule: "||host7.example^", Group: "kids"}
+			e.ClientMAC = "02:00:5e:00:53:07"
 			h.Record(e)
 			h.Flush()
 			if p := h.Problem(); p != "" {
@@ -328,5 +329,25 @@ func TestHistory_concurrentRecordSearchFlush(t *testing.T) {
 	}
 	if s := h.Snapshot(); s.Recorded != writers*each || s.Pending != 0 {
 		t.Fatalf("recorded %d pending %d", s.Recorded, s.Pending)
+	}
+}
+
+// TestRow_withoutMACReadsAsBefore: a row stored before the MAC field
+// existed (version 1, ending with its answer) still decodes, with no MAC;
+// a row with a MAC is found by a search for that MAC.
+func TestRow_withoutMACReadsAsBefore(t *testing.T) {
+	r := fromEvent(event(t0, 3))
+	old := appendRow(nil, &r) // no MAC: exactly the version-1 bytes
+	got, err := decodeRow(rowKey(t0, 0), old)
+	if err != nil || got.ClientMAC != "" || got.Name != r.Name {
+		t.Fatalf("decode of a row without MAC: %+v, %v", got, err)
+	}
+	r.ClientMAC = "02:00:5e:00:53:03"
+	got, err = decodeRow(rowKey(t0, 0), appendRow(nil, &r))
+	if err != nil || got.ClientMAC != r.ClientMAC {
+		t.Fatalf("decode of a row with MAC: %+v, %v", got, err)
+	}
+	if !(matcher{f: Filter{Client: "02:00:5E:00:53:03"}}).row(&got) {
+		t.Error("a search by the device's MAC does not find its row")
 	}
 }

@@ -19,6 +19,7 @@ type Row struct {
 	Time       time.Time
 	Client     netip.Addr
 	ClientName string
+	ClientMAC  string // the device's MAC, "" when none was known (docs/devices.md)
 	Proto      query.Proto
 	Name       string // as the client asked it
 	Qtype      uint16
@@ -38,7 +39,7 @@ type Row struct {
 // goroutine (Sink.Record): a copy and a short summary, no I/O.
 func fromEvent(e *query.Event) Row {
 	r := Row{
-		Time: e.Time, Client: e.Client, ClientName: e.ClientName, Proto: e.Proto,
+		Time: e.Time, Client: e.Client, ClientName: e.ClientName, ClientMAC: e.ClientMAC, Proto: e.Proto,
 		Name: e.Name, Qtype: e.Qtype, Qclass: e.Qclass,
 		Source: e.Source, Upstream: e.Upstream, Tried: e.Tried, Cache: e.Cache,
 		Filter: e.Filter, Rcode: e.Rcode, Duration: e.Duration,
@@ -116,7 +117,9 @@ func keyTime(k []byte) time.Time {
 func timeKey(t time.Time) []byte { return rowKey(t, 0) }
 
 // rowSizeHint is about the encoded size of r: room for its usual fields.
-func rowSizeHint(r *Row) int { return 96 + len(r.Name) + len(r.ClientName) + len(r.Answer) }
+func rowSizeHint(r *Row) int {
+	return 96 + len(r.Name) + len(r.ClientName) + len(r.ClientMAC) + len(r.Answer)
+}
 
 // appendRow appends r's encoding, a value of the rows bucket (decodeRow
 // reads it), to b.
@@ -154,6 +157,12 @@ func appendRow(b []byte, r *Row) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(max(r.Duration, 0)/time.Microsecond))
 	b = appendStr(b, r.Answer)
+	// Fields added after format version 1 follow, each optional: a row
+	// written before them ends here and reads them as empty, and an older
+	// nxdns reading a newer row stops before them.
+	if r.ClientMAC != "" {
+		b = appendStr(b, r.ClientMAC)
+	}
 	return b
 }
 
@@ -226,6 +235,9 @@ func decodeRowInterned(k, v []byte, in *interner) (Row, error) {
 	}
 	r.Duration = time.Duration(d.uvarint()) * time.Microsecond
 	r.Answer = d.str()
+	if d.err == nil && len(d.b) > 0 {
+		r.ClientMAC = d.str() // optional trailing field (appendRow)
+	}
 	if d.err != nil {
 		return Row{}, d.err
 	}

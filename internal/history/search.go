@@ -183,7 +183,7 @@ func (m matcher) row(r *Row) bool {
 		return false
 	case f.Rcode != nil && r.Rcode != *f.Rcode:
 		return false
-	case f.Client != "" && r.Client.String() != f.Client && !strings.EqualFold(r.ClientName, f.Client):
+	case f.Client != "" && r.Client.String() != f.Client && !strings.EqualFold(r.ClientName, f.Client) && !strings.EqualFold(r.ClientMAC, f.Client):
 		return false
 	}
 	return true

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
@@ -104,6 +105,13 @@ func sampleSources() Sources {
 		Web:    func() WebState { return WebState{LoginRateLimited: 41, LoginEpisodes: 2} },
 		DNSSEC: func() dnssec.Snapshot {
 			return dnssec.Snapshot{Secure: 71, Insecure: 73, Bogus: 2, Indeterminate: 1, Enforced: 1}
+		},
+		Devices: func() devices.Stats {
+			return devices.Stats{Devices: 12, New: 2, NewTotal: 5, Evicted: 1, Collisions: 3,
+				Configured: []devices.DeviceCount{{Name: "kids-tablet", Queries: 77}}, OtherQueries: 79}
+		},
+		Neighbours: func() (devices.NeighbourStats, bool) {
+			return devices.NeighbourStats{Entries: 30, Flaps: 2, Dropped: 1, Rescans: 3, Failures: 0}, true
 		},
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/forward"
@@ -52,6 +53,10 @@ type Sources struct {
 	Filter     func() filter.Snapshot
 	Web        func() WebState
 	DNSSEC     func() dnssec.Snapshot // nil with [dnssec] mode off at start
+	// Devices and Neighbours are the device series (devices.go); the
+	// neighbours' ok is false while no table is read.
+	Devices    func() devices.Stats
+	Neighbours func() (devices.NeighbourStats, bool)
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -106,6 +111,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Web != nil {
 		cs = append(cs, webCollector{src.Web})
+	}
+	if src.Devices != nil {
+		cs = append(cs, devicesCollector{src.Devices, src.Neighbours, src.Server})
 	}
 	return cs
 }

@@ -155,6 +155,21 @@ type Event struct {
 	ClientName string     // static or learned name; "" when none is known; the server's, once the query passes dns.allow
 	Proto      Proto      // the server's
 
+	// The device behind the query (docs/devices.md). ClientMAC is its MAC
+	// ("aa:bb:cc:dd:ee:ff"; "" when none is known): a trusted forwarder's
+	// EDNS0 option 65001 (the server's), else the neighbour table's (the
+	// device view's, with ClientName). ClientID is the name a DoT or DoH
+	// client gave itself (the server's; validated). Via is the trusted
+	// forwarder the query came through when Client was taken from its
+	// client-subnet option; the zero Addr otherwise (the server's).
+	// NewDevice is set for a device seen for the first time and not yet
+	// acknowledged (the device view's): the filter puts it in the
+	// new_devices group.
+	ClientMAC string
+	ClientID  string
+	Via       netip.Addr
+	NewDevice bool
+
 	// The question as the client asked it; Name is "" when none parsed.
 	// The server's (on a UDP fast hit the cache sets Name: the entry's
 	// copy of the same lower-case name).

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/nxdns/nxdns/internal/cache"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/wireform"
@@ -112,11 +114,28 @@ func BenchmarkUDP(b *testing.B) {
 // general path: parse, chain, relay, pack) with the fast path a UDP reader
 // takes (fastpath.go: read the wire, ask the stages, write the template),
 // event recorded in both. No sockets.
-func BenchmarkCacheHit(b *testing.B) {
+func BenchmarkCacheHit(b *testing.B) { benchCacheHit(b, nil) }
+
+// BenchmarkCacheHitDevices is BenchmarkCacheHit with devices named
+// (docs/devices.md): the client among 1 000 devices of the neighbour table,
+// each with a [[clients]] name by MAC.
+func BenchmarkCacheHitDevices(b *testing.B) {
+	table, byMAC := map[netip.Addr]devices.MAC{}, map[devices.MAC]string{}
+	for i := range 1000 {
+		a := netip.AddrFrom4([4]byte{127, 0, byte(i >> 8), byte(1 + i%250)})
+		m := devices.MAC{2, 0, 0x5e, 0, byte(i >> 8), byte(i)}
+		table[a], byMAC[m] = m, fmt.Sprintf("device-%d", i)
+	}
+	reg := devices.NewRegistry(nil)
+	reg.SetNeighbours(devices.FixedNeighbours(table))
+	benchCacheHit(b, devices.NewView(reg, devices.ViewOptions{Static: devices.Static{ByMAC: byMAC}}))
+}
+
+func benchCacheHit(b *testing.B, id Identifier) {
 	c := cache.New(cache.Options{Size: 100, MaxTTL: time.Hour})
 	st := c.Stage()
 	defer func() { st.Close(); c.Close() }()
-	s := New(Options{}, &State{Router: pool(instant()), Allow: loopback, Stages: []query.Stage{st}})
+	s := New(Options{}, &State{Router: pool(instant()), Allow: loopback, Stages: []query.Stage{st}, Devices: id})
 	q := newQuery("bench.example.", dns.TypeA)
 	q.SetEdns0(1232, false)
 	wire, _ := q.Pack()

@@ -207,8 +207,13 @@ func (d *dohFront) abort() {
 // serveDoH answers one DoH request (RFC 8484 §4): GET with the query in the
 // base64url "dns" parameter, or POST with it as the body.
 func (s *Server) serveDoH(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != dohPath {
+	clientID, ok, valid := dohClientID(r.URL.Path)
+	if !ok {
 		s.dohError(w, http.StatusNotFound, "not found: DNS queries go to "+dohPath)
+		return
+	}
+	if !valid {
+		s.badClientID(w)
 		return
 	}
 	var wire []byte
@@ -248,7 +253,7 @@ func (s *Server) serveDoH(w http.ResponseWriter, r *http.Request) {
 	// resetting every stream it opens would start exchanges without bound,
 	// each stream's end freeing its place for the next (docs/server.md).
 	// So a DoH query is counted as a TCP one is, until its work ends.
-	s.serve(s.ctx, wire, client, query.DoH, func(ans []byte) error {
+	s.serveAs(s.ctx, wire, client, query.DoH, clientID, func(ans []byte) error {
 		answered = true
 		h := w.Header()
 		h.Set("Content-Type", dohContentType)

@@ -25,6 +25,10 @@ func (s *Server) admitDoT(l *listener, c *net.TCPConn) {
 			conn.close()
 			return
 		}
+		if !s.dotClientID(conn, tc.ConnectionState().ServerName) {
+			conn.close()
+			return
+		}
 		conn.serve()
 	})
 }

@@ -106,7 +106,9 @@ func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, clien
 		Qtype: q.Qtype, Qclass: q.Qclass,
 		Resolved: true, Rcode: query.RcodeNone,
 	}
-	if g.st.Names != nil {
+	if g.st.Devices != nil {
+		g.st.Devices.Identify(ev)
+	} else if g.st.Names != nil {
 		ev.ClientName = g.st.Names.Name(client)
 	}
 	for _, p := range f.poolers { // the cache keys answers by pool (docs/filter.md "Per-group upstreams")

@@ -52,6 +52,12 @@ type pending struct {
 // counted as such, not as answered (docs/design.md#robustness). It returns by the time ctx
 // ends plus the chain's own return and send's.
 func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto, send func([]byte) error) {
+	s.serveAs(ctx, wire, client, proto, "", send)
+}
+
+// serveAs is serve for a client that presented a ClientID (a DoH path, a
+// DoT SNI label: clientid.go), already validated; "" for none.
+func (s *Server) serveAs(ctx context.Context, wire []byte, client netip.Addr, proto query.Proto, clientID string, send func([]byte) error) {
 	if !headerOK(wire) {
 		s.stats.malformed.Add(1)
 		return
@@ -60,6 +66,7 @@ func (s *Server) serve(ctx context.Context, wire []byte, client netip.Addr, prot
 	defer g.release()
 	q := &pending{gen: g, st: g.st, ev: &query.Event{
 		Time: time.Now(), Client: client, Proto: proto, Source: query.SourceServer, Rcode: query.RcodeNone,
+		ClientID: clientID,
 	}}
 	buf := packBuffers.Get().(*[]byte)
 	defer packBuffers.Put(buf)
@@ -141,6 +148,7 @@ func (s *Server) answer(ctx context.Context, q *pending, wire []byte) *dns.Msg {
 		// refusal would say nothing a client needs.
 		return q.reply(dns.RcodeRefused)
 	}
+	s.clientOptions(q) // a trusted forwarder's client MAC and subnet (clientid.go)
 	return s.resolve(ctx, q)
 }
 
@@ -160,7 +168,9 @@ func (q *pending) notImplemented() *dns.Msg {
 // answer.
 func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {
 	q.ev.Resolved = true
-	if q.st.Names != nil {
+	if q.st.Devices != nil {
+		q.st.Devices.Identify(q.ev)
+	} else if q.st.Names != nil {
 		q.ev.ClientName = q.st.Names.Name(q.ev.Client)
 	}
 	r := &q.r

@@ -32,6 +32,7 @@ func (l eventLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if e.ClientName != "" {
 		enc.AddString("client_name", e.ClientName)
 	}
+	addDevice(enc, e) // clientid.go
 	if e.Name != "" {
 		enc.AddString("name", e.Name)
 		enc.AddString("type", dns.Type(e.Qtype).String())

@@ -74,6 +74,16 @@ type State struct {
 	// Budget is the answer deadline the stages see (query.Request.Deadline):
 	// the pool's total budget. 0 means defaultBudget.
 	Budget time.Duration
+
+	// Devices names each query's device (docs/devices.md); when set it is
+	// used instead of Names. nil for none.
+	Devices Identifier
+	// Trusted are the forwarders whose EDNS0 client MAC and client subnet
+	// are believed (dns.trusted_forwarders; clientid.go).
+	Trusted []netip.Prefix
+	// ServedNames are the names the DoT certificate serves, under which an
+	// SNI's first label is a ClientID (clientid.go); nil for none.
+	ServedNames func() []string
 }
 
 // defaultBudget stands in for an unset State.Budget:

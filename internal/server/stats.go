@@ -73,6 +73,8 @@ type counters struct {
 	tcpIdle        atomic.Uint64 // TCP connections closed after the idle bound
 	tcpSlow        atomic.Uint64 // TCP connections closed for a slow read or write
 	byProto        protoCounts   // queries by the transport they arrived on (protocount.go)
+
+	clientOpts clientOptCounters // client-identity options and ClientIDs not believed (clientid.go)
 }
 
 func (c *counters) init() { c.bySource.Store(&map[string]*rcodeCounts{}) }
@@ -128,6 +130,8 @@ type Snapshot struct {
 	TCPSlowClosed  uint64 // TCP connections closed for a slow read or write
 
 	Protos []ProtoCount // queries by transport: udp, tcp, dot, doh
+
+	ClientOptions ClientOptionCounts // client MAC, subnet and ClientID not believed (clientid.go)
 }
 
 // QueryCount is one (source, rcode) counter.
@@ -156,6 +160,7 @@ func (s *Server) Snapshot() Snapshot {
 		TCPIdleClosed:  c.tcpIdle.Load(),
 		TCPSlowClosed:  c.tcpSlow.Load(),
 		Protos:         c.byProto.snapshot(),
+		ClientOptions:  c.clientOpts.snapshot(),
 	}
 	for f := range numFamilies {
 		snap.UDPInFlight += s.udpCap[f].inUse()

@@ -44,6 +44,9 @@ type tcpConn struct {
 	conn   net.Conn // a *net.TCPConn, or a *tls.Conn for DoT (dot.go)
 	client netip.Addr
 	proto  query.Proto // TCP or DoT, for the query event
+	// clientID is the ClientID of a DoT connection's SNI (clientid.go),
+	// set after the handshake, before the first query is read; "" for none.
+	clientID string
 
 	// ctx is the parent of the connection's queries: cancelled when a write
 	// fails, since nobody will read the other answers either.
@@ -80,7 +83,7 @@ func (c *tcpConn) serve() {
 		}
 		c.queries.Go(func() {
 			defer func() { <-c.slots }()
-			c.s.serve(c.ctx, wire, c.client, c.proto, c.write)
+			c.s.serveAs(c.ctx, wire, c.client, c.proto, c.clientID, c.write)
 		})
 	}
 }

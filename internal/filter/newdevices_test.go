@@ -1,0 +1,33 @@
+package filter
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// TestPolicy_newDeviceInNewDevicesGroup: a new, unacknowledged device gets
+// the new_devices group's lists (and the group is named for it); once
+// acknowledged, the same client gets only what its address gives it.
+func TestPolicy_newDeviceInNewDevicesGroup(t *testing.T) {
+	cfg := config.Filter{Groups: []config.FilterGroup{
+		{Name: "quarantine", Lists: []string{"everything"}},
+		{Name: config.DefaultGroup, Lists: []string{"ads"}},
+	}}
+	bits := map[string]int{"ads": 0, "everything": 1}
+	p := NewPolicy(cfg, nil, bits, time.UTC).withNewDevices("quarantine")
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	ev := &query.Event{Client: netip.MustParseAddr("192.168.1.77"), ClientMAC: "02:00:5e:00:00:01", NewDevice: true}
+	mask, group := p.listsFor(ev, now)
+	if mask&(1<<1) == 0 || group != "quarantine" {
+		t.Errorf("new device: mask %b group %q, want the everything list and group quarantine", mask, group)
+	}
+	ev.NewDevice = false
+	mask, group = p.listsFor(ev, now)
+	if mask&(1<<1) != 0 || mask&1 == 0 || group != config.DefaultGroup {
+		t.Errorf("acknowledged device: mask %b group %q, want only default's ads", mask, group)
+	}
+}
