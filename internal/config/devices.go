@@ -132,14 +132,8 @@ func checkDevices(ps *Problems, c Config) {
 func (d DNS) TrustedForwarderPrefixes() []netip.Prefix {
 	var out []netip.Prefix
 	for _, f := range d.TrustedForwarders {
-		if p, err := netip.ParsePrefix(f); err == nil {
-			if p.Addr().Is4In6() && p.Bits() >= 96 {
-				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
-			}
-			out = append(out, p.Masked())
-		} else if a, err := netip.ParseAddr(f); err == nil {
-			a = a.Unmap()
-			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		if p, ok := parseAddrOrPrefix(f); ok {
+			out = append(out, p)
 		}
 	}
 	return out

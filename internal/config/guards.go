@@ -48,9 +48,11 @@ func (d DNS) RebindingAllowed() []string {
 }
 
 // RateExempt are rate_limit_exempt's prefixes (an address is its /32 or
-// /128), masked and unmapped.
+// /128), masked and unmapped, and the trusted forwarders': a router that
+// forwards for the whole LAN is one source for every device, so a trusted
+// one is never limited as if it were one (docs/devices.md).
 func (d DNS) RateExempt() []netip.Prefix {
-	var out []netip.Prefix
+	out := d.TrustedForwarderPrefixes()
 	for _, s := range d.RateLimitExempt {
 		if p, ok := parseAddrOrPrefix(s); ok {
 			out = append(out, p)
@@ -67,6 +69,9 @@ func parseAddrOrPrefix(s string) (netip.Prefix, bool) {
 		return netip.PrefixFrom(a, a.BitLen()), true
 	}
 	if p, err := netip.ParsePrefix(s); err == nil {
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
 		return p.Masked(), true
 	}
 	return netip.Prefix{}, false

@@ -24,6 +24,19 @@ func TestGuards_defaults(t *testing.T) {
 	}
 }
 
+// TestGuards_trustedForwardersAreExempt: a trusted forwarder sends every
+// device's queries from one address, so it is never rate limited as one
+// device, even when rate_limit_exempt is set without it.
+func TestGuards_trustedForwardersAreExempt(t *testing.T) {
+	c := mustLoad(t, "[dns]\ntrusted_forwarders = [\"192.168.1.1\", \"::ffff:10.0.0.0/104\"]\nrate_limit_exempt = [\"::1\"]\n[[upstreams]]\nurl = \"tls://9.9.9.9\"\n")
+	got := c.DNS.RateExempt()
+	for _, want := range []string{"192.168.1.1/32", "10.0.0.0/8", "::1/128"} {
+		if !slices.Contains(got, netip.MustParsePrefix(want)) {
+			t.Errorf("exempt %v, want it to hold %s", got, want)
+		}
+	}
+}
+
 // TestGuards_badInput: each bad value is named by its key and code.
 func TestGuards_badInput(t *testing.T) {
 	ps := loadProblems(t, `
