@@ -60,11 +60,13 @@ func (a *App) attachDNSSEC(g *generation) error {
 	g.guard = dnssec.NewGuard(v, dnssec.Mode(c.Mode), a.clockSet, a.log.Named("dnssec"), &a.dnssec, g.drainBound()-drainMargin)
 	g.validating = map[string]server.Resolver{"pool": g.guard.Wrap(g.pool)}
 	for _, z := range g.cfg.ForwardZones {
-		if !z.Validates() {
-			continue
-		}
-		if res, source := g.resolverFor(z.FQDN()); source != "pool" {
+		res, source := g.resolverFor(z.FQDN())
+		switch {
+		case source == "pool":
+		case z.Validates():
 			g.validating[source] = g.guard.Wrap(res)
+		default: // its AD bit is the router's word, not a validation
+			g.validating[source] = g.guard.Unvalidated(res)
 		}
 	}
 	return nil
