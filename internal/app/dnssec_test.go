@@ -375,3 +375,36 @@ func newObserverLogs() *observerLogs {
 }
 
 func (o *observerLogs) count(msg string) int { return o.obs.FilterMessage(msg).Len() }
+
+// TestDNSSEC_cacheFileFromAnotherModeIsNotServed: answers saved in the
+// cache file under mode off carry the upstream's AD; a restart in shadow
+// drops them, a restart in the same mode keeps them (the file's
+// .dnssec-mode marker).
+func TestDNSSEC_cacheFileFromAnotherModeIsNotServed(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	cfg.DNS.CacheFile = filepath.Join(t.TempDir(), "cache.bin")
+	run := func(mode string, query bool) int {
+		t.Helper()
+		c := cfg
+		c.DNSSEC.Mode = mode
+		a, err := Start(c, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := a.cache.Snapshot().Entries
+		if query {
+			ask(t, addr, "kept.example.")
+		}
+		shutdown(t, a)
+		return n
+	}
+	run(config.DNSSECOff, true)
+	if n := run(config.DNSSECOff, false); n != 1 {
+		t.Fatalf("a restart in the same mode loaded %d entries, want 1", n)
+	}
+	if n := run(config.DNSSECShadow, false); n != 0 {
+		t.Fatalf("a restart in shadow loaded %d entries stored under off, want 0", n)
+	}
+}
