@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -12,6 +14,7 @@ import (
 	"github.com/nxdns/nxdns/internal/clock"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dnssec"
+	"github.com/nxdns/nxdns/internal/safefile"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/web"
 )
@@ -39,10 +42,15 @@ func (a *App) clockSet() bool {
 // outlive the change to enforce.
 func (a *App) attachDNSSEC(g *generation) error {
 	c := g.cfg.DNSSEC
-	if a.dnssecMode != "" && a.dnssecMode != c.Mode && a.cache != nil {
+	last := a.dnssecMode
+	if last == "" { // the start: the cache file's entries are the last run's
+		last = cacheFileMode(g.cfg.DNS.CacheFile, c.Mode)
+	}
+	if last != c.Mode && a.cache != nil {
 		a.cache.Flush(".")
 	}
 	a.dnssecMode = c.Mode
+	a.markCacheFileMode(g.cfg.DNS.CacheFile, c.Mode)
 	if c.Mode == config.DNSSECOff {
 		return nil
 	}
@@ -65,14 +73,44 @@ func (a *App) attachDNSSEC(g *generation) error {
 		g.validating[gp.pool] = g.validator.Wrap(gp.pool)
 	}
 	for _, z := range g.cfg.ForwardZones {
-		if !z.Validates() {
-			continue
-		}
-		if res, source := g.resolverIn(z.FQDN(), ""); source != "pool" {
+		res, source := g.resolverIn(z.FQDN(), "")
+		switch {
+		case source == "pool":
+		case z.Validates():
 			g.validating[res] = g.validator.Wrap(res)
+		default: // its AD bit is the router's word, not a validation
+			g.validating[res] = g.validator.Unvalidated(res)
 		}
 	}
 	return nil
+}
+
+// modeMarkerSuffix names the file beside dns.cache_file that says under
+// which [dnssec] mode its entries were stored, so a restart with another
+// mode does not serve them (attachDNSSEC).
+const modeMarkerSuffix = ".dnssec-mode"
+
+// cacheFileMode is the mode the cache file's entries were stored under:
+// current without a cache file (nothing was loaded), "unknown" when the
+// marker cannot be read (the entries are dropped).
+func cacheFileMode(cacheFile, current string) string {
+	if cacheFile == "" {
+		return current
+	}
+	b, err := safefile.ReadFile(cacheFile+modeMarkerSuffix, 64)
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (a *App) markCacheFileMode(cacheFile, mode string) {
+	if cacheFile == "" {
+		return
+	}
+	if err := os.WriteFile(cacheFile+modeMarkerSuffix, []byte(mode+"\n"), 0o600); err != nil {
+		a.log.Warn("could not record the DNSSEC mode beside the cache file; the next start empties the cache", zap.Error(err))
+	}
 }
 
 // dnssecClockChanged empties the cache when enforce begins with the clock

@@ -279,15 +279,21 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 		wantAnswer(t, askFlags(t, addr, "www.plain.test.", "do"), "insecure www.plain.test.", dns.RcodeSuccess, false)
 		// An unsigned delegation under an NSEC3 zone, proven by its NSEC3.
 		wantAnswer(t, askFlags(t, addr, "www.sub.n3.test.", "do"), "insecure www.sub.n3.test.", dns.RcodeSuccess, false)
-		// NODATA, proven by NSEC and by NSEC3.
-		for _, name := range []string{"www.secure.test.", "www.n3.test."} {
-			q := new(dns.Msg).SetQuestion(name, dns.TypeTXT)
+		// NODATA, proven by NSEC and by NSEC3; the keys and DS records
+		// themselves, as a validating stub asks them; the DS an unsigned
+		// delegation does not have.
+		for _, c := range []struct {
+			name  string
+			qtype uint16
+		}{{"www.secure.test.", dns.TypeTXT}, {"www.n3.test.", dns.TypeTXT}, {"secure.test.", dns.TypeDNSKEY}, {"secure.test.", dns.TypeDS}, {"n3.test.", dns.TypeDS}, {"plain.test.", dns.TypeDS}} {
+			name := c.name
+			q := new(dns.Msg).SetQuestion(name, c.qtype)
 			q.SetEdns0(1232, true)
 			m, _, err := (&dns.Client{Timeout: 5 * time.Second}).Exchange(q, addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantAnswer(t, m, name+" TXT (NODATA)", dns.RcodeSuccess, true)
+			wantAnswer(t, m, name+" "+dns.TypeToString[c.qtype], dns.RcodeSuccess, true)
 		}
 		wantServfail(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test.", dns.ExtendedErrorCodeDNSKEYMissing, "bogus.test")
 		wantServfail(t, askFlags(t, addr, "www.expired.test.", ""), "www.expired.test.", dns.ExtendedErrorCodeSignatureExpired, "expired.test")
@@ -369,3 +375,36 @@ func newObserverLogs() *observerLogs {
 }
 
 func (o *observerLogs) count(msg string) int { return o.obs.FilterMessage(msg).Len() }
+
+// TestDNSSEC_cacheFileFromAnotherModeIsNotServed: answers saved in the
+// cache file under mode off carry the upstream's AD; a restart in shadow
+// drops them, a restart in the same mode keeps them (the file's
+// .dnssec-mode marker).
+func TestDNSSEC_cacheFileFromAnotherModeIsNotServed(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	cfg.DNS.CacheFile = filepath.Join(t.TempDir(), "cache.bin")
+	run := func(mode string, query bool) int {
+		t.Helper()
+		c := cfg
+		c.DNSSEC.Mode = mode
+		a, err := Start(c, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := a.cache.Snapshot().Entries
+		if query {
+			ask(t, addr, "kept.example.")
+		}
+		shutdown(t, a)
+		return n
+	}
+	run(config.DNSSECOff, true)
+	if n := run(config.DNSSECOff, false); n != 1 {
+		t.Fatalf("a restart in the same mode loaded %d entries, want 1", n)
+	}
+	if n := run(config.DNSSECShadow, false); n != 0 {
+		t.Fatalf("a restart in shadow loaded %d entries stored under off, want 0", n)
+	}
+}

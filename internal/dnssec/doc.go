@@ -47,5 +47,12 @@
 // Validated DNSKEY sets and zone statuses are kept until the shortest of
 // their TTLs and signature expirations (at most an hour; a bogus verdict
 // 30 seconds, a failed fetch not at all), and concurrent queries that
-// need the same zone share one fetch.
+// need the same zone share one fetch, none waiting for it past its own
+// deadline. Below a delegation proven unsigned, names cost no lookup.
+//
+// Guard applies [dnssec] mode to a resolver's answers (docs/dnssec.md): it
+// asks with DO=1, sets AD exactly on Secure answers (and caps their TTLs
+// at their signatures' expiration, RFC 4035 §5.3.3), leaves CD=1 queries
+// unvalidated and without AD, and in enforce mode with the clock set
+// answers Bogus with SERVFAIL and the verdict's EDE.
 package dnssec

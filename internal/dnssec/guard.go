@@ -133,6 +133,29 @@ func (g *Guard) Validator() *Validator { return g.v }
 // Wrap validates r's answers.
 func (g *Guard) Wrap(r Exchanger) Exchanger { return guarded{g: g, next: r} }
 
+// Unvalidated passes r's answers on without validating them and without
+// the AD bit (a forward zone with validate = false): with validation on,
+// AD means nxdns validated the answer, never that someone else says so.
+func (g *Guard) Unvalidated(r Exchanger) Exchanger { return unvalidated{r} }
+
+type unvalidated struct{ next Exchanger }
+
+func (u unvalidated) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, error) {
+	res, err := u.next.Exchange(ctx, q)
+	res.Msg = withoutAD(res.Msg)
+	return res, err
+}
+
+// withoutAD is m with AD clear, a copy when it was set.
+func withoutAD(m *dns.Msg) *dns.Msg {
+	if m == nil || !m.AuthenticatedData {
+		return m
+	}
+	c := *m
+	c.AuthenticatedData = false
+	return &c
+}
+
 type guarded struct {
 	g    *Guard
 	next Exchanger
@@ -148,13 +171,7 @@ type guarded struct {
 // naming the zone and the reason. q is not modified.
 func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, error) {
 	if q.CheckingDisabled {
-		res, err := r.next.Exchange(ctx, q)
-		if res.Msg != nil && res.Msg.AuthenticatedData {
-			m := *res.Msg
-			m.AuthenticatedData = false
-			res.Msg = &m
-		}
-		return res, err
+		return unvalidated{r.next}.Exchange(ctx, q)
 	}
 	do := false
 	if o := q.IsEdns0(); o != nil {

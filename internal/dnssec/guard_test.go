@@ -97,3 +97,18 @@ func TestGuard_bogusByMode(t *testing.T) {
 		})
 	}
 }
+
+// A forward zone that is not validated keeps its data but loses the AD
+// bit its router set: AD means nxdns validated.
+func TestGuard_unvalidatedZoneLosesAD(t *testing.T) {
+	_, _, g, _, st := guardWorld(t, Enforce, true)
+	up := msg("nas.lan.", dns.TypeA, 0, []dns.RR{rr("nas.lan. 300 IN A 192.168.1.5")}, nil)
+	up.AuthenticatedData = true
+	res, err := g.Unvalidated(exchangerFunc(func(*dns.Msg) *dns.Msg { return up })).Exchange(context.Background(), query("nas.lan.", true, false))
+	if err != nil || res.Msg.AuthenticatedData || len(res.Msg.Answer) != 1 || !up.AuthenticatedData {
+		t.Fatalf("answer %v, %v; the router's message AD %v: want the data without AD, the router's message untouched", res.Msg, err, up.AuthenticatedData)
+	}
+	if s := st.Snapshot(); s.Secure+s.Insecure+s.Bogus+s.Indeterminate != 0 {
+		t.Errorf("an unvalidated answer was counted: %+v", s)
+	}
+}
