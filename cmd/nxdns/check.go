@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/nxdns/nxdns/internal/app"
@@ -86,6 +88,28 @@ func summary(name string, cfg config.Config) string {
 			fmt.Fprintf(&b, "  %s → %s\n", z.Zone, z.Resolver)
 		}
 	}
+	if f := cfg.Filter; len(f.Lists) > 0 || len(f.Block) > 0 || len(f.Allow) > 0 {
+		fmt.Fprintf(&b, "filter lists:\n")
+		for _, l := range f.Lists {
+			src := l.Path
+			if l.URL != "" {
+				src = listURL(l.URL)
+			}
+			fmt.Fprintf(&b, "  %s (%s)  %s\n", l.Name, cmp.Or(l.Kind, config.ListBlock), src)
+		}
+		if len(f.Block) > 0 || len(f.Allow) > 0 {
+			fmt.Fprintf(&b, "  inline: %d block, %d allow rules\n", len(f.Block), len(f.Allow))
+		}
+		for _, g := range f.Groups {
+			when := "always"
+			if len(g.Schedule) > 0 {
+				when = fmt.Sprintf("%d schedule windows", len(g.Schedule))
+			}
+			fmt.Fprintf(&b, "  group %s: %s → %s, %s\n", g.Name, strings.Join(g.Clients, ", "), strings.Join(g.Lists, ", "), when)
+		}
+	} else {
+		fmt.Fprintf(&b, "filter:    no lists (nothing is blocked)\n")
+	}
 	web := cfg.Web.Listen
 	switch {
 	case web == "":
@@ -95,4 +119,15 @@ func summary(name string, cfg config.Config) string {
 	}
 	fmt.Fprintf(&b, "web:       %s\n", web)
 	return b.String()
+}
+
+// listURL is a list's URL for the summary: its path kept (which list it
+// is), its user and query dropped (they may hold a token).
+func listURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(an invalid URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }

@@ -29,7 +29,7 @@ commands:
   reload  --pid PID --status FILE    reload a running nxdns run --reload-status FILE and wait for the outcome
                                      (exit 1 when it was rejected)
   version                            print the version and commit
-  hash-password                      read a password (8 characters or more) on stdin, print the hash for web.password_file
+  hash-password                      prompt for a password (8 characters or more; read from stdin when piped), print the hash for web.password_file
 
 Run 'nxdns <command> -h' for a command's flags.
 `
