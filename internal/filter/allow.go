@@ -2,6 +2,7 @@ package filter
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -52,6 +53,9 @@ type allowed struct {
 	names atomic.Pointer[map[string]struct{}]
 	mu    sync.Mutex
 	path  string // AllowFile in the state directory; "": kept in memory only
+	// what is the file's first line's word for its names: "allowed"
+	// (AllowFile) or "blocked" (BlockFile, block.go).
+	what string
 }
 
 // match returns the allowed name that covers name (name itself or a
@@ -160,7 +164,7 @@ func (a *allowed) save(names map[string]struct{}) error {
 		return nil
 	}
 	var b bytes.Buffer
-	b.WriteString("# Names allowed from the nxdns dashboard, one a line (each with the names below it).\n")
+	b.WriteString("# Names " + cmp.Or(a.what, "allowed") + " from the nxdns dashboard, one a line (each with the names below it).\n")
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		b.WriteString(n)
 		b.WriteByte('\n')
@@ -200,6 +204,7 @@ func (e *Engine) useAllowFile(stateDir string) {
 		path = filepath.Join(stateDir, AllowFile)
 	}
 	n, err := e.allow.use(path)
+	e.useBlockFile(stateDir)
 	if err != nil {
 		e.log.Warn("names allowed from the dashboard not read or not saved", zap.Error(err))
 	} else if n > 0 {

@@ -56,6 +56,7 @@ type Engine struct {
 	set    atomic.Pointer[Set]
 	pauses pauses
 	allow  allowed // names allowed from the dashboard (allow.go)
+	block  allowed // names blocked from the dashboard (block.go)
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
@@ -107,6 +108,7 @@ func New(o Options) *Engine {
 		changed:    make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
+	e.block.what = "blocked"
 	if e.log == nil {
 		e.log = zap.NewNop()
 	}
