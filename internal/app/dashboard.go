@@ -54,10 +54,13 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 			}
 			return names
 		},
-		Filter:   a.filter.Snapshot,
-		Allowed:  a.filter.Allowed,
-		Cache:    a.cache.Snapshot,
-		Episodes: a.episodes.List,
+		Filter:      a.filter.Snapshot,
+		Allowed:     a.filter.Allowed,
+		Blocked:     a.filter.BlockedNames,
+		PausedUntil: a.filter.PausedUntil,
+		Health:      a.health,
+		Cache:       a.cache.Snapshot,
+		Episodes:    a.episodes.List,
 	})
 }
 

@@ -37,6 +37,9 @@ type Deps struct {
 	Allowed       func() []string           // names allowed from the dashboard; may be nil
 	Cache         func() cache.Snapshot     // the cache's counters; nil: no cache page data
 	Episodes      func() []episodes.Episode // the upstreams' backoff episodes, oldest first; may be nil
+	Health        func() web.Health         // /api/health's view, for the status banner; may be nil
+	Blocked       func() []string           // names blocked from the dashboard; may be nil
+	PausedUntil   func() (time.Time, bool)  // filtering paused for everyone until; may be nil
 }
 
 // Dashboard serves the pages and the API.

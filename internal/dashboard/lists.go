@@ -60,6 +60,9 @@ func (d *Dashboard) pageLists(w http.ResponseWriter, r *http.Request) {
 	if d.deps.Allowed != nil {
 		data["Allowed"] = d.deps.Allowed()
 	}
+	if d.deps.Blocked != nil {
+		data["BlockedNames"] = d.deps.Blocked()
+	}
 	data["MaxPause"] = 24 * 60
 	d.render(w, r, "lists", "Lists & filtering", http.StatusOK, data)
 }
