@@ -37,6 +37,7 @@ func (e *Engine) Routes(current func() *Stage) []Route {
 			e.handleCheck(w, r, current())
 		})},
 		{Pattern: "GET /api/filter/lists", Handler: http.HandlerFunc(e.handleLists)},
+		{Pattern: "POST /api/filter/lists/refresh", Handler: http.HandlerFunc(e.handleRefresh), Mutating: true},
 		{Pattern: "GET /api/filter/allow", Handler: http.HandlerFunc(e.handleAllowed)},
 		{Pattern: "POST /api/filter/allow", Handler: http.HandlerFunc(e.handleAllow), Mutating: true},
 		{Pattern: "DELETE /api/filter/allow", Handler: http.HandlerFunc(e.handleUnallow), Mutating: true},

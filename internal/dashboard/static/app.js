@@ -36,6 +36,7 @@
     if (typeof j.flushed === "number") return j.flushed + " cached answers flushed";
     if (typeof j.paused === "boolean") return j.paused ? "Blocking paused until " + new Date(j.until).toLocaleTimeString() : "Blocking resumed";
     if (Array.isArray(j.entries)) return j.entries.length + " cached entries";
+    if (Array.isArray(j.lists)) return j.lists.map(function (l) { return l.name + (l.ok ? ": " + l.rules + " rules" : ": failed, the last good copy is kept (" + l.error + ")"); }).join("; ") || "no list has a url";
     return null;
   }
 
