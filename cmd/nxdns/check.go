@@ -11,6 +11,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -39,6 +40,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitProblems
 	}
 	fmt.Fprint(stdout, summary(name, cfg))
+	fmt.Fprint(stdout, layerSummary(cfg.Filter.StateDir))
 	for _, w := range config.Warnings(cfg) { // legal, but a promise of the defaults is broken
 		fmt.Fprintf(stdout, "%s: warning: %s\n", name, w)
 	}
@@ -130,4 +132,33 @@ func listURL(s string) string {
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
+}
+
+// layerSummary is what the dashboard changed over the file, kept in
+// filter.state_dir (docs/dashboard.md "Changes made here"): the file is
+// not the whole truth while these apply. Read on the machine check runs
+// on; a layer that cannot be read is said, not a problem of the file.
+func layerSummary(stateDir string) string {
+	if stateDir == "" {
+		return ""
+	}
+	l, err := filter.ReadLayer(stateDir)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("dashboard changes: not read: %v\n", err)
+	case len(l.Allowed) == 0 && len(l.Blocked) == 0 && l.Skipped == 0:
+		return "dashboard changes: none (the file says everything)\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "dashboard changes over this file (in %s; the dashboard's Changes made here page shows each as TOML):\n", stateDir)
+	for _, n := range l.Allowed {
+		fmt.Fprintf(&b, "  allow %s\n", n)
+	}
+	for _, n := range l.Blocked {
+		fmt.Fprintf(&b, "  block %s\n", n)
+	}
+	if l.Skipped > 0 {
+		fmt.Fprintf(&b, "  %d lines that are no name are skipped (edited by hand?)\n", l.Skipped)
+	}
+	return b.String()
 }

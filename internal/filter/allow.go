@@ -175,25 +175,33 @@ func (a *allowed) save(names map[string]struct{}) error {
 	return nil
 }
 
-// readAllowFile reads an allow file with safefile.ReadFile (a regular file
-// of at most maxAllowedBytes, never a FIFO: docs/design.md#file-reads), one name a line,
-// '#' comments; a line that is not a name is skipped.
+// readAllowFile reads an allow (or block) file with safefile.ReadFile (a
+// regular file of at most maxAllowedBytes, never a FIFO:
+// docs/design.md#file-reads), one name a line, '#' comments; a line that
+// is not a name is skipped, and logged by the caller (use) with the count.
 func readAllowFile(path string) ([]string, error) {
+	names, _, err := readNamesFile(path)
+	return names, err
+}
+
+// readNamesFile is readAllowFile with the count of lines skipped.
+func readNamesFile(path string) (names []string, skipped int, err error) {
 	b, err := safefile.ReadFile(path, maxAllowedBytes)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var out []string
 	for line := range strings.Lines(string(b)) {
 		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' {
 			continue
 		}
 		if n, ok := normalise(line, Subtree); ok {
-			out = append(out, n)
+			names = append(names, n)
+		} else {
+			skipped++
 		}
 	}
-	return out, nil
+	return names, skipped, nil
 }
 
 // useAllowFile points the runtime allow set at stateDir's AllowFile ("":

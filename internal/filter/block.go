@@ -1,7 +1,9 @@
 package filter
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -75,3 +77,34 @@ func (e *Engine) Unblock(name string) (string, bool, error) {
 
 // BlockedNames lists the names blocked from the dashboard, sorted.
 func (e *Engine) BlockedNames() []string { return e.block.list() }
+
+// Layer is the dashboard's layer over the configuration as kept in
+// filter.state_dir (docs/dashboard.md "Changes made here"): what
+// `nxdns check` reports beside the file it checks.
+type Layer struct {
+	Allowed, Blocked []string
+	// Skipped counts the lines of the two files that are no name (a hand
+	// edit gone wrong): they are left out, the rest still applies.
+	Skipped int
+}
+
+// ReadLayer reads the layer from stateDir. Missing files are an empty
+// layer; a file that cannot be read is an error naming it.
+func ReadLayer(stateDir string) (Layer, error) {
+	var l Layer
+	if stateDir == "" {
+		return l, nil
+	}
+	for _, f := range []struct {
+		name string
+		into *[]string
+	}{{AllowFile, &l.Allowed}, {BlockFile, &l.Blocked}} {
+		path := filepath.Join(stateDir, f.name)
+		names, skipped, err := readNamesFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return l, fmt.Errorf("%s: %w", path, err)
+		}
+		*f.into, l.Skipped = names, l.Skipped+skipped
+	}
+	return l, nil
+}
