@@ -1,18 +1,12 @@
 package app
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/zap"
-
-	"github.com/nxdns/nxdns/internal/testutil"
-	"github.com/nxdns/nxdns/internal/web"
 )
 
 // TestBlock_fromTheDashboardThroughTheLoginCSRFAndOrigin: through the real
@@ -23,23 +17,7 @@ import (
 // with its TOML and NixOS lines, and dropped again. The banner fragment
 // is private too.
 func TestBlock_fromTheDashboardThroughTheLoginCSRFAndOrigin(t *testing.T) {
-	r := newRig(t)
-	dnsAddr := loopbackAddr(t)
-	cfg := r.config(t, dnsAddr, false)
-	webPort := testutil.FreePort(t)
-	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
-	hash, err := web.HashPassword([]byte("pw-long-enough"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Web.PasswordFile = r.write(t, hash+"\n")
-	list := filepath.Join(r.dir, "ads.txt")
-	if err := os.WriteFile(list, []byte("||ads.example^\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Filter.Lists = append(cfg.Filter.Lists, filterList("ads", list))
-	cfg.Filter.StateDir = t.TempDir()
-	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	r, cfg, dnsAddr, base := passwordConfig(t)
 	a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
 	if err != nil {
 		t.Fatal(err)
