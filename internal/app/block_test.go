@@ -14,7 +14,8 @@ import (
 // refuses a request without a login (401), without the CSRF token (403)
 // and from another origin (403), and a name with markup (400); with all
 // three a name is blocked for DNS at once, shown on "changes made here"
-// with its TOML and NixOS lines, and dropped again. The banner fragment
+// with its TOML and NixOS lines; that TOML in the file, reloaded, with the
+// change dropped, answers the same. The banner fragment
 // is private too.
 func TestBlock_fromTheDashboardThroughTheLoginCSRFAndOrigin(t *testing.T) {
 	r, cfg, dnsAddr, base := passwordConfig(t)
@@ -64,13 +65,29 @@ func TestBlock_fromTheDashboardThroughTheLoginCSRFAndOrigin(t *testing.T) {
 			t.Errorf("changes page lacks %s", want)
 		}
 	}
+	if _, page := s.do(t, "GET", "/clients/127.0.0.1", false); !strings.Contains(page, `id="filter-now">every list (no group applies now)`) {
+		t.Error("the client page does not say which lists apply to it now")
+	}
 	if code, _ := anon.do(t, "GET", "/status/banner", false); code == http.StatusOK {
 		t.Error("the banner fragment is served without a login")
+	}
+	// The page's TOML, in the file and reloaded, with the change dropped:
+	// the same answers, now from the file.
+	cfg.Filter.Block = append(cfg.Filter.Block, "||video.example^")
+	if err := a.Reload(cfg); err != nil {
+		t.Fatal(err)
 	}
 	if code, body := s.do(t, "POST", "/api/filter/block/remove?name=video.example", true); code != http.StatusOK || !strings.Contains(body, `"changed":true`) {
 		t.Fatalf("drop: %d %s", code, body)
 	}
+	if !blockedVia(t, dnsAddr, "cdn.video.example.") {
+		t.Fatal("the TOML from the changes page, reloaded, does not block what the change did")
+	}
+	cfg.Filter.Block = cfg.Filter.Block[:len(cfg.Filter.Block)-1]
+	if err := a.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
 	if blockedVia(t, dnsAddr, "cdn.video.example.") {
-		t.Fatal("still blocked after the drop")
+		t.Fatal("still blocked with neither the change nor the rule")
 	}
 }

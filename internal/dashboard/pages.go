@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nxdns/nxdns/internal/buildinfo"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/web"
@@ -205,6 +206,22 @@ func (d *Dashboard) pageClients(w http.ResponseWriter, r *http.Request) {
 	d.render(w, r, "clients", "Clients", http.StatusOK, data)
 }
 
+// filterNowText says in words which group's lists apply to a client now
+// (its schedule decides) and whether its filtering is paused.
+func filterNowText(f filter.Decision) string {
+	s := "every list (no group applies now)"
+	if f.Group != "" {
+		s = "the lists of group " + f.Group + " (its schedule applies now)"
+		if f.Group == "default" {
+			s = "the lists of group default"
+		}
+	}
+	if f.Paused {
+		s += "; filtering is paused until " + f.PausedUntil.Local().Format("15:04")
+	}
+	return s
+}
+
 // clientTop is how many names the client page's top domains list.
 const clientTop = 10
 
@@ -277,6 +294,9 @@ func (d *Dashboard) pageClient(w http.ResponseWriter, r *http.Request) {
 	}
 	data["Name"], data["Count"], data["Recent"], data["Blocked"] = name, count, rows, blocked
 	data["Top"] = topNames(rows, clientTop)
+	if d.deps.FilterNow != nil {
+		data["FilterNow"] = filterNowText(d.deps.FilterNow(addr))
+	}
 	title := "Client " + addr.String()
 	if name != "" {
 		title = name
