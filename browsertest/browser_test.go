@@ -461,8 +461,18 @@ func bannerFollowsTheUpstream(t *testing.T, ctx context.Context, s *stack) {
 		t.Fatalf("banner up before the upstream stopped (%d lines)", n)
 	}
 	stop(s.up)
-	for i := range 4 { // failures put the primary in backoff (the standby is already)
-		exec.Command("kdig", "@127.0.0.1", "-p", strconv.Itoa(s.dnsPort), "+timeout=3", "+retry=0", fmt.Sprintf("down%d.example.", i), "A").Run()
+	// Failures put the primary in backoff (the standby is already): four
+	// queries at once, so the wait is one query's, not four.
+	var fails []*exec.Cmd
+	for i := range 4 {
+		c := exec.Command("kdig", "@127.0.0.1", "-p", strconv.Itoa(s.dnsPort), "+timeout=5", "+retry=0", fmt.Sprintf("down%d.example.", i), "A")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		fails = append(fails, c)
+	}
+	for _, c := range fails {
+		c.Wait()
 	}
 	poll(t, ctx, `document.querySelector("#banner p.error") !== null`)
 	text := get(t, ctx, chromedp.Text(css("#banner")))
