@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +30,7 @@ const (
 // standby upstream on a port nobody listens on is in backoff from its first
 // probe: the upstreams page has an ongoing episode to show.
 type stack struct {
+	list    *listServer // a downloaded list, served on loopback
 	dir     string
 	dnsPort int
 	web     string // http://127.0.0.1:PORT
@@ -119,6 +123,7 @@ func newStack(t *testing.T) *stack {
 	}
 	os.WriteFile(filepath.Join(s.dir, "web-password"), hash, 0o600)
 	os.WriteFile(filepath.Join(s.dir, "ads.txt"), []byte("0.0.0.0 ads.example\n||tracker.example^\n"), 0o644)
+	s.list = newListServer(t, "0.0.0.0 first.example\n")
 	s.dnsPort, s.web = freePort(t), ""
 	webPort := freePort(t)
 	s.web = fmt.Sprintf("http://127.0.0.1:%d", webPort)
@@ -135,6 +140,9 @@ state_dir = %q
 [[filter.lists]]
 name = "ads"
 path = %q
+[[filter.lists]]
+name = "remote"
+url = %q
 [log]
 queries = false
 [[clients]]
@@ -149,7 +157,7 @@ url = "tls://127.0.0.1:%d"
 tls_name = "localhost"
 ca_file = %q
 priority = 1
-`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"),
+`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"), s.list.URL+"/list.txt",
 		upPort, filepath.Join(s.dir, "ca.pem"), freePort(t), filepath.Join(s.dir, "ca.pem"))
 	os.WriteFile(filepath.Join(s.dir, "nxdns.toml"), []byte(conf), 0o644)
 	start(t, "web server listening", filepath.Join(s.dir, "nxdns"), "run", "--config", filepath.Join(s.dir, "nxdns.toml"))
@@ -355,6 +363,7 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 	}
 	shot(t, ctx, "cache")
 
+	refreshAList(t, ctx, s)
 	noSidewaysScroll(t, ctx, s)
 	blockFromTheQueryLog(t, ctx, s)
 	screenshots(t, ctx, s)
@@ -499,5 +508,45 @@ func poll(t *testing.T, ctx context.Context, cond string) {
 		if c.Err() != nil {
 			t.Fatalf("waiting for %s: %v", cond, err)
 		}
+	}
+}
+
+// listServer serves one downloaded list on loopback; its body changes as
+// the test goes on.
+type listServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	body string
+}
+
+func newListServer(t *testing.T, body string) *listServer {
+	t.Helper()
+	ls := &listServer{body: body}
+	ls.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, ls.body)
+	}))
+	t.Cleanup(ls.Close)
+	return ls
+}
+
+// refreshAList: the list's server gains a name; the lists page's "Refresh
+// now" downloads it at once (not at refresh_hours), the page shows the new
+// rule count and kdig gets the block.
+func refreshAList(t *testing.T, ctx context.Context, s *stack) {
+	t.Helper()
+	if got := s.lookup(t, "second.example."); got == "0.0.0.0" || got == "" {
+		t.Fatalf("second.example before the refresh: %q", got)
+	}
+	s.list.mu.Lock()
+	s.list.body = "0.0.0.0 first.example\n0.0.0.0 second.example\n"
+	s.list.mu.Unlock()
+	do(t, ctx, chromedp.Navigate(s.web+"/lists"), chromedp.WaitVisible(css(`#lists button[data-name="remote"]`)),
+		chromedp.Click(css(`#lists button[data-name="remote"]`)))
+	poll(t, ctx, `[...document.querySelectorAll("#lists tr")].some(r => r.textContent.includes("remote") && r.cells[2] && r.cells[2].textContent === "2")`)
+	if got := s.lookup(t, "second.example."); got != "0.0.0.0" {
+		t.Fatalf("second.example after the refresh: %q, want the block", got)
 	}
 }
