@@ -5,14 +5,18 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 )
 
@@ -26,9 +30,12 @@ const (
 // standby upstream on a port nobody listens on is in backoff from its first
 // probe: the upstreams page has an ongoing episode to show.
 type stack struct {
+	list    *listServer // a downloaded list, served on loopback
 	dir     string
 	dnsPort int
 	web     string // http://127.0.0.1:PORT
+	upPort  int
+	up      *exec.Cmd // the fake upstream
 }
 
 func freePort(t *testing.T) int {
@@ -54,9 +61,9 @@ func build(t *testing.T, dir string) {
 	}
 }
 
-// start runs a binary until the test ends and waits for a line of its
-// stderr containing ready.
-func start(t *testing.T, ready string, name string, args ...string) {
+// start runs a binary until the test ends (or stop) and waits for a line
+// of its stderr containing ready.
+func start(t *testing.T, ready string, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	stderr, err := cmd.StderrPipe()
@@ -93,6 +100,13 @@ func start(t *testing.T, ready string, name string, args ...string) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s: no %q within 30 s", filepath.Base(name), ready)
 	}
+	return cmd
+}
+
+// stop ends a process start began, and waits for it.
+func stop(cmd *exec.Cmd) {
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
 }
 
 func newStack(t *testing.T) *stack {
@@ -100,9 +114,8 @@ func newStack(t *testing.T) *stack {
 	s := &stack{dir: t.TempDir()}
 	build(t, s.dir)
 	upPort := freePort(t)
-	start(t, "listening", filepath.Join(s.dir, "nxdns-fakeup"),
-		"-listen", fmt.Sprintf("dot://127.0.0.1:%d", upPort),
-		"-ca-cert", filepath.Join(s.dir, "ca.pem"), "-ca-key", filepath.Join(s.dir, "ca.key"))
+	s.upPort = upPort
+	s.startUpstream(t)
 
 	hash, err := exec.Command("sh", "-c", "printf 'household secret\\n' | "+filepath.Join(s.dir, "nxdns")+" hash-password").Output()
 	if err != nil {
@@ -110,6 +123,7 @@ func newStack(t *testing.T) *stack {
 	}
 	os.WriteFile(filepath.Join(s.dir, "web-password"), hash, 0o600)
 	os.WriteFile(filepath.Join(s.dir, "ads.txt"), []byte("0.0.0.0 ads.example\n||tracker.example^\n"), 0o644)
+	s.list = newListServer(t, "0.0.0.0 first.example\n")
 	s.dnsPort, s.web = freePort(t), ""
 	webPort := freePort(t)
 	s.web = fmt.Sprintf("http://127.0.0.1:%d", webPort)
@@ -127,6 +141,9 @@ state_dir = %q
 [[filter.lists]]
 name = "ads"
 path = %q
+[[filter.lists]]
+name = "remote"
+url = %q
 [log]
 queries = false
 [[clients]]
@@ -141,11 +158,20 @@ url = "tls://127.0.0.1:%d"
 tls_name = "localhost"
 ca_file = %q
 priority = 1
-`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"),
+`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"), s.list.URL+"/list.txt",
 		upPort, filepath.Join(s.dir, "ca.pem"), freePort(t), filepath.Join(s.dir, "ca.pem"))
 	os.WriteFile(filepath.Join(s.dir, "nxdns.toml"), []byte(conf), 0o644)
 	start(t, "web server listening", filepath.Join(s.dir, "nxdns"), "run", "--config", filepath.Join(s.dir, "nxdns.toml"))
 	return s
+}
+
+// startUpstream starts the fake DoT upstream on s.upPort, with the CA of
+// the first start.
+func (s *stack) startUpstream(t *testing.T) {
+	t.Helper()
+	s.up = start(t, "listening", filepath.Join(s.dir, "nxdns-fakeup"),
+		"-listen", fmt.Sprintf("dot://127.0.0.1:%d", s.upPort),
+		"-ca-cert", filepath.Join(s.dir, "ca.pem"), "-ca-key", filepath.Join(s.dir, "ca.key"))
 }
 
 // traffic sends n real queries with kdig, a client nxdns did not write.
@@ -268,8 +294,8 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 
 	// Search the query log for the one name the tablet broke on.
 	do(t, ctx, chromedp.Navigate(s.web+"/queries"), chromedp.WaitVisible(css("input[name=name]")),
-		chromedp.SendKeys(css("input[name=name]"), "tablet"), chromedp.Submit(css("input[name=name]")),
-		chromedp.WaitVisible(css("#log td.why")))
+		chromedp.SendKeys(css("input[name=name]"), "tablet\r"))
+	poll(t, ctx, `location.search.includes("name=tablet") && document.querySelector("#log td.why") !== null`)
 	rows := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#log tr.src-pool").length`))
 	why := get(t, ctx, chromedp.Text(css("#log td.why")))
 	if rows != 1 || !strings.HasPrefix(why, "forwarded to tls://127.0.0.1:") {
@@ -279,7 +305,7 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 
 	// One action: flush the name from the cache, through the login's
 	// session and CSRF token; the page says it was done.
-	do(t, ctx, chromedp.Click(css("#log button[data-post]")), chromedp.WaitVisible(css("#status.ok")))
+	do(t, ctx, chromedp.Click(css("#log details.menu summary")), chromedp.Click(css("#log button.flush")), chromedp.WaitVisible(css("#status.ok")))
 	if status := get(t, ctx, chromedp.Text(css("#status"))); !strings.HasPrefix(status, "Done: ") {
 		t.Fatalf("action status %q, want the flush done", status)
 	}
@@ -338,10 +364,11 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 	}
 	shot(t, ctx, "cache")
 
-	// A phone-sized view of the overview.
-	do(t, ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(s.web+"/"), chromedp.WaitVisible(css("#total")))
-	shot(t, ctx, "overview-phone")
-	do(t, ctx, chromedp.EmulateViewport(1000, 700))
+	refreshAList(t, ctx, s)
+	noSidewaysScroll(t, ctx, s)
+	blockFromTheQueryLog(t, ctx, s)
+	screenshots(t, ctx, s)
+	bannerFollowsTheUpstream(t, ctx, s)
 
 	// Log out: back at the login, and the dashboard is closed again.
 	do(t, ctx, chromedp.Click(css(".logout button")), chromedp.WaitVisible(css("#password")),
@@ -375,5 +402,179 @@ func TestBrowser_newDeviceFlaggedAndAcknowledged(t *testing.T) {
 		chromedp.WaitVisible(css("#known-devices")))
 	if known := get(t, ctx, chromedp.Text(css("#known-devices"))); !strings.Contains(known, "02:00:5e:00:53:77") {
 		t.Fatalf("known devices %q, want the acknowledged MAC", known)
+	}
+}
+
+// widths are the viewport widths the layout must hold at (docs/dashboard.md
+// "Layout"): a phone, a tablet, a laptop and a desktop.
+var widths = []int64{390, 768, 1280, 1920}
+
+// noSidewaysScroll: at every width, no page is wider than the viewport
+// (a table too wide scrolls inside its own box, names wrap).
+func noSidewaysScroll(t *testing.T, ctx context.Context, s *stack) {
+	t.Helper()
+	pages := []string{"/", "/queries", "/clients", "/clients/127.0.0.1", "/upstreams", "/lists", "/cache", "/changes"}
+	for _, w := range widths {
+		do(t, ctx, chromedp.EmulateViewport(w, 900))
+		for _, p := range pages {
+			do(t, ctx, chromedp.Navigate(s.web+p), chromedp.WaitVisible(css("h1")))
+			if wide := get(t, ctx, chromedp.Evaluate[string](`document.documentElement.scrollWidth > innerWidth ? document.documentElement.scrollWidth + " > " + innerWidth : ""`)); wide != "" {
+				t.Errorf("%s at %d px scrolls sideways: %s", p, w, wide)
+			}
+		}
+	}
+	do(t, ctx, chromedp.EmulateViewport(1000, 700))
+}
+
+// blockFromTheQueryLog: on a phone, a name from the query log is blocked
+// through the row's actions menu; kdig then gets the block; the "changes
+// made here" page shows the TOML that makes it permanent, and dropping it
+// there unblocks the name.
+func blockFromTheQueryLog(t *testing.T, ctx context.Context, s *stack) {
+	t.Helper()
+	if got := s.lookup(t, "site3.example."); got == "0.0.0.0" || got == "" {
+		t.Fatalf("site3.example before the block: %q", got)
+	}
+	do(t, ctx, chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(s.web+"/queries?name=site3"), chromedp.WaitVisible(css("#log details.menu summary")),
+		chromedp.Click(css("#log details.menu summary")), chromedp.WaitVisible(css("#log button.block")))
+	shot(t, ctx, "queries-phone")
+	do(t, ctx, chromedp.Click(css("#log button.block")), chromedp.WaitVisible(css("#status.ok")))
+	if status := get(t, ctx, chromedp.Text(css("#status"))); !strings.Contains(status, "site3.example and the names below it are blocked now") {
+		t.Fatalf("block says %q", status)
+	}
+	if got := s.lookup(t, "site3.example."); got != "0.0.0.0" {
+		t.Fatalf("site3.example after the block: %q, want 0.0.0.0", got)
+	}
+	do(t, ctx, chromedp.EmulateViewport(1000, 700), chromedp.Navigate(s.web+"/changes"), chromedp.WaitVisible(css("#changes")))
+	if text := get(t, ctx, chromedp.Text(css("#changes"))); !strings.Contains(text, `block = ["||site3.example^"]`) || !strings.Contains(text, `services.nxdns.settings.filter.block = [ "||site3.example^" ];`) {
+		t.Fatalf("changes page: %q", text)
+	}
+	shot(t, ctx, "changes")
+	do(t, ctx, chromedp.Click(css(`#changes button[data-name="site3.example"]`)))
+	poll(t, ctx, `document.querySelector('#changes button[data-name="site3.example"]') === null`) // dropped, and the page reloaded
+	if got := s.lookup(t, "site3.example."); got == "0.0.0.0" || got == "" {
+		t.Fatalf("site3.example after the drop: %q, want the upstream's answer", got)
+	}
+}
+
+// screenshots are the docs' pictures (docs/img, named in docs/dashboard.md):
+// the overview on a desktop and a phone, light and dark, and the query log
+// on a phone.
+func screenshots(t *testing.T, ctx context.Context, s *stack) {
+	t.Helper()
+	if os.Getenv("NXDNS_SCREENSHOTS") == "" {
+		return
+	}
+	for _, dark := range []bool{false, true} {
+		scheme, suffix := "light", ""
+		if dark {
+			scheme, suffix = "dark", "-dark"
+		}
+		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
+			t.Fatal(err)
+		}
+		do(t, ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(s.web+"/"), chromedp.WaitVisible(css("#total")))
+		shot(t, ctx, "overview"+suffix)
+		do(t, ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(s.web+"/"), chromedp.WaitVisible(css("#total")))
+		shot(t, ctx, "overview-phone"+suffix)
+		do(t, ctx, chromedp.Navigate(s.web+"/queries"), chromedp.WaitVisible(css("#log")))
+		shot(t, ctx, "queries-phone"+suffix)
+	}
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, chromedp.EmulateViewport(1000, 700))
+}
+
+// bannerFollowsTheUpstream: with the fake upstream stopped and a few
+// queries failing, every upstream is in backoff and the banner says so on
+// an open page; when the upstream is back, the banner goes by itself.
+func bannerFollowsTheUpstream(t *testing.T, ctx context.Context, s *stack) {
+	t.Helper()
+	do(t, ctx, chromedp.Navigate(s.web+"/lists"), chromedp.WaitVisible(css("h1")))
+	if n := get(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#banner p.error").length`)); n != 0 {
+		t.Fatalf("banner up before the upstream stopped (%d lines)", n)
+	}
+	stop(s.up)
+	// Failures put the primary in backoff (the standby is already): four
+	// queries at once, so the wait is one query's, not four.
+	var fails []*exec.Cmd
+	for i := range 4 {
+		c := exec.Command("kdig", "@127.0.0.1", "-p", strconv.Itoa(s.dnsPort), "+timeout=5", "+retry=0", fmt.Sprintf("down%d.example.", i), "A")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		fails = append(fails, c)
+	}
+	for _, c := range fails {
+		c.Wait()
+	}
+	poll(t, ctx, `document.querySelector("#banner p.error") !== null`)
+	text := get(t, ctx, chromedp.Text(css("#banner")))
+	if !strings.Contains(text, "cannot reach any of its DNS providers") {
+		t.Fatalf("banner says %q", text)
+	}
+	shot(t, ctx, "banner")
+	s.startUpstream(t)
+	poll(t, ctx, `document.querySelector("#banner p.error") === null`)
+}
+
+// poll waits, bounded, for a JavaScript condition on the open page. A
+// page that reloads meanwhile (a button with data-reload) ends one
+// chromedp.Poll; the next one polls the new page.
+func poll(t *testing.T, ctx context.Context, cond string) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		_, err := chromedp.Run(c, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(200*time.Millisecond)))
+		if err == nil {
+			return
+		}
+		if c.Err() != nil {
+			t.Fatalf("waiting for %s: %v", cond, err)
+		}
+	}
+}
+
+// listServer serves one downloaded list on loopback; its body changes as
+// the test goes on.
+type listServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	body string
+}
+
+func newListServer(t *testing.T, body string) *listServer {
+	t.Helper()
+	ls := &listServer{body: body}
+	ls.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, ls.body)
+	}))
+	t.Cleanup(ls.Close)
+	return ls
+}
+
+// refreshAList: the list's server gains a name; the lists page's "Refresh
+// now" downloads it at once (not at refresh_hours), the page shows the new
+// rule count and kdig gets the block.
+func refreshAList(t *testing.T, ctx context.Context, s *stack) {
+	t.Helper()
+	if got := s.lookup(t, "second.example."); got == "0.0.0.0" || got == "" {
+		t.Fatalf("second.example before the refresh: %q", got)
+	}
+	s.list.mu.Lock()
+	s.list.body = "0.0.0.0 first.example\n0.0.0.0 second.example\n"
+	s.list.mu.Unlock()
+	do(t, ctx, chromedp.Navigate(s.web+"/lists"), chromedp.WaitVisible(css(`#lists button[data-name="remote"]`)),
+		chromedp.Click(css(`#lists button[data-name="remote"]`)))
+	poll(t, ctx, `[...document.querySelectorAll("#lists tr")].some(r => r.textContent.includes("remote") && r.cells[2] && r.cells[2].textContent === "2")`)
+	if got := s.lookup(t, "second.example."); got != "0.0.0.0" {
+		t.Fatalf("second.example after the refresh: %q, want the block", got)
 	}
 }

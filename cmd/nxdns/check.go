@@ -6,11 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/nxdns/nxdns/internal/app"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -39,6 +41,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitProblems
 	}
 	fmt.Fprint(stdout, summary(name, cfg))
+	fmt.Fprint(stdout, layerSummary(cfg.Filter.StateDir))
 	for _, w := range config.Warnings(cfg) { // legal, but a promise of the defaults is broken
 		fmt.Fprintf(stdout, "%s: warning: %s\n", name, w)
 	}
@@ -96,6 +99,28 @@ func summary(name string, cfg config.Config) string {
 			fmt.Fprintf(&b, "  %s → %s\n", z.Zone, z.Resolver)
 		}
 	}
+	if f := cfg.Filter; len(f.Lists) > 0 || len(f.Block) > 0 || len(f.Allow) > 0 {
+		fmt.Fprintf(&b, "filter lists:\n")
+		for _, l := range f.Lists {
+			src := l.Path
+			if l.URL != "" {
+				src = listURL(l.URL)
+			}
+			fmt.Fprintf(&b, "  %s (%s)  %s\n", l.Name, cmp.Or(l.Kind, config.ListBlock), src)
+		}
+		if len(f.Block) > 0 || len(f.Allow) > 0 {
+			fmt.Fprintf(&b, "  inline: %d block, %d allow rules\n", len(f.Block), len(f.Allow))
+		}
+		for _, g := range f.Groups {
+			when := "always"
+			if len(g.Schedule) > 0 {
+				when = fmt.Sprintf("%d schedule windows", len(g.Schedule))
+			}
+			fmt.Fprintf(&b, "  group %s: %s → %s, %s\n", g.Name, strings.Join(g.Clients, ", "), strings.Join(g.Lists, ", "), when)
+		}
+	} else {
+		fmt.Fprintf(&b, "filter:    no lists (nothing is blocked)\n")
+	}
 	web := cfg.Web.Listen
 	switch {
 	case web == "":
@@ -104,5 +129,45 @@ func summary(name string, cfg config.Config) string {
 		web += ", HTTPS on " + cfg.Web.TLSListen
 	}
 	fmt.Fprintf(&b, "web:       %s\n", web)
+	return b.String()
+}
+
+// listURL is a list's URL for the summary: its path kept (which list it
+// is), its user and query dropped (they may hold a token).
+func listURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(an invalid URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// layerSummary is what the dashboard changed over the file, kept in
+// filter.state_dir (docs/dashboard.md "Changes made here"): the file is
+// not the whole truth while these apply. Read on the machine check runs
+// on; a layer that cannot be read is said, not a problem of the file.
+func layerSummary(stateDir string) string {
+	if stateDir == "" {
+		return ""
+	}
+	l, err := filter.ReadLayer(stateDir)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("dashboard changes: not read: %v\n", err)
+	case len(l.Allowed) == 0 && len(l.Blocked) == 0 && l.Skipped == 0:
+		return "dashboard changes: none (the file says everything)\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "dashboard changes over this file (in %s; the dashboard's Changes made here page shows each as TOML):\n", stateDir)
+	for _, n := range l.Allowed {
+		fmt.Fprintf(&b, "  allow %s\n", n)
+	}
+	for _, n := range l.Blocked {
+		fmt.Fprintf(&b, "  block %s\n", n)
+	}
+	if l.Skipped > 0 {
+		fmt.Fprintf(&b, "  %d lines that are no name are skipped (edited by hand?)\n", l.Skipped)
+	}
 	return b.String()
 }

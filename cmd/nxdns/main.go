@@ -28,8 +28,10 @@ commands:
           [--tls [--tls-name NAME]]  --tls: will Android's Private DNS accept the DoT certificate?
   reload  --pid PID --status FILE    reload a running nxdns run --reload-status FILE and wait for the outcome
                                      (exit 1 when it was rejected)
+  lists refresh [--config FILE]      ask the running nxdns to download its lists now (--name LIST: one);
+                [--name LIST]        with web.password_file, the password is prompted for (or read from stdin)
   version                            print the version and commit
-  hash-password                      read a password (8 characters or more) on stdin, print the hash for web.password_file
+  hash-password                      prompt for a password (8 characters or more; read from stdin when piped), print the hash for web.password_file
 
 Run 'nxdns <command> -h' for a command's flags.
 `
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdReload(ctx, args[1:], stdout, stderr)
 	case "hash-password":
 		return cmdHashPassword(args[1:], os.Stdin, stdout, stderr)
+	case "lists":
+		return cmdLists(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "version":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "nxdns version takes no arguments\n\n%s", usage)

@@ -252,3 +252,52 @@ func TestHashPassword_refusesAShortPassword(t *testing.T) {
 		t.Errorf("8 characters (10 bytes): exit %d %s", code, errb.String())
 	}
 }
+
+// check's summary names what a household set up: each list with its kind
+// and source, each group with its clients, lists and schedule, where the
+// dashboard listens, and the dashboard's changes over the file (a line
+// edited into no name is counted, not fatal).
+func TestCheckSummaryShowsListsGroupsAndWeb(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nxdns.toml")
+	list := filepath.Join(dir, "ads.txt")
+	if err := os.WriteFile(list, []byte("ads.example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf(`[[upstreams]]
+url = "tls://127.0.0.1:8853"
+tls_name = "dns.test"
+[web]
+listen = "127.0.0.1:8053"
+[filter]
+state_dir = %q
+[[filter.lists]]
+name = "ads"
+path = %q
+[[filter.lists]]
+name = "tracking"
+url = "https://lists.example/tracking.txt"
+[[filter.groups]]
+name = "kids"
+clients = ["192.168.1.0/28"]
+lists = ["tracking"]
+schedule = [{from = "21:00", to = "07:00"}]
+`, dir, list)
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dashboard-block.txt"), []byte("# blocked\nvideo.example\n<b>not a name</b>\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := nxdns(t, "check", "--config", path)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"dashboard changes over this file", "  block video.example\n", "1 lines that are no name are skipped",
+		"ads (block)  " + list, "tracking (block)  https://lists.example/tracking.txt",
+		"group kids: 192.168.1.0/28 → tracking, 1 schedule windows", "web:       127.0.0.1:8053"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,5 +195,50 @@ func TestReload_waitsOutAHistoryCheck(t *testing.T) {
 	}
 	if wait <= history.CheckTimeout || wait >= 90*time.Second {
 		t.Errorf("reload waits %v by default, want more than the history check's %v and less than systemd's 90 s", wait, history.CheckTimeout)
+	}
+}
+
+// `nxdns check --files` run as the service's user (here nobody, as the
+// .deb's dynamic user would be) on a password file only root can read says
+// it cannot read it and how to give the service access (issue 33: `chmod
+// 600` silently locked the dashboard).
+func TestCheckFiles_saysWhenTheServiceUserCannotReadThePassword(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the check as another user")
+	}
+	dir, err := os.MkdirTemp("", "nxdns-perm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "nxdns")
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var hash, errb strings.Builder
+	if code := cmdHashPassword(nil, strings.NewReader("long enough\n"), &hash, &errb); code != exitOK {
+		t.Fatal(errb.String())
+	}
+	pw := filepath.Join(dir, "web-password")
+	if err := os.WriteFile(pw, []byte(hash.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := loopbackConfigWith(t, fmt.Sprintf("password_file = %q", pw), "")
+	path := filepath.Join(dir, "nxdns.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "check", "--files", "--config", path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitProblems || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "chgrp nxdns") {
+		t.Fatalf("check --files as nobody: exit %d %q, want %d saying it cannot read the file and how to fix it", code, out, exitProblems)
 	}
 }

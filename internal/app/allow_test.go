@@ -60,16 +60,15 @@ func (s *session) do(t *testing.T, method, path string, csrf bool) (int, string)
 	return resp.StatusCode, string(b)
 }
 
-// TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart: through
-// the real App with a password: a listed name is blocked; POST
-// /api/filter/allow without the CSRF token is refused and changes nothing;
-// with it the name is answered by the upstream, /api/filter/check and the
-// lists page say "allowed from the dashboard"; a reload that rebuilds the
-// lists and a restart from filter.state_dir keep it; DELETE undoes it.
-func TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart(t *testing.T) {
-	r := newRig(t)
-	dnsAddr := loopbackAddr(t)
-	cfg := r.config(t, dnsAddr, false)
+// passwordConfig is a configuration with a loopback DNS listener, a web
+// listener with the password "pw-long-enough", a list "ads" blocking
+// ads.example and a state directory: the dashboard's mutating routes as
+// a household uses them. base is the web listener's URL.
+func passwordConfig(t *testing.T) (r *rig, cfg config.Config, dnsAddr, base string) {
+	t.Helper()
+	r = newRig(t)
+	dnsAddr = loopbackAddr(t)
+	cfg = r.config(t, dnsAddr, false)
 	webPort := testutil.FreePort(t)
 	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
 	hash, err := web.HashPassword([]byte("pw-long-enough"))
@@ -83,8 +82,17 @@ func TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart(t *testing.
 	}
 	cfg.Filter.Lists = append(cfg.Filter.Lists, filterList("ads", list))
 	cfg.Filter.StateDir = t.TempDir()
-	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	return r, cfg, dnsAddr, fmt.Sprintf("http://127.0.0.1:%d", webPort)
+}
 
+// TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart: through
+// the real App with a password: a listed name is blocked; POST
+// /api/filter/allow without the CSRF token is refused and changes nothing;
+// with it the name is answered by the upstream, /api/filter/check and the
+// lists page say "allowed from the dashboard"; a reload that rebuilds the
+// lists and a restart from filter.state_dir keep it; DELETE undoes it.
+func TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart(t *testing.T) {
+	r, cfg, dnsAddr, base := passwordConfig(t)
 	a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
 	if err != nil {
 		t.Fatal(err)

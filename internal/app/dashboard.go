@@ -1,8 +1,12 @@
 package app
 
 import (
+	"net/netip"
+	"time"
+
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
 
@@ -54,8 +58,15 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 			}
 			return names
 		},
-		Filter:   a.filter.Snapshot,
-		Allowed:  a.filter.Allowed,
+		Filter:      a.filter.Snapshot,
+		Allowed:     a.filter.Allowed,
+		Blocked:     a.filter.BlockedNames,
+		PausedUntil: a.filter.PausedUntil,
+		Health:      a.health,
+		FilterNow: func(client netip.Addr) filter.Decision {
+			// An invalid name: only the client's group and pause are read.
+			return a.gen.Load().filter.Check("nxdns.invalid", client, "", time.Now())
+		},
 		Cache:    a.cache.Snapshot,
 		Episodes: a.episodes.List,
 		Devices:  a.devices.List,

@@ -36,7 +36,9 @@ func TestDashboard_showsAQueriedMarkupNameAsText(t *testing.T) {
 		if strings.Contains(body, "<script>x=1") || strings.Contains(body, "<b>x</b>") {
 			t.Errorf("%s renders the queried name as markup", page)
 		}
-		if !strings.Contains(body, "&lt;script&gt;x=1&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;.evil.example") {
+		// Names break at their dots (a <wbr> after each, docs/dashboard.md
+		// "Layout"): the text is read without them.
+		if !strings.Contains(strings.ReplaceAll(body, "<wbr>", ""), "&lt;script&gt;x=1&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;.evil.example") {
 			t.Errorf("%s does not show the queried name as text", page)
 		}
 	}

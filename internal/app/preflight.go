@@ -1,7 +1,10 @@
 package app
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/nxdns/nxdns/internal/config"
@@ -49,12 +52,24 @@ func Preflight(cfg config.Config, files bool) config.Problems {
 		return ps
 	}
 	if _, err := loadWebPassword(cfg.Web); err != nil {
-		add("web.password_file", config.CodePasswordFile, "%s", strings.TrimPrefix(err.Error(), "web.password_file: "))
+		add("web.password_file", config.CodePasswordFile, "%s%s", strings.TrimPrefix(err.Error(), "web.password_file: "), permissionHint(err))
 	}
 	if cfg.TLS.CertFile != "" && cfg.TLS.KeyFile != "" {
 		if _, err := tlscert.Open(cfg.TLS.CertFile, cfg.TLS.KeyFile, tlscert.Options{}); err != nil {
-			add("tls.cert_file", config.CodeCertificate, "%v", err)
+			add("tls.cert_file", config.CodeCertificate, "%v%s", err, permissionHint(err))
 		}
 	}
 	return ps
+}
+
+// permissionHint is what a "permission denied" adds: the daemon runs as
+// its own user, not as whoever ran check. The .deb's unit runs it as a
+// dynamic user in the group nxdns (packaging/nxdns.service), so a file
+// for it is readable by that group; `nxdns check --files` run as the
+// service user (as ExecReload does) says so before a reload fails.
+func permissionHint(err error) string {
+	if !errors.Is(err, fs.ErrPermission) {
+		return ""
+	}
+	return fmt.Sprintf(" (nxdns cannot read it as user %d: the .deb's service runs in group nxdns, so `chgrp nxdns FILE && chmod 640 FILE`; on NixOS use the module's passwordFile, a credential)", os.Geteuid())
 }

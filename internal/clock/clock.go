@@ -12,6 +12,7 @@ package clock
 import (
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // State is what can be known about the system clock.
@@ -31,7 +32,7 @@ const (
 // Reading is one observation of the clock.
 type Reading struct {
 	State  State
-	Source string // "timesyncd" or "kernel"; "" when State is Unknown
+	Source string // "timesyncd", "kernel" or "plausibility"; "" when State is Unknown
 }
 
 // Source reads the clock's state. The zero Source knows nothing.
@@ -45,11 +46,21 @@ type Source struct {
 	// STA_UNSYNC flag, which NTP daemons clear once they discipline the
 	// clock); ok is false when it cannot be read. nil skips this source.
 	Kernel func() (synced, ok bool)
+	// Now is the clock itself, for the plausibility check below; nil
+	// means time.Now.
+	Now func() time.Time
 }
+
+// Plausible is the earliest time the clock can plausibly show: a clock
+// before it (1970 after a power cut, or a saved time months old) is
+// certainly wrong. It is a date before this code was written, so a clock
+// at or after it is not judged, only one before it.
+var Plausible = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // System reads the machine's own clock state: timesyncd's directory first,
 // as NixOS and Debian use timesyncd and nxdns's unit cannot call adjtimex
-// (ProtectClock=), then the kernel's flag, for chrony or ntpd.
+// (ProtectClock=), then the kernel's flag, for chrony or ntpd (which clear
+// it once synchronized), then the plausibility of the time itself.
 func System() Source {
 	return Source{TimesyncDir: "/run/systemd/timesync", Kernel: kernelSynced}
 }
@@ -66,12 +77,21 @@ func (s Source) Read() Reading {
 		}
 	}
 	if s.Kernel != nil {
-		if synced, ok := s.Kernel(); ok {
-			if synced {
-				return Reading{State: Synchronized, Source: "kernel"}
-			}
-			return Reading{State: Unsynchronized, Source: "kernel"}
+		if synced, ok := s.Kernel(); ok && synced {
+			return Reading{State: Synchronized, Source: "kernel"}
 		}
+	}
+	// The kernel's STA_UNSYNC flag alone is no evidence: it stays set on
+	// a machine whose clock was set by hand, by a container's host or by
+	// a daemon that does not clear it, so a clock that is fine would be
+	// reported wrong at every start. Without a time service saying
+	// otherwise, only a clock before Plausible is reported.
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	if now().Before(Plausible) {
+		return Reading{State: Unsynchronized, Source: "plausibility"}
 	}
 	return Reading{State: Unknown}
 }

@@ -44,15 +44,20 @@ func TestRead_timesyncdDecidesWhenItRuns(t *testing.T) {
 	}
 }
 
+// fine is a clock after Plausible.
+func fine() time.Time { return Plausible.Add(24 * time.Hour) }
+
 func TestRead_kernelWhenNoTimesyncd(t *testing.T) {
 	k := &kernel{}
-	src := Source{TimesyncDir: filepath.Join(t.TempDir(), "absent"), Kernel: k.read}
+	src := Source{TimesyncDir: filepath.Join(t.TempDir(), "absent"), Kernel: k.read, Now: fine}
 	if got := src.Read(); got != (Reading{State: Unknown}) {
 		t.Errorf("kernel unreadable: %+v, want unknown", got)
 	}
 	k.ok.Store(true)
-	if got := src.Read(); got != (Reading{Unsynchronized, "kernel"}) {
-		t.Errorf("kernel unsynced: %+v", got)
+	// The kernel's flag alone, with a plausible clock and no time
+	// service, is not reported: it stays set on a clock set by hand.
+	if got := src.Read(); got != (Reading{State: Unknown}) {
+		t.Errorf("kernel unsynced, clock plausible: %+v, want unknown", got)
 	}
 	k.synced.Store(true)
 	if got := src.Read(); got != (Reading{Synchronized, "kernel"}) {
@@ -60,8 +65,23 @@ func TestRead_kernelWhenNoTimesyncd(t *testing.T) {
 	}
 }
 
+// A clock before Plausible is wrong whatever the kernel says, with or
+// without a time service in sight.
+func TestRead_implausibleClockIsUnsynchronized(t *testing.T) {
+	k := &kernel{}
+	k.ok.Store(true)
+	past := func() time.Time { return time.Date(1970, 1, 1, 0, 2, 0, 0, time.UTC) }
+	src := Source{TimesyncDir: filepath.Join(t.TempDir(), "absent"), Kernel: k.read, Now: past}
+	if got := src.Read(); got != (Reading{Unsynchronized, "plausibility"}) {
+		t.Errorf("clock in 1970, kernel unsynced: %+v", got)
+	}
+	if got := (Source{Now: past}).Read(); got != (Reading{Unsynchronized, "plausibility"}) {
+		t.Errorf("clock in 1970, nothing else known: %+v", got)
+	}
+}
+
 func TestRead_zeroSourceIsUnknown(t *testing.T) {
-	if got := (Source{}).Read(); got != (Reading{State: Unknown}) {
+	if got := (Source{Now: fine}).Read(); got != (Reading{State: Unknown}) {
 		t.Errorf("zero Source: %+v", got)
 	}
 }
@@ -71,7 +91,7 @@ func TestRead_zeroSourceIsUnknown(t *testing.T) {
 func TestRead_timesyncdPathNotADirectory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "timesync")
 	touch(t, path)
-	if got := (Source{TimesyncDir: path}).Read(); got != (Reading{State: Unknown}) {
+	if got := (Source{TimesyncDir: path, Now: fine}).Read(); got != (Reading{State: Unknown}) {
 		t.Errorf("a file at the directory's path: %+v, want unknown", got)
 	}
 }
@@ -86,7 +106,7 @@ func TestWatcher_reportsEachChangeOnce(t *testing.T) {
 		k.ok.Store(true)
 		k.synced.Store(true)
 		const every = 2 * time.Second
-		w := NewWatcher(Source{TimesyncDir: dir, Kernel: k.read}, every)
+		w := NewWatcher(Source{TimesyncDir: dir, Kernel: k.read, Now: fine}, every)
 		if got := w.Current(); got.State != Unsynchronized {
 			t.Fatalf("before Run: %+v, want the first reading already there", got)
 		}

@@ -13,6 +13,7 @@ package dashboard
 
 import (
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -40,7 +41,13 @@ type Deps struct {
 	Episodes      func() []episodes.Episode // the upstreams' backoff episodes, oldest first; may be nil
 	// Devices lists the devices seen (internal/devices), for the devices
 	// page; nil: the page says none are known.
-	Devices func() []devices.Device
+	Devices     func() []devices.Device
+	Health      func() web.Health        // /api/health's view, for the status banner; may be nil
+	Blocked     func() []string          // names blocked from the dashboard; may be nil
+	PausedUntil func() (time.Time, bool) // filtering paused for everyone until; may be nil
+	// FilterNow is what the filter does for a client now (its group, a
+	// pause), for the client page; may be nil.
+	FilterNow func(client netip.Addr) filter.Decision
 }
 
 // Dashboard serves the pages and the API.

@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nxdns/nxdns/internal/cache"
@@ -14,6 +16,9 @@ type listRow struct {
 	Age     string // since the copy in use was fetched or read; "" never loaded
 	Outcome string // the last refresh's outcome in words
 	Failed  bool
+	// Downloaded: a list with a url, which "refresh now" downloads (a
+	// local file is read again at every reload).
+	Downloaded bool
 }
 
 // ageText is a duration as a person reads an age: the largest unit only.
@@ -32,7 +37,7 @@ func ageText(d time.Duration) string {
 func listRows(s filter.Snapshot) []listRow {
 	rows := make([]listRow, 0, len(s.Lists))
 	for _, l := range s.Lists {
-		r := listRow{ListStatus: l}
+		r := listRow{ListStatus: l, Downloaded: strings.HasPrefix(l.Source, "http://") || strings.HasPrefix(l.Source, "https://")}
 		if !l.Loaded.IsZero() {
 			r.Age = ageText(s.Now.Sub(l.Loaded))
 		}
@@ -55,10 +60,15 @@ func (d *Dashboard) pageLists(w http.ResponseWriter, r *http.Request) {
 	data := map[string]any{}
 	if d.deps.Filter != nil {
 		s := d.deps.Filter()
-		data["Lists"], data["Inline"], data["Refresh"], data["Stale"] = listRows(s), s.Inline, s.Refresh, s.Stale()
+		rows := listRows(s)
+		data["Lists"], data["Inline"], data["Refresh"], data["Stale"] = rows, s.Inline, s.Refresh, s.Stale()
+		data["HasURL"] = slices.ContainsFunc(rows, func(r listRow) bool { return r.Downloaded })
 	}
 	if d.deps.Allowed != nil {
 		data["Allowed"] = d.deps.Allowed()
+	}
+	if d.deps.Blocked != nil {
+		data["BlockedNames"] = d.deps.Blocked()
 	}
 	data["MaxPause"] = 24 * 60
 	d.render(w, r, "lists", "Lists & filtering", http.StatusOK, data)

@@ -70,6 +70,13 @@ var filterDocs = map[string]struct {
 		[][2]string{{"name", "The domain name allowed before. Required."}}, filter.AllowAnswer{}},
 	"POST /api/filter/allow/remove": {"Ends an allow from the dashboard (the same as DELETE /api/filter/allow, for clients that only POST).",
 		[][2]string{{"name", "The domain name allowed before. Required."}}, filter.AllowAnswer{}},
+	"POST /api/filter/lists/refresh": {"Downloads the lists with a url now (one with name, else all), as their refresh would: a failure keeps the last good copy. Answers when done, with each list's outcome; 404 for a name that is no list with a url.",
+		[][2]string{{"name", "A list name; absent: every list with a url."}}, filter.RefreshAnswer{}},
+	"GET /api/filter/block": {"The names blocked from the dashboard (each with the names below it).", nil, filter.AllowedAnswer{}},
+	"POST /api/filter/block": {"Blocks a name and every name below it for every client, like a filter.block rule, kept in filter.state_dir across restarts; the dashboard's allow and a pause win over it.",
+		[][2]string{{"name", "The domain name to block. Required."}}, filter.BlockAnswer{}},
+	"POST /api/filter/block/remove": {"Ends a block from the dashboard.",
+		[][2]string{{"name", "The domain name blocked before. Required."}}, filter.BlockAnswer{}},
 }
 
 // CacheFlushAnswer and CacheEntryAnswer are the cache's answers

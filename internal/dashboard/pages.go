@@ -9,9 +9,11 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nxdns/nxdns/internal/buildinfo"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/web"
@@ -24,10 +26,11 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 var funcs = template.FuncMap{
-	"pct":  func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
-	"ms":   func(f float64) string { return fmt.Sprintf("%.1f ms", f) },
-	"secs": seconds,
-	"when": func(t time.Time) string { return t.Local().Format("Jan 2 15:04:05") },
+	"pct":       func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
+	"ms":        func(f float64) string { return fmt.Sprintf("%.1f ms", f) },
+	"secs":      seconds,
+	"when":      func(t time.Time) string { return t.Local().Format("Jan 2 15:04:05") },
+	"breakdots": breakDots,
 	"dur": func(d time.Duration) string {
 		if d >= time.Hour {
 			return fmt.Sprintf("%d h", int(d.Hours()))
@@ -40,7 +43,7 @@ var funcs = template.FuncMap{
 // pages are parsed once: the layout plus one page each.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices"} {
+	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices", "changes"} {
 		out[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
 	}
 	return out
@@ -56,6 +59,8 @@ func (d *Dashboard) pageRoutes() map[string]http.HandlerFunc {
 		"GET /lists":            d.pageLists,
 		"GET /cache":            d.pageCache,
 		"GET /devices":          d.pageDevices, // devices.go
+		"GET /status/banner":    d.pageBanner,
+		"GET /changes":          d.pageChanges,
 	}
 }
 
@@ -66,12 +71,25 @@ func staticHandler() http.Handler {
 	return http.StripPrefix("/static/", http.FileServerFS(sub))
 }
 
+// breakDots is a name with a line-break opportunity after each dot, so a
+// long name wraps between its labels on a phone rather than every few
+// letters (the CSS still breaks a single label longer than the line).
+// Each label is escaped.
+func breakDots(name string) template.HTML {
+	labels := strings.Split(name, ".")
+	for i, l := range labels {
+		labels[i] = template.HTMLEscapeString(l)
+	}
+	return template.HTML(strings.Join(labels, ".<wbr>"))
+}
+
 // render executes a page with the layout's common fields.
 func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, page, title string, code int, data map[string]any) {
 	data["Page"], data["Title"] = page, title
 	data["CSRF"], data["LoggedIn"] = web.CSRFToken(r), web.LoggedIn(r)
 	data["Version"] = buildinfo.Get().Version
 	data["Degraded"] = d.deps.History.Problem()
+	data["Banner"], data["Pause"] = d.banner(), d.pause()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	// No script or style from anywhere but this server, nothing inline but
@@ -191,6 +209,47 @@ func (d *Dashboard) pageClients(w http.ResponseWriter, r *http.Request) {
 	d.render(w, r, "clients", "Clients", http.StatusOK, data)
 }
 
+// filterNowText says in words which group's lists apply to a client now
+// (its schedule decides) and whether its filtering is paused.
+func filterNowText(f filter.Decision) string {
+	s := "every list (no group applies now)"
+	if f.Group != "" {
+		s = "the lists of group " + f.Group + " (its schedule applies now)"
+		if f.Group == "default" {
+			s = "the lists of group default"
+		}
+	}
+	if f.Paused {
+		s += "; filtering is paused until " + f.PausedUntil.Local().Format("15:04")
+	}
+	return s
+}
+
+// clientTop is how many names the client page's top domains list.
+const clientTop = 10
+
+// topNames counts the rows' names and returns the n most asked, most
+// first (ties by name).
+func topNames(rows []QueryJSON, n int) []history.Top {
+	counts := map[string]int64{}
+	for _, r := range rows {
+		if r.Name != "" {
+			counts[r.Name]++
+		}
+	}
+	out := make([]history.Top, 0, len(counts))
+	for k, c := range counts {
+		out = append(out, history.Top{Key: k, Count: c})
+	}
+	slices.SortFunc(out, func(a, b history.Top) int {
+		if a.Count != b.Count {
+			return int(b.Count - a.Count)
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return out[:min(len(out), n)]
+}
+
 // clientRecent is how many of a client's latest queries its page lists.
 const clientRecent = 100
 
@@ -240,6 +299,10 @@ func (d *Dashboard) pageClient(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	data["Name"], data["Count"], data["Recent"], data["Blocked"] = name, count, rows, blocked
+	data["Top"] = topNames(rows, clientTop)
+	if d.deps.FilterNow != nil {
+		data["FilterNow"] = filterNowText(d.deps.FilterNow(addr))
+	}
 	title := "Client " + addr.String()
 	if name != "" {
 		title = name

@@ -18,25 +18,53 @@ const (
 	chartPad       = 22 // room for the axis labels
 )
 
-// seriesSVG draws queries (and blocked within them) per step as bars.
+// axisW is the room left of a chart for the y axis' labels.
+const axisW = 44
+
+// yAxis draws horizontal grid lines at 0, half and the whole of peak over
+// [axisW, chartW], for a plot of height h, with their values on the left.
+func yAxis(b *strings.Builder, peak int64, h float64) {
+	for _, f := range []float64{0, 0.5, 1} {
+		y := h - f*h
+		fmt.Fprintf(b, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, axisW, chartW, y, y)
+		fmt.Fprintf(b, `<text class="axis" x="%d" y="%.1f" text-anchor="end">%s</text>`, axisW-6, min(max(y+4, 12), h), countLabel(f*float64(peak)))
+	}
+}
+
+// countLabel is an axis value: "0", "12", "1.5k".
+func countLabel(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%.1fk", v/1000)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// seriesSVG draws queries (and blocked within them) per step as bars, with
+// a y axis (0, half, peak), the range's start, middle and end on the x
+// axis, and each bar's time and counts as its hover title.
 func seriesSVG(points []history.Point) template.HTML {
 	var peak int64 = 1
 	for _, p := range points {
 		peak = max(peak, p.Total)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" role="img" aria-label="queries over time" id="series">`, chartW, chartH+chartPad)
+	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" role="img" aria-label="queries over time, peak %d per bar" id="series" class="chart">`, chartW, chartH+chartPad, peak)
+	yAxis(&b, peak, chartH)
 	if n := len(points); n > 0 {
-		w := float64(chartW) / float64(n)
+		w := float64(chartW-axisW) / float64(n)
 		for i, p := range points {
-			x := float64(i) * w
+			x := axisW + float64(i)*w
 			h := float64(p.Total) / float64(peak) * chartH
 			hb := float64(p.Blocked) / float64(peak) * chartH
-			fmt.Fprintf(&b, `<rect class="total" x="%.1f" y="%.1f" width="%.1f" height="%.1f"><title>%s: %d queries, %d blocked</title></rect>`,
-				x, chartH-h, max(w-1, 0.5), h, p.Time.Local().Format("Jan 2 15:04"), p.Total, p.Blocked)
+			// The title is on a full-height transparent hit area, so a
+			// bar of one query is as easy to hover as the peak.
+			fmt.Fprintf(&b, `<g><title>%s: %d queries, %d blocked</title><rect class="hit" x="%.1f" y="0" width="%.1f" height="%d"/>`,
+				p.Time.Local().Format("Jan 2 15:04"), p.Total, p.Blocked, x, w, chartH)
+			fmt.Fprintf(&b, `<rect class="total" x="%.1f" y="%.1f" width="%.1f" height="%.1f"/>`, x, chartH-h, max(w-1, 0.5), h)
 			if hb > 0 {
 				fmt.Fprintf(&b, `<rect class="blocked" x="%.1f" y="%.1f" width="%.1f" height="%.1f"/>`, x, chartH-hb, max(w-1, 0.5), hb)
 			}
+			b.WriteString(`</g>`)
 		}
 		first, last := points[0].Time.Local(), points[n-1].Time.Local()
 		layout := "15:04"
@@ -46,14 +74,17 @@ func seriesSVG(points []history.Point) template.HTML {
 		case span > 12*time.Hour:
 			layout = "Mon 15:04"
 		}
-		fmt.Fprintf(&b, `<text class="axis" x="0" y="%d">%s</text>`, chartH+15, first.Format(layout))
-		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d" text-anchor="end">%s</text>`, chartW, chartH+15, last.Format(layout))
+		mid := first.Add(last.Sub(first) / 2)
+		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d">%s</text>`, axisW, chartH+17, first.Format(layout))
+		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d" text-anchor="middle">%s</text>`, axisW+(chartW-axisW)/2, chartH+17, mid.Format(layout))
+		fmt.Fprintf(&b, `<text class="axis" x="%d" y="%d" text-anchor="end">%s</text>`, chartW, chartH+17, last.Format(layout))
 	}
-	fmt.Fprintf(&b, `<text class="axis" x="%d" y="12" text-anchor="end">peak %d</text></svg>`, chartW, peak)
+	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
 
-// latencySVG draws the latency histogram.
+// latencySVG draws the latency histogram: one bar per bin with its bound
+// below it, the count on the y axis and each bar's count as its title.
 func latencySVG(bins []history.LatencyBin) template.HTML {
 	var peak int64 = 1
 	for _, l := range bins {
@@ -61,21 +92,30 @@ func latencySVG(bins []history.LatencyBin) template.HTML {
 	}
 	var b strings.Builder
 	const barH = chartH / 2 // a histogram of a dozen bars reads at half the height
-	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" role="img" aria-label="answer latency" id="latency">`, chartW, barH+chartPad)
+	fmt.Fprintf(&b, `<svg viewBox="0 0 %d %d" role="img" aria-label="answer latency" id="latency" class="chart">`, chartW, barH+chartPad)
+	yAxis(&b, peak, barH)
 	if n := len(bins); n > 0 {
-		w := float64(chartW) / float64(n)
+		w := float64(chartW-axisW) / float64(n)
 		for i, l := range bins {
 			h := float64(l.Count) / float64(peak) * barH
-			label := "≥5 s"
-			if l.LtMS > 0 {
-				label = fmt.Sprintf("<%d ms", l.LtMS)
+			label := "≥5s"
+			switch {
+			case l.LtMS >= 1000:
+				label = fmt.Sprintf("<%gs", float64(l.LtMS)/1000)
+			case l.LtMS > 0:
+				label = fmt.Sprintf("<%d", l.LtMS)
 			}
-			fmt.Fprintf(&b, `<rect class="total" x="%.1f" y="%.1f" width="%.1f" height="%.1f"><title>%s: %d</title></rect>`,
-				float64(i)*w, barH-h, w-2, h, label, l.Count)
-			fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%d" text-anchor="middle">%s</text>`, float64(i)*w+w/2, barH+15, label)
+			title := "5 s or more"
+			if l.LtMS > 0 {
+				title = fmt.Sprintf("under %d ms", l.LtMS)
+			}
+			x := axisW + float64(i)*w
+			fmt.Fprintf(&b, `<g><title>%s: %d answers</title><rect class="hit" x="%.1f" y="0" width="%.1f" height="%d"/><rect class="total" x="%.1f" y="%.1f" width="%.1f" height="%.1f"/></g>`,
+				title, l.Count, x, w, barH, x, barH-h, max(w-2, 0.5), h)
+			fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%d" text-anchor="middle">%s</text>`, x+w/2, barH+17, label)
 		}
 	}
-	b.WriteString(`</svg>`)
+	b.WriteString(`</svg><p class="legend">bars: answers by time taken, in milliseconds unless marked s</p>`)
 	return template.HTML(b.String())
 }
 

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -52,6 +53,9 @@ type allowed struct {
 	names atomic.Pointer[map[string]struct{}]
 	mu    sync.Mutex
 	path  string // AllowFile in the state directory; "": kept in memory only
+	// what is the file's first line's word for its names: "allowed"
+	// (AllowFile) or "blocked" (BlockFile, block.go).
+	what string
 }
 
 // match returns the allowed name that covers name (name itself or a
@@ -160,7 +164,7 @@ func (a *allowed) save(names map[string]struct{}) error {
 		return nil
 	}
 	var b bytes.Buffer
-	b.WriteString("# Names allowed from the nxdns dashboard, one a line (each with the names below it).\n")
+	b.WriteString("# Names " + cmp.Or(a.what, "allowed") + " from the nxdns dashboard, one a line (each with the names below it).\n")
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		b.WriteString(n)
 		b.WriteByte('\n')
@@ -171,25 +175,33 @@ func (a *allowed) save(names map[string]struct{}) error {
 	return nil
 }
 
-// readAllowFile reads an allow file with safefile.ReadFile (a regular file
-// of at most maxAllowedBytes, never a FIFO: docs/design.md#file-reads), one name a line,
-// '#' comments; a line that is not a name is skipped.
+// readAllowFile reads an allow (or block) file with safefile.ReadFile (a
+// regular file of at most maxAllowedBytes, never a FIFO:
+// docs/design.md#file-reads), one name a line, '#' comments; a line that
+// is not a name is skipped, and logged by the caller (use) with the count.
 func readAllowFile(path string) ([]string, error) {
+	names, _, err := readNamesFile(path)
+	return names, err
+}
+
+// readNamesFile is readAllowFile with the count of lines skipped.
+func readNamesFile(path string) (names []string, skipped int, err error) {
 	b, err := safefile.ReadFile(path, maxAllowedBytes)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var out []string
 	for line := range strings.Lines(string(b)) {
 		line = strings.TrimSpace(line)
 		if line == "" || line[0] == '#' {
 			continue
 		}
 		if n, ok := normalise(line, Subtree); ok {
-			out = append(out, n)
+			names = append(names, n)
+		} else {
+			skipped++
 		}
 	}
-	return out, nil
+	return names, skipped, nil
 }
 
 // useAllowFile points the runtime allow set at stateDir's AllowFile ("":
@@ -200,6 +212,7 @@ func (e *Engine) useAllowFile(stateDir string) {
 		path = filepath.Join(stateDir, AllowFile)
 	}
 	n, err := e.allow.use(path)
+	e.useBlockFile(stateDir)
 	if err != nil {
 		e.log.Warn("names allowed from the dashboard not read or not saved", zap.Error(err))
 	} else if n > 0 {

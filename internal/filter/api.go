@@ -37,6 +37,7 @@ func (e *Engine) Routes(current func() *Stage) []Route {
 			e.handleCheck(w, r, current())
 		})},
 		{Pattern: "GET /api/filter/lists", Handler: http.HandlerFunc(e.handleLists)},
+		{Pattern: "POST /api/filter/lists/refresh", Handler: http.HandlerFunc(e.handleRefresh), Mutating: true},
 		{Pattern: "GET /api/filter/allow", Handler: http.HandlerFunc(e.handleAllowed)},
 		{Pattern: "POST /api/filter/allow", Handler: http.HandlerFunc(e.handleAllow), Mutating: true},
 		{Pattern: "DELETE /api/filter/allow", Handler: http.HandlerFunc(e.handleUnallow), Mutating: true},
@@ -44,6 +45,9 @@ func (e *Engine) Routes(current func() *Stage) []Route {
 		{Pattern: "GET /api/dnssec/nta", Handler: http.HandlerFunc(e.handleNTAs)},
 		{Pattern: "POST /api/dnssec/nta", Handler: http.HandlerFunc(e.handleAddNTA), Mutating: true},
 		{Pattern: "DELETE /api/dnssec/nta", Handler: http.HandlerFunc(e.handleRemoveNTA), Mutating: true},
+		{Pattern: "GET /api/filter/block", Handler: http.HandlerFunc(e.handleBlocked)},
+		{Pattern: "POST /api/filter/block", Handler: http.HandlerFunc(e.handleBlock), Mutating: true},
+		{Pattern: "POST /api/filter/block/remove", Handler: http.HandlerFunc(e.handleUnblock), Mutating: true},
 	}
 }
 
@@ -176,6 +180,44 @@ func (e *Engine) handleUnallow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := AllowAnswer{Name: name, Changed: removed}
+	if err != nil {
+		a.SaveError = err.Error()
+	}
+	writeJSON(w, a)
+}
+
+// BlockAnswer is what POST /api/filter/block and /block/remove answer.
+type BlockAnswer struct {
+	Name      string `json:"name"`
+	Blocked   bool   `json:"blocked"` // after the request
+	Changed   bool   `json:"changed"`
+	SaveError string `json:"save_error,omitempty"`
+}
+
+func (e *Engine) handleBlocked(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, AllowedAnswer{Names: e.BlockedNames(), Max: MaxAllowed})
+}
+
+func (e *Engine) handleBlock(w http.ResponseWriter, r *http.Request) {
+	name, added, err := e.Block(r.URL.Query().Get("name"))
+	if errors.Is(err, errNotAName) || errors.Is(err, ErrBlockFull) {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a := BlockAnswer{Name: name, Blocked: true, Changed: added}
+	if err != nil {
+		a.SaveError = err.Error()
+	}
+	writeJSON(w, a)
+}
+
+func (e *Engine) handleUnblock(w http.ResponseWriter, r *http.Request) {
+	name, removed, err := e.Unblock(r.URL.Query().Get("name"))
+	if errors.Is(err, errNotAName) {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	a := BlockAnswer{Name: name, Changed: removed}
 	if err != nil {
 		a.SaveError = err.Error()
 	}

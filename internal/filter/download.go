@@ -27,6 +27,11 @@ import (
 // meta is what a downloaded list keeps beside its copy, across restarts:
 // the validators for a conditional GET and when the copy was fetched.
 type meta struct {
+	// URL is the list's URL the copy came from: a list whose URL changed
+	// in the configuration is downloaded again at once (metaFor), not
+	// after the refresh interval of the old URL's copy. "" in a meta file
+	// written before it was kept: taken as the current URL.
+	URL          string    `json:"url,omitempty"`
 	ETag         string    `json:"etag,omitempty"`
 	LastModified string    `json:"last_modified,omitempty"`
 	Fetched      time.Time `json:"fetched"`
@@ -324,11 +329,18 @@ func (e *Engine) Refresh(ctx context.Context, name string) error {
 	st, ok := e.lists[name]
 	if !ok || st.cfg.URL == "" {
 		e.mu.Unlock()
-		return fmt.Errorf("no downloaded list %q", name)
+		return fmt.Errorf("%w %q", ErrNoSuchList, name)
 	}
+	e.mu.Unlock()
+	st.fetching.Lock()
+	defer st.fetching.Unlock()
+	e.mu.Lock()
 	// The shrink gate compares with the names the copy had, not those the
 	// names caps let in: the download's own parse is not capped.
 	m, prev, path, metaPath := st.meta, st.report.Rules+st.report.NamesOverCap, e.listPath(name), e.metaPath(name)
+	if st.moved {
+		prev = 0
+	}
 	if _, err := os.Stat(path); err != nil {
 		m.ETag, m.LastModified = "", "" // no copy to revalidate
 	}
@@ -349,11 +361,22 @@ func (e *Engine) Refresh(ctx context.Context, name string) error {
 	}
 	st.meta = newMeta
 	st.loaded = newMeta.Fetched
+	st.moved = false
 	e.succeed(st)
 	if rep != nil {
 		e.signalChanged()
 	}
 	return nil
+}
+
+// metaFor is m for a list now at url: m itself when it came from url (or
+// does not say), else no validators and no fetch time, so the list is
+// downloaded at once and unconditionally.
+func metaFor(m meta, url string) meta {
+	if m.URL != "" && m.URL != url {
+		return meta{}
+	}
+	return m
 }
 
 // download fetches u into path when it passes the gates; rep is nil for a
@@ -381,7 +404,7 @@ func (e *Engine) download(ctx context.Context, u string, m meta, path string, pr
 	now := e.now()
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
-		m.Fetched = now
+		m.URL, m.Fetched = u, now
 		return m, nil, nil
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return m, nil, fmt.Errorf("GET %s: %s", redactURL(u), resp.Status)
@@ -405,7 +428,7 @@ func (e *Engine) download(ctx context.Context, u string, m meta, path string, pr
 	if err := os.Rename(tmp, path); err != nil {
 		return m, nil, err
 	}
-	return meta{ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified"), Fetched: now}, &rep, nil
+	return meta{URL: u, ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified"), Fetched: now}, &rep, nil
 }
 
 // redactURL keeps a list URL's scheme, host and path: its query may carry

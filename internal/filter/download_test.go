@@ -3,6 +3,7 @@ package filter
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -37,8 +38,15 @@ type listServer struct {
 
 func newListServer(t *testing.T, body string) *listServer {
 	t.Helper()
+	return newListServerAt(t, "", body)
+}
+
+// newListServerAt is newListServer on addr ("": any free port), so a test
+// can serve a list again at the same URL.
+func newListServerAt(t *testing.T, addr, body string) *listServer {
+	t.Helper()
 	ls := &listServer{body: body, status: 200, etag: `"v1"`, ctype: "text/plain"}
-	ls.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ls.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ls.requests.Add(1)
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
@@ -55,6 +63,15 @@ func newListServer(t *testing.T, body string) *listServer {
 		w.WriteHeader(ls.status)
 		fmt.Fprint(w, ls.body)
 	}))
+	if addr != "" {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls.Listener.Close()
+		ls.Listener = l
+	}
+	ls.Start()
 	t.Cleanup(ls.Close)
 	return ls
 }
@@ -106,7 +123,7 @@ func TestDownload_loadsAndKeepsETagAcrossRestarts(t *testing.T) {
 	if ls.requests.Load() != before {
 		t.Error("a fresh copy on disk was downloaded again at start")
 	}
-	ls2 := newListServer(t, names("ad", 100))
+	ls2 := newListServerAt(t, ls.Listener.Addr().String(), names("ad", 100)) // the same URL
 	cfg := urlCfg(dir, ls2.URL+"/list.txt")
 	e3 := New(Options{})
 	defer e3.Close()
@@ -304,4 +321,38 @@ func TestUpdate_badLocalFileKeepsTheRulesInUse(t *testing.T) {
 	if !blocks(e, "ads.example") {
 		t.Error("a list file that turned into HTML lost its rules")
 	}
+}
+
+// TestRefreshNow_downloadsAtOnceAndAReloadFetchesAChangedURL: a "refresh
+// now" downloads the list at once (not at the refresh interval) and
+// reports each list's outcome; a name that is no URL list is an error; a
+// reload that points the list at a new URL downloads it at once, although
+// the old URL's copy is fresh.
+func TestRefreshNow_downloadsAtOnceAndAReloadFetchesAChangedURL(t *testing.T) {
+	ls := newListServer(t, names("ad", 10))
+	dir := t.TempDir()
+	e := New(Options{})
+	defer e.Close()
+	e.Update(urlCfg(dir, ls.URL+"/list.txt"))
+	testutil.WaitFor(t, "the first download", 10*time.Second, func() bool { return blocks(e, "ad7.example") })
+
+	ls.set(200, "text/plain", `"v2"`, names("ad", 10)+"0.0.0.0 new.example\n")
+	res, err := e.RefreshNow(context.Background(), "")
+	if err != nil || len(res) != 1 || !res[0].OK || res[0].Rules != 11 {
+		t.Fatalf("refresh now: %+v %v", res, err)
+	}
+	if !blocks(e, "new.example") {
+		t.Error("the refreshed copy is not in use")
+	}
+	ls.set(500, "text/plain", `"v3"`, "")
+	if res, _ := e.RefreshNow(context.Background(), "remote"); len(res) != 1 || res[0].OK || res[0].Error == "" || res[0].Rules != 11 {
+		t.Errorf("a failed refresh: %+v, want the error and the last good copy's 11 rules", res)
+	}
+	if _, err := e.RefreshNow(context.Background(), "nope"); err != ErrNoSuchList {
+		t.Errorf("an unknown list: %v", err)
+	}
+
+	other := newListServer(t, "0.0.0.0 moved.example\n")
+	e.Update(urlCfg(dir, other.URL+"/list.txt"))
+	testutil.WaitFor(t, "the new URL's download after the reload", 10*time.Second, func() bool { return blocks(e, "moved.example") })
 }

@@ -57,6 +57,7 @@ type Engine struct {
 	pauses pauses
 	allow  allowed // names allowed from the dashboard (allow.go)
 	nta    ntaSet  // DNSSEC negative trust anchors set from the dashboard (nta.go)
+	block  allowed // names blocked from the dashboard (block.go)
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
@@ -85,6 +86,13 @@ type listState struct {
 	failing  bool // a failure episode is running (logged once)
 	meta     meta
 	seen     fileStamp // a path list's file as the last rebuild read it, or tried to
+	// fetching serialises this list's downloads: the refresh loop's and
+	// a "refresh now" (refresh.go) never write its file at once.
+	fetching sync.Mutex
+	// moved: the copy on disk came from another URL (the configuration
+	// changed it): the next download is not held to that copy's size
+	// (the shrink gate), it is a different list.
+	moved bool
 }
 
 // timeOf is the moment a query is judged at (schedules, pauses): its
@@ -108,6 +116,7 @@ func New(o Options) *Engine {
 		changed:    make(chan struct{}, 1),
 		done:       make(chan struct{}),
 	}
+	e.block.what = "blocked"
 	if e.log == nil {
 		e.log = zap.NewNop()
 	}
@@ -218,7 +227,9 @@ func (e *Engine) Update(cfg config.Filter) {
 			st.seen = o.seen
 		}
 		if l.URL != "" {
-			st.meta = readMeta(e.metaPath(l.Name))
+			m := readMeta(e.metaPath(l.Name))
+			st.meta = metaFor(m, l.URL)
+			st.moved = m.URL != "" && m.URL != l.URL
 		}
 		e.lists[l.Name] = st
 	}

@@ -87,3 +87,12 @@ func (p *pauses) paused(client netip.Addr, name string, now time.Time) (time.Tim
 	}
 	return time.Time{}, false
 }
+
+// PausedUntil reports whether filtering is paused for everyone now, and
+// until when (the dashboard's header shows it).
+func (e *Engine) PausedUntil() (time.Time, bool) {
+	if until := e.pauses.all.Load(); until != 0 && e.now().UnixNano() < until {
+		return time.Unix(0, until), true
+	}
+	return time.Time{}, false
+}

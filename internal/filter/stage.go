@@ -83,6 +83,14 @@ func (s *Stage) Check(name string, client netip.Addr, clientName string, now tim
 		d.Explanation = "allowed from the dashboard (" + m + " and every name below it)"
 		return d
 	}
+	if m, ok := s.e.block.match(name); ok {
+		d.List, d.Rule, d.Blocked = DashboardList, "||"+m+"^", !d.Paused
+		d.Explanation = "blocked from the dashboard (" + m + " and every name below it)"
+		if d.Paused {
+			d.Explanation = "would be blocked from the dashboard (" + m + "), but filtering is paused until " + d.PausedUntil.Format(time.RFC3339)
+		}
+		return d
+	}
 	v := s.e.set.Load().decide(name, mask)
 	if v.blocked || v.allowed {
 		d.List, d.Rule = s.names[v.why.list], v.why.ruleText()
@@ -123,6 +131,9 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	if !ok {
 		return next.Answer(ctx, r)
 	}
+	if m, ok := s.e.block.match(name); ok {
+		return s.blockAs(r, DashboardList, "||"+m+"^", ""), nil
+	}
 	if v := c.set.decide(name, c.mask); v.blocked {
 		return s.block(r, v, c), nil
 	}
@@ -148,6 +159,9 @@ func (s *Stage) Passes(ev *query.Event, cnames []string) bool {
 	c, ok := s.checks(ev, name)
 	if !ok {
 		return true
+	}
+	if _, ok := s.e.block.match(name); ok {
+		return false
 	}
 	if c.set.decide(name, c.mask).blocked {
 		return false
@@ -220,9 +234,15 @@ func normal(name string) string {
 func (s *Stage) block(r *query.Request, v verdict, c check) *dns.Msg {
 	list, rule := s.names[v.why.list], v.why.ruleText()
 	group := s.policy.groupOfEvent(c.ev, c.now, v.why.list)
+	s.e.blocked[v.why.list].Add(1)
+	return s.blockAs(r, list, rule, group)
+}
+
+// blockAs is the blocked answer naming list, rule and group, and the
+// event's decision.
+func (s *Stage) blockAs(r *query.Request, list, rule, group string) *dns.Msg {
 	r.Event.Source = query.SourceBlocked
 	r.Event.Filter = query.Decision{Blocked: true, List: list, Rule: rule, Group: group}
-	s.e.blocked[v.why.list].Add(1)
 
 	q := r.Msg.Question[0]
 	resp := new(dns.Msg)
