@@ -87,10 +87,19 @@ func TestBlock_badInput(t *testing.T) {
 			t.Errorf("Block(%q) accepted", bad)
 		}
 	}
+	// A full file, as ten thousand clicks over the months leave it (each
+	// click copies the set: a household's rate, not a loop's).
+	cfg.Filter.StateDir = t.TempDir()
+	var full strings.Builder
 	for i := range MaxAllowed {
-		if _, _, err := e.Block(fmt.Sprintf("n%d.example", i)); err != nil {
-			t.Fatalf("block %d: %v", i, err)
-		}
+		fmt.Fprintf(&full, "n%d.example\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Filter.StateDir, BlockFile), []byte(full.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e = newEngine(t, cfg.Filter)
+	if n := len(e.BlockedNames()); n != MaxAllowed {
+		t.Fatalf("%d names loaded from the full file, want %d", n, MaxAllowed)
 	}
 	if _, _, err := e.Block("one-more.example"); err != ErrBlockFull {
 		t.Fatalf("block past the cap: %v, want ErrBlockFull", err)
