@@ -282,7 +282,7 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 	q := append([]byte(nil), wire...) // buf is reused by the next read
 	raw := rd.raw
 	l.wg.Add(1)
-	s.work.run(func() {
+	s.work.Run(func() {
 		defer l.wg.Done()
 		defer s.udpShare.release(key)
 		defer slot.release()
