@@ -39,6 +39,8 @@
 #                        built from `git archive` (the before of a change)
 #   HITS=2000 MISSES=500 HIT_QPS=200 MISS_QPS=50  the callgrind windows
 #   CPU_SECONDS=10 CPU_HIT_QPS=2000 CPU_MISS_QPS=200  the CPU-time windows
+#   PROFILE=<dir>        keeps each target's callgrind dumps of the hit and
+#                        miss windows there (callgrind_annotate DIR/nxdns.misses)
 # Debian packages: valgrind, dnsperf, knot-dnsutils, unbound, dnsdist,
 # knot-resolver. Everything stays on 127.0.0.1; every load is bounded in
 # count and time.
@@ -221,6 +223,13 @@ for t in $targets; do
   cell[$t,missn]=$completed
   cell[$t,missi]=$(awk -v i="$(dumped "$dir" misses)" -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" 'BEGIN{ if (n > 0) printf "%.0f", (i - idle / s * r) / n; else print "-" }')
   stop
+  if [ -n "${PROFILE:-}" ]; then
+    mkdir -p "$PROFILE"
+    for w in hits misses; do
+      f=$(grep -l "^desc: Trigger: .*dump $w\$" "$dir"/cg.out.* 2>/dev/null | head -1 || true)
+      [ -n "$f" ] && cp "$f" "$PROFILE/$t.$w"
+    done
+  fi
 
   # CPU time, natively.
   launch "$t" 0
