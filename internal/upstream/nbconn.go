@@ -23,9 +23,12 @@ type nbConn struct {
 	fail func(error) // ends the DoT connection; called once, from the flusher
 
 	mu       sync.Mutex
-	backlog  []byte // bytes the socket did not take, in order
-	flushing bool   // the flusher runs; every write queues behind it
-	err      error  // the flusher's failure: every later write fails with it
+	backlog  []byte                // bytes the socket did not take, in order
+	flushing bool                  // the flusher runs; every write queues behind it
+	err      error                 // the flusher's failure: every later write fails with it
+	rest     []byte                // Write's bytes not yet taken by the socket (writeSome)
+	werr     error                 // writeSome's failure
+	writeFD  func(fd uintptr) bool // writeSome, bound once: no closure per write
 }
 
 func newNBConn(c net.Conn, fail func(error)) (net.Conn, error) {
@@ -37,7 +40,29 @@ func newNBConn(c net.Conn, fail func(error)) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &nbConn{TCPConn: tc, raw: raw, fail: fail}, nil
+	nb := &nbConn{TCPConn: tc, raw: raw, fail: fail}
+	nb.writeFD = nb.writeSome
+	return nb, nil
+}
+
+// writeSome writes c.rest to fd without waiting, leaving in c.rest what the
+// socket did not take, and in c.werr a failure other than a full buffer.
+// Write calls it under c.mu.
+func (c *nbConn) writeSome(fd uintptr) bool {
+	for len(c.rest) > 0 {
+		n, err := syscall.Write(int(fd), c.rest)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return true
+		case err != nil:
+			c.werr = err
+			return true
+		}
+		c.rest = c.rest[n:]
+	}
+	return true
 }
 
 // Write writes p, or queues what the socket does not take, and returns at
@@ -50,25 +75,11 @@ func (c *nbConn) Write(p []byte) (int, error) {
 	}
 	rest := p
 	if !c.flushing {
-		var werr error
-		err := c.raw.Write(func(fd uintptr) bool {
-			for len(rest) > 0 {
-				n, err := syscall.Write(int(fd), rest)
-				if err == syscall.EINTR {
-					continue
-				}
-				if err != nil {
-					if err != syscall.EAGAIN {
-						werr = err
-					}
-					return true
-				}
-				rest = rest[n:]
-			}
-			return true
-		})
+		c.rest, c.werr = p, nil
+		err := c.raw.Write(c.writeFD)
+		rest, c.rest = c.rest, nil
 		if err == nil {
-			err = werr
+			err = c.werr
 		}
 		if err != nil {
 			c.err = err
