@@ -182,7 +182,9 @@ func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) 
 func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, old *entry) {
 	// The client rides along: the pool counts the exchange in its share of
 	// the slots (docs/upstream-pool.md "One client's share").
-	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{Client: r.Event.Client}}
+	fl.ev = query.Event{Client: r.Event.Client}
+	fl.req = query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &fl.ev}
+	req := &fl.req
 	flushes := s.c.flushes.seq()
 	s.wg.Add(1)
 	s.work.Run(func() {
