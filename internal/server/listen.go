@@ -206,7 +206,7 @@ func newUDPReader() *udpReader {
 // readUDP reads datagrams from the listener's socket, one at a time
 // (rawudp.go), until the listener stops: it answers cache hits itself
 // (fastpath.go) and admits every other query under the family's
-// cap, to be answered by a worker (workers.go), so a slow query never holds
+// cap, to be answered by a worker (internal/workers), so a slow query never holds
 // up the next datagram.
 func (s *Server) readUDP(l *listener) {
 	rd := newUDPReader()
