@@ -36,9 +36,14 @@
 #
 # Usage: scripts/workperquery.sh [TARGETS]  (default "nxdns unbound dnsdist kresd")
 #   BASE=<git revision>  adds the row "nxdns@BASE", that commit's nxdns,
-#                        built from `git archive` (the before of a change)
+#                        built from `git archive` (the before of a change);
+#                        several revisions, space-separated, add a row each
 #   HITS=2000 MISSES=500 HIT_QPS=200 MISS_QPS=50  the callgrind windows
 #   CPU_SECONDS=10 CPU_HIT_QPS=2000 CPU_MISS_QPS=200  the CPU-time windows
+#   ROUNDS=1             rounds of every target in turn, a row each (ranges
+#                        over interleaved rounds, not one lucky run)
+#   PROFILE=<dir>        keeps each target's callgrind dumps of the hit and
+#                        miss windows there (callgrind_annotate DIR/nxdns.r1.misses)
 # Debian packages: valgrind, dnsperf, knot-dnsutils, unbound, dnsdist,
 # knot-resolver. Everything stays on 127.0.0.1; every load is bounded in
 # count and time.
@@ -47,7 +52,7 @@ cd "$(dirname "$0")/.."
 targets=${1:-"nxdns unbound dnsdist kresd"}
 HITS=${HITS:-2000} MISSES=${MISSES:-500} HIT_QPS=${HIT_QPS:-200} MISS_QPS=${MISS_QPS:-50}
 CPU_SECONDS=${CPU_SECONDS:-10} CPU_HIT_QPS=${CPU_HIT_QPS:-2000} CPU_MISS_QPS=${CPU_MISS_QPS:-200}
-IDLE_SECONDS=${IDLE_SECONDS:-5} HIT_NAMES=10
+IDLE_SECONDS=${IDLE_SECONDS:-5} HIT_NAMES=10 ROUNDS=${ROUNDS:-1}
 for tool in valgrind callgrind_control dnsperf kdig; do
   command -v "$tool" >/dev/null || { echo "$tool not installed (apt-get install valgrind dnsperf knot-dnsutils)" >&2; exit 1; }
 done
@@ -55,12 +60,13 @@ done
 . scripts/lib.sh
 bench_init
 bench_build nxdns nxdns-fakeup
-if [ -n "${BASE:-}" ]; then
-  mkdir "$work/base"
-  git archive "$BASE" | tar -x -C "$work/base"
-  (cd "$work/base" && CGO_ENABLED=0 go build -trimpath -o "$work/nxdns@$BASE" ./cmd/nxdns)
-  targets="nxdns@$BASE $targets"
-fi
+for rev in ${BASE:-}; do
+  mkdir "$work/base-$rev"
+  git archive "$rev" | tar -x -C "$work/base-$rev"
+  (cd "$work/base-$rev" && CGO_ENABLED=0 go build -trimpath -o "$work/nxdns@$rev" ./cmd/nxdns)
+  bases="${bases:-}nxdns@$rev "
+done
+targets="${bases:-}$targets"
 tck=$(getconf CLK_TCK)
 port=$(( 20000 + RANDOM % 20000 ))
 
@@ -199,57 +205,72 @@ cg() { callgrind_control "$@" "$pid" >/dev/null 2>&1; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 
 declare -A cell
-for t in $targets; do
-  echo "measuring $t" >&2
-  # Instructions, under callgrind.
-  launch "$t" 1
-  warm "$dns"
-  cg -i on
-  cg -z
-  sleep "$IDLE_SECONDS"
-  cg -d idle
-  idle=$(dumped "$dir" idle)
-  cg -z
-  perf "$dns" "$work/hits" "$HIT_QPS" $((HITS / HIT_QPS + 10)) 1
-  cg -d hits
-  cell[$t,hitn]=$completed
-  cell[$t,hiti]=$(awk -v i="$(dumped "$dir" hits)" -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" 'BEGIN{ if (n > 0) printf "%.0f", (i - idle / s * r) / n; else print "-" }')
-  names "cg$dns" "$MISSES" >"$work/miss"
-  cg -z
-  perf "$dns" "$work/miss" "$MISS_QPS" $((MISSES / MISS_QPS + 10)) 1
-  cg -d misses
-  cell[$t,missn]=$completed
-  cell[$t,missi]=$(awk -v i="$(dumped "$dir" misses)" -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" 'BEGIN{ if (n > 0) printf "%.0f", (i - idle / s * r) / n; else print "-" }')
-  stop
+for round in $(seq 1 "$ROUNDS"); do
+  for t in $targets; do
+    k=$round:$t
+    echo "measuring $t (round $round of $ROUNDS)" >&2
+    # Instructions, under callgrind.
+    launch "$t" 1
+    warm "$dns"
+    cg -i on
+    cg -z
+    sleep "$IDLE_SECONDS"
+    cg -d idle
+    idle=$(dumped "$dir" idle)
+    cg -z
+    perf "$dns" "$work/hits" "$HIT_QPS" $((HITS / HIT_QPS + 10)) 1
+    cg -d hits
+    cell[$k,hitn]=$completed
+    cell[$k,hiti]=$(awk -v i="$(dumped "$dir" hits)" -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" 'BEGIN{ if (n > 0) printf "%.0f", (i - idle / s * r) / n; else print "-" }')
+    names "cg$dns" "$MISSES" >"$work/miss"
+    cg -z
+    perf "$dns" "$work/miss" "$MISS_QPS" $((MISSES / MISS_QPS + 10)) 1
+    cg -d misses
+    cell[$k,missn]=$completed
+    cell[$k,missi]=$(awk -v i="$(dumped "$dir" misses)" -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" 'BEGIN{ if (n > 0) printf "%.0f", (i - idle / s * r) / n; else print "-" }')
+    stop
+    if [ -n "${PROFILE:-}" ]; then
+      mkdir -p "$PROFILE"
+      for w in hits misses; do
+        f=$(grep -l "^desc: Trigger: .*dump $w\$" "$dir"/cg.out.* 2>/dev/null | head -1 || true)
+        [ -n "$f" ] && cp "$f" "$PROFILE/$t.r$round.$w"
+      done
+    fi
 
-  # CPU time, natively.
-  launch "$t" 0
-  warm "$dns"
-  c0=$(cpu_ticks)
-  sleep "$IDLE_SECONDS"
-  idle=$(( $(cpu_ticks) - c0 ))
-  c0=$(cpu_ticks)
-  perf "$dns" "$work/hits" "$CPU_HIT_QPS" "$CPU_SECONDS" 1000000
-  cell[$t,hitc]=$(awk -v d=$(( $(cpu_ticks) - c0 )) -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }')
-  names "cpu$dns" $((CPU_MISS_QPS * CPU_SECONDS)) >"$work/miss"
-  c0=$(cpu_ticks)
-  perf "$dns" "$work/miss" "$CPU_MISS_QPS" $((CPU_SECONDS + 5)) 1
-  cell[$t,missc]=$(awk -v d=$(( $(cpu_ticks) - c0 )) -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }')
-  stop
+    # CPU time, natively.
+    launch "$t" 0
+    warm "$dns"
+    c0=$(cpu_ticks)
+    sleep "$IDLE_SECONDS"
+    idle=$(( $(cpu_ticks) - c0 ))
+    c0=$(cpu_ticks)
+    perf "$dns" "$work/hits" "$CPU_HIT_QPS" "$CPU_SECONDS" 1000000
+    cell[$k,hitc]=$(awk -v d=$(( $(cpu_ticks) - c0 )) -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }')
+    names "cpu$dns" $((CPU_MISS_QPS * CPU_SECONDS)) >"$work/miss"
+    c0=$(cpu_ticks)
+    perf "$dns" "$work/miss" "$CPU_MISS_QPS" $((CPU_SECONDS + 5)) 1
+    cell[$k,missc]=$(awk -v d=$(( $(cpu_ticks) - c0 )) -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }')
+    stop
+  done
 done
 
-# ratio T KEY PEER: T's figure over PEER's, when both were measured.
+# ratio K KEY PEER: K's figure over PEER's (same round), when both were
+# measured.
 ratio() {
-  awk -v a="${cell[$1,$2]:-}" -v b="${cell[$3,$2]:-}" 'BEGIN{ if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'
+  awk -v a="${cell[$1,$2]:-}" -v b="${cell[${1%%:*}:$3,$2]:-}" 'BEGIN{ if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'
 }
 
-echo "| server | hit: instructions/query | miss: instructions/query | hit: CPU µs/query | miss: CPU µs/query | hit instr. ÷ Unbound, ÷ dnsdist | miss instr. ÷ Unbound, ÷ dnsdist |"
-echo "|---|---|---|---|---|---|---|"
-for t in $targets; do
-  printf '| %s | %s (%s answered) | %s (%s answered) | %s | %s | %s, %s | %s, %s |\n' "$t" \
-    "${cell[$t,hiti]}" "${cell[$t,hitn]}" "${cell[$t,missi]}" "${cell[$t,missn]}" \
-    "${cell[$t,hitc]}" "${cell[$t,missc]}" \
-    "$(ratio "$t" hiti unbound)" "$(ratio "$t" hiti dnsdist)" "$(ratio "$t" missi unbound)" "$(ratio "$t" missi dnsdist)"
+echo "| round | server | hit: instructions/query | miss: instructions/query | hit: CPU µs/query | miss: CPU µs/query | hit instr. ÷ Unbound, ÷ dnsdist | miss instr. ÷ Unbound, ÷ dnsdist, ÷ kresd | miss CPU ÷ kresd |"
+echo "|---|---|---|---|---|---|---|---|---|"
+for round in $(seq 1 "$ROUNDS"); do
+  for t in $targets; do
+    k=$round:$t
+    printf '| %s | %s | %s (%s answered) | %s (%s answered) | %s | %s | %s, %s | %s, %s, %s | %s |\n' "$round" "$t" \
+      "${cell[$k,hiti]}" "${cell[$k,hitn]}" "${cell[$k,missi]}" "${cell[$k,missn]}" \
+      "${cell[$k,hitc]}" "${cell[$k,missc]}" \
+      "$(ratio "$k" hiti unbound)" "$(ratio "$k" hiti dnsdist)" \
+      "$(ratio "$k" missi unbound)" "$(ratio "$k" missi dnsdist)" "$(ratio "$k" missi kresd)" "$(ratio "$k" missc kresd)"
+  done
 done
 echo
-echo "callgrind: $HITS hits at $HIT_QPS/s, $MISSES misses at $MISS_QPS/s; CPU time: hits at $CPU_HIT_QPS/s and misses at $CPU_MISS_QPS/s for ${CPU_SECONDS} s; $(nproc) CPUs, $(uname -m)"
+echo "callgrind: $HITS hits at $HIT_QPS/s, $MISSES misses at $MISS_QPS/s; CPU time: hits at $CPU_HIT_QPS/s and misses at $CPU_MISS_QPS/s for ${CPU_SECONDS} s; $ROUNDS round(s), targets in turn; $(nproc) CPUs, $(uname -m)"

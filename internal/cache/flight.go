@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // flights coalesces identical queries in flight (docs/design.md#cache-coalescing): the first query
@@ -37,6 +39,11 @@ type flight struct {
 	source   string   // Event.Source the route set: pool or zone:NAME
 	upstream string   // Event.Upstream
 	tried    []string // Event.Tried
+
+	// The exchange's own request and event (Stage.start), held here so a
+	// miss allocates them with the flight.
+	req query.Request
+	ev  query.Event
 }
 
 // join returns k's flight; leader is true when the caller created it and

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/workers"
 )
 
 // Serve-stale timing (docs/design.md#serve-stale, RFC 8767).
@@ -36,7 +37,8 @@ type Stage struct {
 	flights flights
 	ctx     context.Context // the background exchanges'; cancelled by Close
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup   // the exchanges running
+	work    *workers.Workers // the goroutines they run on, stacks kept
 
 	prefetching atomic.Int32 // prefetches in flight, at most maxPrefetches
 }
@@ -46,13 +48,16 @@ var _ query.Stage = (*Stage)(nil)
 // Stage returns a new link over c for one generation of the chain.
 func (c *Cache) Stage() *Stage {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Stage{c: c, ctx: ctx, cancel: cancel}
+	return &Stage{c: c, ctx: ctx, cancel: cancel, work: workers.New()}
 }
 
-// Close cancels the exchanges the stage started and waits for them.
+// Close cancels the exchanges the stage started and waits for them and for
+// the goroutines they ran on.
 func (s *Stage) Close() {
 	s.cancel()
 	s.wg.Wait()
+	s.work.Stop()
+	s.work.Wait()
 }
 
 // Answer answers from a fresh entry, or passes the query on, sharing an
@@ -172,13 +177,19 @@ func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) 
 // query that started it: that query's client may give up, the others
 // waiting on the flight still get the answer. The exchange spends the
 // starting query's budget, as any query does (the pool and the zones bound
-// themselves by it).
+// themselves by it). The goroutine is a worker that outlives the exchange:
+// a new one per miss would grow its stack through the pool and the TLS
+// client every time (docs/performance.md "Where a miss goes").
 func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, old *entry) {
 	// The client rides along: the pool counts the exchange in its share of
 	// the slots (docs/upstream-pool.md "One client's share").
-	req := &query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &query.Event{Client: r.Event.Client, Pool: r.Event.Pool}}
+	fl.ev = query.Event{Client: r.Event.Client, Pool: r.Event.Pool}
+	fl.req = query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &fl.ev}
+	req := &fl.req
 	flushes := s.c.flushes.seq()
-	s.wg.Go(func() {
+	s.wg.Add(1)
+	s.work.Run(func() {
+		defer s.wg.Done()
 		msg, err := next.Answer(s.ctx, req)
 		fl.msg, fl.err = msg, err
 		fl.source, fl.upstream, fl.tried = req.Event.Source, req.Event.Upstream, req.Event.Tried

@@ -206,7 +206,7 @@ func newUDPReader() *udpReader {
 // readUDP reads datagrams from the listener's socket, one at a time
 // (rawudp.go), until the listener stops: it answers cache hits itself
 // (fastpath.go) and admits every other query under the family's
-// cap, to be answered by a worker (workers.go), so a slow query never holds
+// cap, to be answered by a worker (internal/workers), so a slow query never holds
 // up the next datagram.
 func (s *Server) readUDP(l *listener) {
 	rd := newUDPReader()
@@ -282,7 +282,7 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 	q := append([]byte(nil), wire...) // buf is reused by the next read
 	raw := rd.raw
 	l.wg.Add(1)
-	s.work.run(func() {
+	s.work.Run(func() {
 		defer l.wg.Done()
 		defer s.udpShare.release(key)
 		defer slot.release()

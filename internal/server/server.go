@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/query"
+	"github.com/nxdns/nxdns/internal/workers"
 )
 
 // Router picks the resolver for a query name: the forward zone with the
@@ -182,7 +183,7 @@ type Server struct {
 	tcpShare *clientShares // one client's share of tcpCap
 	dohShare *clientShares // one client's DoH queries in flight (doh.go)
 	stats    counters
-	work     *workers // the goroutines the UDP queries run on (workers.go)
+	work     *workers.Workers // the goroutines the UDP queries run on
 
 	// TCP bounds, fields so tests can shorten them (set before Listen).
 	tcpIdle, tcpRead, tcpWrite time.Duration
@@ -209,7 +210,7 @@ func New(opts Options, st *State) *Server {
 		udpShare: newClientShares(udpClientShare),
 		tcpShare: newClientShares(tcpClientShare),
 		dohShare: newClientShares(dohClientShare),
-		work:     newWorkers(),
+		work:     workers.New(),
 	}
 	for f := range numFamilies {
 		s.udpCap[f].max = maxUDPInFlight
@@ -309,8 +310,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-done
 	}
 	s.cancel()
-	s.work.stop() // every query has returned: the idle workers go
-	s.work.wait()
+	s.work.Stop() // every query has returned: the idle workers go
+	s.work.Wait()
 	for _, l := range ls {
 		l.closeSockets()
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +63,7 @@ type DoT struct {
 
 	life       context.Context // ends in-progress dials on Close
 	stop       context.CancelCauseFunc
-	wg         sync.WaitGroup // dials, readers and writers
+	wg         sync.WaitGroup // dials and readers
 	seq        atomic.Uint64  // connections created so far
 	recoveries atomic.Uint64  // exchanges saved by a stale retry (docs/design.md#stale-connection)
 	dials      dialCounts     // nxdns_upstream_connections_total
@@ -372,7 +373,9 @@ func (d *DoT) dialLocked(ctx context.Context) *dotConn {
 	}
 	d.wg.Go(func() {
 		defer cancel()
-		tc, err := transportDial(dctx, d.addr, d.tlsConf, nil)
+		tc, err := transportDial(dctx, d.addr, d.tlsConf, func(raw net.Conn) (net.Conn, error) {
+			return newNBConn(raw, func(err error) { c.fail(err, false) })
+		})
 		aborted := false
 		if err != nil {
 			switch context.Cause(dctx) {
@@ -387,8 +390,8 @@ func (d *DoT) dialLocked(ctx context.Context) *dotConn {
 	return c
 }
 
-// start records a dial's outcome and starts a live connection's reader and
-// writer, unless Close came first.
+// start records a dial's outcome and starts a live connection's reader,
+// unless Close came first.
 func (d *DoT) start(c *dotConn, tc *tls.Conn, err error, aborted bool) {
 	d.dials.count(tc, err)
 	d.mu.Lock()
@@ -399,7 +402,6 @@ func (d *DoT) start(c *dotConn, tc *tls.Conn, err error, aborted bool) {
 	if c.established(tc, err, aborted) {
 		d.log.Debug("connected", zap.Bool("resumed", tc.ConnectionState().DidResume))
 		d.wg.Go(c.readLoop) // under d.mu and not closed: Close has not begun Wait
-		d.wg.Go(c.writeLoop)
 	}
 }
 

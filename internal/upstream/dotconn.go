@@ -41,15 +41,18 @@ var (
 // early (its context ended) touches no other exchange: its ID stays reserved
 // until the late response arrives or the connection ends, so that response
 // can never be matched to another query. One reader goroutine matches
-// responses; one writer goroutine sends queued frames, so no exchange blocks
-// on the socket and cancellation never cuts a frame in half.
+// responses. Frames are queued, and the exchange that finds no write in
+// progress writes the queue itself, in one TLS record, frames queued
+// meanwhile included (a burst leaves together); the socket under the TLS
+// never blocks a write (nbConn), so no exchange waits on the socket, and a
+// frame is written whole or the connection ends, so cancellation never cuts
+// one in half.
 type dotConn struct {
 	seq         uint64         // creation order in the owning DoT; a stale retry wants a newer one
 	seqs        *atomic.Uint64 // the owner's counter, read when the connection fails
 	idleTimeout time.Duration  // close after this long without users
 	ready       chan struct{}  // closed when the dial has finished, either way
 	done        chan struct{}  // closed when the connection has ended
-	wake        chan struct{}  // capacity 1: there is output for the writer
 	tc          *tls.Conn      // set before ready is closed; nil if the dial failed
 	dialErr     error          // set before ready is closed
 	dialAborted bool           // the dial was ended by its initiator's deadline, not by the peer
@@ -61,8 +64,9 @@ type dotConn struct {
 	frames  uint64     // responses read so far: a sign of life
 	pending map[uint16]chan dotReply
 	nextID  uint16
-	out     []byte // frames queued for the writer
-	spare   []byte // the writer's previous buffer, reused for out
+	out     []byte // frames queued for writing
+	spare   []byte // the previous write's buffer, reused for out
+	writing bool   // an exchange is writing out; frames queued meanwhile are its to write
 	err     error  // why the connection ended; once set it takes nothing new
 	failSeq uint64 // the owner's seq when err was set
 	idle    *time.Timer
@@ -84,7 +88,6 @@ func newDoTConn(seq uint64, seqs *atomic.Uint64, idleTimeout time.Duration) *dot
 		idleTimeout: idleTimeout,
 		ready:       make(chan struct{}),
 		done:        make(chan struct{}),
-		wake:        make(chan struct{}, 1),
 		pending:     make(map[uint16]chan dotReply),
 		nextID:      uint16(rand.Uint32()),
 	}
@@ -233,12 +236,37 @@ func (c *dotConn) send(wire []byte, maxPending int) (<-chan dotReply, uint64, er
 	c.out = append(c.out, wire...)
 	binary.BigEndian.PutUint16(c.out[start:], id)
 	frames := c.frames
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default: // the writer is already due to run
+	if c.writing {
+		c.mu.Unlock() // the exchange writing now writes this frame next
+		return ch, frames, nil
 	}
+	c.writing = true
+	c.mu.Unlock()
+	c.writeOut()
 	return ch, frames, nil
+}
+
+// writeOut writes the queued frames until the queue is empty, each batch in
+// one call (one TLS record for a burst), then gives up the writing role.
+// Each write returns at once (nbConn), so the loop ends as soon as a write
+// finds no frame queued during the previous one. A failed write ends the
+// connection; every exchange on it learns so from its reply channel.
+func (c *dotConn) writeOut() {
+	c.mu.Lock()
+	for len(c.out) > 0 && c.err == nil {
+		buf := c.out
+		c.out, c.spare = c.spare[:0], nil
+		c.mu.Unlock()
+		if _, err := c.tc.Write(buf); err != nil {
+			c.fail(err, false)
+			c.mu.Lock()
+			break
+		}
+		c.mu.Lock()
+		c.spare = buf[:0]
+	}
+	c.writing = false
+	c.mu.Unlock()
 }
 
 // failSeqNow is the owner's seq when the connection ended: a stale retry
@@ -350,32 +378,4 @@ func (c *dotConn) deliver(wire []byte) error {
 	}
 	ch <- dotReply{wire: wire}
 	return nil
-}
-
-// writeLoop is the connection's one writer. It swaps the queued frames out
-// under the lock and writes them in one call, so a burst of queries leaves in
-// a few TLS records, and a caller that gives up never cuts a frame in half.
-func (c *dotConn) writeLoop() {
-	for {
-		select {
-		case <-c.wake:
-		case <-c.done:
-			return
-		}
-		c.mu.Lock()
-		buf := c.out
-		c.out, c.spare = c.spare[:0], nil
-		c.mu.Unlock()
-		if len(buf) == 0 {
-			continue
-		}
-		c.tc.SetWriteDeadline(time.Now().Add(transportWriteTimeout))
-		if _, err := c.tc.Write(buf); err != nil {
-			c.fail(err, false)
-			return
-		}
-		c.mu.Lock()
-		c.spare = buf[:0]
-		c.mu.Unlock()
-	}
 }
