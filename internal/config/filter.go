@@ -54,6 +54,11 @@ type FilterGroup struct {
 	Clients  []string `toml:"clients"`  // IPs, CIDRs or [[clients]] names
 	Lists    []string `toml:"lists"`    // list names
 	Schedule []Window `toml:"schedule"` // when the lists apply; empty means always
+	// The household switches (docs/filter.md "Blocked services", "Safe
+	// search"), applied when the schedule is on, as the lists are.
+	Services    []string `toml:"services"`     // catalogue ids (GET /api/filter/services)
+	SafeSearch  []string `toml:"safe_search"`  // engines: google, bing, duckduckgo, youtube
+	YouTubeMode string   `toml:"youtube_mode"` // "strict" (default) or "moderate"
 }
 
 // Window is a time window on some days, in the host's local time. To
@@ -194,6 +199,7 @@ func checkFilter(ps *Problems, f Filter, clients []Client) {
 		for k, w := range g.Schedule {
 			checkWindow(ps, fmt.Sprintf("%s.schedule[%d]", path, k), w)
 		}
+		checkGroupSwitches(ps, path, g)
 	}
 }
 
