@@ -41,6 +41,13 @@ func (e *Engine) Routes(current func() *Stage) []Route {
 		{Pattern: "POST /api/filter/allow", Handler: http.HandlerFunc(e.handleAllow), Mutating: true},
 		{Pattern: "DELETE /api/filter/allow", Handler: http.HandlerFunc(e.handleUnallow), Mutating: true},
 		{Pattern: "POST /api/filter/allow/remove", Handler: http.HandlerFunc(e.handleUnallow), Mutating: true},
+		{Pattern: "GET /api/filter/services", Handler: http.HandlerFunc(e.handleServices)},
+		{Pattern: "GET /api/filter/groups", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, e.Groups(current()))
+		})},
+		{Pattern: "POST /api/filter/groups/switch", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.handleSwitch(w, r, current())
+		}), Mutating: true},
 	}
 }
 

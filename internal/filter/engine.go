@@ -28,6 +28,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/catalog"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/safefile"
@@ -56,6 +57,12 @@ type Engine struct {
 	set    atomic.Pointer[Set]
 	pauses pauses
 	allow  allowed // names allowed from the dashboard (allow.go)
+	// overrides are the group switches changed from the dashboard
+	// (overrides.go); servicesBlocked and safeSearched count by catalogue
+	// index and by engine (services.go).
+	overrides       overrides
+	servicesBlocked [catalog.MaxServices]atomic.Uint64
+	safeSearched    [8]atomic.Uint64
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
@@ -203,6 +210,7 @@ func (e *Engine) Update(cfg config.Filter) {
 	e.mu.Unlock()
 	e.loops.Wait()
 	e.useAllowFile(cfg.StateDir)
+	e.useSwitchesFile(cfg.StateDir)
 	e.mu.Lock()
 	e.cfg = cfg
 	old := e.lists

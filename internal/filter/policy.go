@@ -32,6 +32,7 @@ type group struct {
 	prefixes []netip.Prefix
 	names    map[string]bool // [[clients]] names, matched against the event's client name too
 	windows  []window        // none: always
+	switches groupSwitches   // services and safe search (services.go)
 }
 
 type window struct {
@@ -60,7 +61,7 @@ func NewPolicy(cfg config.Filter, clients []config.Client, bits map[string]int, 
 		}
 	}
 	for i, g := range cfg.Groups {
-		gr := group{name: g.Name, names: map[string]bool{}}
+		gr := group{name: g.Name, names: map[string]bool{}, switches: compileSwitches(g)}
 		for _, l := range g.Lists {
 			if b, ok := bits[l]; ok {
 				gr.mask |= 1 << b

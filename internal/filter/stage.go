@@ -23,6 +23,9 @@ type Stage struct {
 	names    [MaxLists]string // list bit → name
 	response string
 	ttl      uint32
+	// switchesOn: some group has a service or a safe-search engine in the
+	// configuration (the dashboard's overrides are looked at regardless).
+	switchesOn bool
 }
 
 // NewStage builds the stage for cfg; loc is the schedules' time zone (nil:
@@ -36,6 +39,7 @@ func (e *Engine) NewStage(cfg config.Config, loc *time.Location) *Stage {
 		response: cfg.Filter.BlockResponse,
 		ttl:      uint32(cfg.Filter.BlockTTL),
 	}
+	s.switchesOn = s.policy.anySwitches()
 	for name, b := range bits {
 		s.names[b] = name
 	}
@@ -58,6 +62,13 @@ type Decision struct {
 	// FromDashboard: the name (or a parent, Rule) was allowed at run time
 	// with POST /api/filter/allow; List is then DashboardList.
 	FromDashboard bool `json:"allowed_from_dashboard"`
+	// Service is the blocked service that decided (its catalogue id in
+	// ServiceID), SafeSearch the engine whose safe search rewrote the name
+	// to Target (docs/filter.md "Blocked services", "Safe search").
+	Service    string `json:"service,omitempty"`
+	ServiceID  string `json:"service_id,omitempty"`
+	SafeSearch string `json:"safe_search,omitempty"`
+	Target     string `json:"safe_search_target,omitempty"`
 	// Explanation says the decision in words, for the dashboard.
 	Explanation string `json:"explanation"`
 }
@@ -85,6 +96,9 @@ func (s *Stage) Check(name string, client netip.Addr, clientName string, now tim
 		d.Group = s.policy.GroupOf(client, clientName, now, v.why.list)
 	}
 	d.Blocked, d.Allowlisted = v.blocked && !d.Paused, v.allowed
+	if !v.blocked && !v.allowed && s.checkSwitches(&d, name, client, clientName, now) {
+		return d
+	}
 	switch {
 	case v.blocked && d.Paused:
 		d.Explanation = fmt.Sprintf("would be blocked by list %s rule %s%s, but filtering is paused until %s", d.List, d.Rule, ofGroup(d.Group), d.PausedUntil.Format(time.RFC3339))
@@ -118,8 +132,12 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	if !ok {
 		return next.Answer(ctx, r)
 	}
-	if v := c.set.decide(name, c.mask); v.blocked {
+	v := c.decide(name)
+	if v.blocked {
 		return s.block(r, v, c), nil
+	}
+	if rw, ok := c.rewrite(name, v); ok {
+		return s.safeSearch(ctx, r, next, rw, c)
 	}
 	resp, err := next.Answer(ctx, r)
 	if err != nil || resp == nil {
@@ -144,8 +162,10 @@ func (s *Stage) Passes(ev *query.Event, cnames []string) bool {
 	if !ok {
 		return true
 	}
-	if c.set.decide(name, c.mask).blocked {
+	if v := c.decide(name); v.blocked {
 		return false
+	} else if _, rewritten := c.rewrite(name, v); rewritten {
+		return false // answered by the safe-search rewrite, never from another client's entry
 	}
 	for _, target := range cnames {
 		if c.target(target).blocked {
@@ -163,6 +183,8 @@ type check struct {
 	mask uint64
 	ev   *query.Event
 	now  time.Time
+	sw   switches    // the services and safe search of the client's groups now
+	ov   overrideMap // the dashboard's switch overrides, to name a group
 }
 
 // checks returns the client's check for a query of name (as normal gives
@@ -178,7 +200,11 @@ func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 		return check{}, false
 	}
 	mask, _ := s.policy.Lists(ev.Client, ev.ClientName, now)
-	return check{set: s.e.set.Load(), mask: mask, ev: ev, now: now}, true
+	c := check{set: s.e.set.Load(), mask: mask, ev: ev, now: now}
+	if c.ov = s.e.overrides.load(); s.switchesOn || len(c.ov) > 0 {
+		c.sw = s.policy.switchesFor(ev.Client, ev.ClientName, now, c.ov)
+	}
+	return c, true
 }
 
 // cloaked is the verdict on an answer's CNAME targets (CNAME cloaking: a
@@ -195,7 +221,7 @@ func (c check) cloaked(resp *dns.Msg) verdict {
 }
 
 // target is the verdict on one CNAME target, as an answer spells it.
-func (c check) target(name string) verdict { return c.set.decide(normal(name), c.mask) }
+func (c check) target(name string) verdict { return c.decide(normal(name)) }
 
 // normal is a query name as the set compares it. A query name is almost
 // always lower-case already, and then this allocates nothing.
@@ -213,12 +239,20 @@ func normal(name string) string {
 // 15 naming the list and the rule, and the event's decision, which names
 // the group whose list blocked (docs/filter.md).
 func (s *Stage) block(r *query.Request, v verdict, c check) *dns.Msg {
+	if v.service > 0 {
+		return s.blockService(r, v, c)
+	}
 	list, rule := s.names[v.why.list], v.why.ruleText()
 	group := s.policy.GroupOf(c.ev.Client, c.ev.ClientName, c.now, v.why.list)
 	r.Event.Source = query.SourceBlocked
 	r.Event.Filter = query.Decision{Blocked: true, List: list, Rule: rule, Group: group}
 	s.e.blocked[v.why.list].Add(1)
+	return s.blockAnswer(r, fmt.Sprintf("list %s rule %s", list, rule))
+}
 
+// blockAnswer is the answer for a blocked query (filter.block_response),
+// with EDE 15 (Blocked) carrying text.
+func (s *Stage) blockAnswer(r *query.Request, text string) *dns.Msg {
 	q := r.Msg.Question[0]
 	resp := new(dns.Msg)
 	switch s.response {
@@ -243,7 +277,7 @@ func (s *Stage) block(r *query.Request, v verdict, c check) *dns.Msg {
 	opt.SetUDPSize(dns.DefaultMsgSize)
 	opt.Option = append(opt.Option, &dns.EDNS0_EDE{
 		InfoCode:  dns.ExtendedErrorCodeBlocked,
-		ExtraText: fmt.Sprintf("list %s rule %s", list, rule),
+		ExtraText: text,
 	})
 	resp.Extra = append(resp.Extra, opt)
 	return resp

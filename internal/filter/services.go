@@ -1,0 +1,219 @@
+package filter
+
+import (
+	"math/bits"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nxdns/nxdns/internal/catalog"
+	"github.com/nxdns/nxdns/internal/config"
+)
+
+// The household switches of a group (docs/filter.md "Blocked services",
+// "Safe search"): the catalogue's services it blocks and the engines whose
+// safe search it forces, applied while the group applies, as its lists are.
+
+// svcSet is a set of catalogue services by index (catalog.MaxServices).
+type svcSet [catalog.MaxServices / 64]uint64
+
+func (s *svcSet) add(i int)          { s[i/64] |= 1 << (i % 64) }
+func (s svcSet) has(i int) bool      { return s[i/64]&(1<<(i%64)) != 0 }
+func (s *svcSet) del(i int)          { s[i/64] &^= 1 << (i % 64) }
+func (s svcSet) empty() bool         { return s == svcSet{} }
+func (s svcSet) and(o svcSet) svcSet { return svcSet{s[0] & o[0], s[1] & o[1]} }
+func (s *svcSet) or(o svcSet)        { s[0] |= o[0]; s[1] |= o[1] }
+func (s *svcSet) andNot(o svcSet)    { s[0] &^= o[0]; s[1] &^= o[1] }
+
+// first is the lowest index in s; s is not empty.
+func (s svcSet) first() int {
+	if s[0] != 0 {
+		return bits.TrailingZeros64(s[0])
+	}
+	return 64 + bits.TrailingZeros64(s[1])
+}
+
+// Safe-search engines as bits (catalog.Engines' order).
+func engineBit(engine string) uint8 {
+	for i, e := range catalog.Engines {
+		if e == engine {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// switches are what a client gets from the groups that apply to it now.
+type switches struct {
+	services svcSet
+	safe     uint8 // engineBit of each engine forced
+	strict   bool  // YouTube strict: some applying group with youtube wants it
+}
+
+func (w switches) none() bool { return w.services.empty() && w.safe == 0 }
+
+// groupSwitches are one group's switches from the configuration.
+type groupSwitches struct {
+	services svcSet
+	safe     uint8
+	strict   bool // youtube_mode is strict (the default)
+}
+
+// serviceIndex maps each catalogue domain to the services that have it.
+type serviceIndex struct {
+	cat      *catalog.Catalogue
+	byDomain map[string]svcSet
+	rewrites map[string]catalog.Rewrite
+}
+
+var index = sync.OnceValue(func() *serviceIndex {
+	cat := catalog.Services()
+	x := &serviceIndex{cat: cat, byDomain: map[string]svcSet{}, rewrites: catalog.Rewrites()}
+	for i, s := range cat.Services {
+		for _, d := range s.Domains {
+			set := x.byDomain[d]
+			set.add(i)
+			x.byDomain[d] = set
+		}
+	}
+	return x
+})
+
+// match is the first service of active whose domain is name or a parent of
+// it, and that domain; name is lower case without its trailing dot. It
+// walks the name and its parents, one map lookup each, and allocates
+// nothing.
+func (x *serviceIndex) match(name string, active svcSet) (int, string, bool) {
+	for n := name; ; {
+		if s, ok := x.byDomain[n]; ok {
+			if m := s.and(active); !m.empty() {
+				return m.first(), n, true
+			}
+		}
+		i := strings.IndexByte(n, '.')
+		if i < 0 {
+			return -1, "", false
+		}
+		n = n[i+1:]
+	}
+}
+
+// compileSwitches resolves a group's configured switches.
+func compileSwitches(g config.FilterGroup) groupSwitches {
+	cat := index().cat
+	var out groupSwitches
+	for _, id := range g.Services {
+		if i := cat.Index(id); i >= 0 {
+			out.services.add(i)
+		}
+	}
+	for _, e := range g.SafeSearch {
+		out.safe |= engineBit(e)
+	}
+	out.strict = g.YouTubeMode != catalog.YouTubeModerate
+	return out
+}
+
+// effective is g's switches with the dashboard's overrides for it.
+func (g groupSwitches) effective(ov *compiledOverride) groupSwitches {
+	if ov == nil {
+		return g
+	}
+	g.services.or(ov.svcOn)
+	g.services.andNot(ov.svcOff)
+	g.safe = g.safe | ov.safeOn&^ov.safeOff
+	return g
+}
+
+// switchesFor unions the switches of the groups that apply to a client now
+// (the groups Lists takes the lists of), with the dashboard's overrides
+// ov. A client to whom no group applies has none.
+func (p *Policy) switchesFor(client netip.Addr, name string, now time.Time, ov overrideMap) switches {
+	var out switches
+	p.eachApplying(client, name, now, func(g *group) bool {
+		w := g.switches.effective(ov[g.name])
+		out.services.or(w.services)
+		if w.safe&engineBit(catalog.YouTube) != 0 && w.strict {
+			out.strict = true
+		}
+		out.safe |= w.safe
+		return true
+	})
+	return out
+}
+
+// groupOfService is the first group that applies to a client now and
+// blocks service i: its own groups before `default`.
+func (p *Policy) groupOfService(client netip.Addr, name string, now time.Time, ov overrideMap, i int) string {
+	found := ""
+	p.eachApplying(client, name, now, func(g *group) bool {
+		if g.switches.effective(ov[g.name]).services.has(i) {
+			found = g.name
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// groupOfEngine is the first group that applies to a client now and forces
+// engine's safe search.
+func (p *Policy) groupOfEngine(client netip.Addr, name string, now time.Time, ov overrideMap, engine string) string {
+	found, bit := "", engineBit(engine)
+	p.eachApplying(client, name, now, func(g *group) bool {
+		if g.switches.effective(ov[g.name]).safe&bit != 0 {
+			found = g.name
+			return false
+		}
+		return true
+	})
+	return found
+}
+
+// eachApplying calls f with each group that applies to a client now, as
+// Lists decides it: the client's own groups whose schedule is on, then
+// `default` when its schedule is on; f returns false to stop.
+func (p *Policy) eachApplying(client netip.Addr, name string, now time.Time, f func(g *group) bool) {
+	if len(p.groups) == 0 {
+		return
+	}
+	client = client.Unmap()
+	local := now.In(p.loc)
+	for i := range p.groups {
+		g := &p.groups[i]
+		if i == p.fallback || !g.has(client, name) || !g.activeAt(local) {
+			continue
+		}
+		if !f(g) {
+			return
+		}
+	}
+	if p.fallback >= 0 {
+		if g := &p.groups[p.fallback]; g.activeAt(local) {
+			f(g)
+		}
+	}
+}
+
+// hasGroup reports whether the configuration has a group of that name.
+func (p *Policy) hasGroup(name string) bool {
+	for i := range p.groups {
+		if p.groups[i].name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// anySwitches reports whether some group of the configuration has a
+// service or a safe-search engine: without any, and without dashboard
+// overrides, the query path skips the switches altogether.
+func (p *Policy) anySwitches() bool {
+	for i := range p.groups {
+		if s := p.groups[i].switches; !s.services.empty() || s.safe != 0 {
+			return true
+		}
+	}
+	return false
+}
