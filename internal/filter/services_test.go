@@ -1,10 +1,12 @@
 package filter
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/catalog"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/query"
 )
 
 // householdCfg is a household with one kids' group: the tablet at .30, with
@@ -291,4 +294,73 @@ func TestSwitches_damagedFileIsReportedAndLosesNothing(t *testing.T) {
 	if _, ev := ask(t, s2, &next{}, "192.168.1.30", "tiktok.com.", dns.TypeA); ev.Filter.Blocked {
 		t.Error("a damaged file switched something on")
 	}
+}
+
+// TestStage_safeSearchAnswersACNAMEAndResolvesTheTarget: the kids' query
+// for a search engine goes down the chain as a query for the engine's safe
+// endpoint, and comes back as the CNAME followed by the endpoint's answer;
+// the fast path never answers the engine's name for them from the cache; a
+// group's moderate YouTube gives way to another applying group's strict.
+func TestStage_safeSearchAnswersACNAMEAndResolvesTheTarget(t *testing.T) {
+	cfg := householdCfg(nil, []string{"google", "youtube"}, nil)
+	cfg.Filter.Groups[0].SafeSearch = []string{"youtube"}
+	cfg.Filter.Groups[0].YouTubeMode = "moderate"
+	e := newEngine(t, cfg.Filter)
+	s := e.NewStage(cfg, time.UTC)
+	var asked []string
+	n := nextFunc(func(r *query.Request) { asked = append(asked, r.Msg.Question[0].Name) })
+	for _, tc := range []struct{ client, name, target string }{
+		{"192.168.1.30", "www.google.com.", "forcesafesearch.google.com."},
+		{"192.168.1.30", "WWW.Google.CO.UK.", "forcesafesearch.google.com."},
+		{"192.168.1.30", "www.youtube.com.", "restrict.youtube.com."}, // kids strict over default's moderate
+		{"192.168.1.99", "www.youtube.com.", "restrictmoderate.youtube.com."},
+	} {
+		asked = nil
+		ev := &query.Event{Client: netip.MustParseAddr(tc.client)}
+		resp, err := s.Answer(context.Background(), &query.Request{Msg: new(dns.Msg).SetQuestion(tc.name, dns.TypeA), Event: ev}, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(asked) != 1 || asked[0] != tc.target {
+			t.Errorf("%s from %s: the chain was asked %v, want %s", tc.name, tc.client, asked, tc.target)
+		}
+		if len(resp.Answer) != 2 || resp.Question[0].Name != tc.name {
+			t.Fatalf("%s: %v", tc.name, resp)
+		}
+		c, ok := resp.Answer[0].(*dns.CNAME)
+		if !ok || c.Hdr.Name != tc.name || c.Target != tc.target || resp.Answer[1].Header().Name != tc.target {
+			t.Errorf("%s: answer %v, want the CNAME to %s then its A", tc.name, resp.Answer, tc.target)
+		}
+		if ev.Filter.SafeSearch == "" || ev.Filter.Blocked {
+			t.Errorf("%s: event %+v", tc.name, ev.Filter)
+		}
+		ev2 := &query.Event{Client: ev.Client, Name: strings.ToLower(tc.name), Qtype: dns.TypeA, Qclass: dns.ClassINET}
+		if s.Passes(ev2, nil) {
+			t.Errorf("%s: Passes would let the fast path answer it from the cache", tc.name)
+		}
+	}
+	// Not an engine's search name, or not a switched engine: passed on as is.
+	for _, name := range []string{"mail.google.com.", "www.bing.com."} {
+		asked = nil
+		ev := &query.Event{Client: netip.MustParseAddr("192.168.1.30")}
+		if _, err := s.Answer(context.Background(), &query.Request{Msg: new(dns.Msg).SetQuestion(name, dns.TypeA), Event: ev}, n); err != nil {
+			t.Fatal(err)
+		}
+		if len(asked) != 1 || asked[0] != name || ev.Filter.SafeSearch != "" {
+			t.Errorf("%s: asked %v, event %+v: want it passed on untouched", name, asked, ev.Filter)
+		}
+	}
+	d := s.Check("www.google.de", netip.MustParseAddr("192.168.1.30"), "", time.Now())
+	if d.SafeSearch != "google" || d.Target != "forcesafesearch.google.com" || !strings.Contains(d.Explanation, "safe search: google (group kids)") {
+		t.Errorf("check: %+v", d)
+	}
+}
+
+// nextFunc is a next link that answers every query with an A record, after
+// calling seen.
+type nextFunc func(r *query.Request)
+
+func (f nextFunc) Answer(ctx context.Context, r *query.Request) (*dns.Msg, error) {
+	f(r)
+	return (&next{}).Answer(ctx, r)
 }
