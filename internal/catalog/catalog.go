@@ -266,3 +266,6 @@ func GoogleDomains() []string {
 	slices.Sort(out)
 	return out
 }
+
+// Text is services.txt as the binary embeds it (for the load benchmark).
+func Text() string { return servicesText }

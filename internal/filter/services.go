@@ -67,8 +67,10 @@ type serviceIndex struct {
 	rewrites map[string]catalog.Rewrite
 }
 
-var index = sync.OnceValue(func() *serviceIndex {
-	cat := catalog.Services()
+// index is the embedded catalogue's, built on first use.
+var index = sync.OnceValue(func() *serviceIndex { return buildIndex(catalog.Services()) })
+
+func buildIndex(cat *catalog.Catalogue) *serviceIndex {
 	x := &serviceIndex{cat: cat, byDomain: map[string]svcSet{}, rewrites: catalog.Rewrites()}
 	for i, s := range cat.Services {
 		for _, d := range s.Domains {
@@ -78,7 +80,7 @@ var index = sync.OnceValue(func() *serviceIndex {
 		}
 	}
 	return x
-})
+}
 
 // match is the first service of active whose domain is name or a parent of
 // it, and that domain; name is lower case without its trailing dot. It
