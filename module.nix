@@ -296,6 +296,17 @@ let
       clients = optional (types.listOf types.str) "Members: IP addresses, CIDR prefixes or `clients` names.";
       lists = optional (types.listOf types.str) "Names of the `lists` that apply to the group.";
       schedule = list filterWindow "When the group's lists apply (default always).";
+      services = optional (types.listOf (types.strMatching "^[a-z0-9-]+$")) "Catalogue services blocked for the group while it applies (ids of `GET /api/filter/services`; the build-time check names a misspelt one).";
+      safe_search = optional (types.listOf (types.enum [
+        "google"
+        "bing"
+        "duckduckgo"
+        "youtube"
+      ])) "Search engines answered as a CNAME to their safe-search endpoint for the group while it applies.";
+      youtube_mode = optional (types.enum [
+        "strict"
+        "moderate"
+      ]) "YouTube's restricted mode when `safe_search` has youtube (default strict).";
     };
   };
 
