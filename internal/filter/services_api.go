@@ -22,8 +22,11 @@ type ServicesAnswer struct {
 
 // ServiceStatus is one catalogue service.
 type ServiceStatus struct {
-	catalog.Service
-	Blocked uint64 `json:"blocked"`
+	ID      string   `json:"id"`      // lower case; what [[filter.groups]] services names
+	Name    string   `json:"name"`    // "TikTok"
+	Source  string   `json:"source"`  // where its domains come from (services.txt)
+	Domains []string `json:"domains"` // each blocks itself and every name below it
+	Blocked uint64   `json:"blocked"` // queries blocked since start
 }
 
 func (e *Engine) handleServices(w http.ResponseWriter, _ *http.Request) {
@@ -35,7 +38,7 @@ func (e *Engine) Services() ServicesAnswer {
 	cat := index().cat
 	a := ServicesAnswer{Version: cat.Version, Engines: catalog.Engines}
 	for i, s := range cat.Services {
-		a.Services = append(a.Services, ServiceStatus{Service: s, Blocked: e.servicesBlocked[i].Load()})
+		a.Services = append(a.Services, ServiceStatus{ID: s.ID, Name: s.Name, Source: s.Source, Domains: s.Domains, Blocked: e.servicesBlocked[i].Load()})
 	}
 	return a
 }
