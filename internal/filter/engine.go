@@ -591,13 +591,19 @@ type Snapshot struct {
 	Refresh time.Duration // the configured refresh interval
 	Now     time.Time
 	Inline  uint64 // queries blocked by filter.block
+	// Services is the queries blocked by each catalogue service, by id,
+	// for the services that blocked any; SafeSearch the queries each
+	// engine's safe search answered, by engine (services_api.go).
+	Services   map[string]uint64
+	SafeSearch map[string]uint64
 }
 
 // Snapshot returns every list's state.
 func (e *Engine) Snapshot() Snapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Snapshot{Refresh: time.Duration(e.cfg.RefreshHours) * time.Hour, Now: e.now(), Inline: e.blocked[inlineBit].Load()}
+	s := Snapshot{Refresh: time.Duration(e.cfg.RefreshHours) * time.Hour, Now: e.now(), Inline: e.blocked[inlineBit].Load(),
+		Services: e.servicesBlockedByID(), SafeSearch: e.SafeSearched()}
 	for _, name := range e.sortedNames() {
 		st := e.lists[name]
 		src := st.cfg.URL

@@ -43,6 +43,19 @@ func (e *Engine) Services() ServicesAnswer {
 	return a
 }
 
+// servicesBlockedByID is the queries each service blocked, by id, for
+// those that blocked any: the metrics' service label is bounded by the
+// catalogue, and a series appears with a service's first block.
+func (e *Engine) servicesBlockedByID() map[string]uint64 {
+	out := map[string]uint64{}
+	for i, s := range index().cat.Services {
+		if n := e.servicesBlocked[i].Load(); n > 0 {
+			out[s.ID] = n
+		}
+	}
+	return out
+}
+
 // SafeSearched is how many queries each engine's safe search answered, by
 // engine id.
 func (e *Engine) SafeSearched() map[string]uint64 {
