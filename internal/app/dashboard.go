@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
 
@@ -58,6 +59,8 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 		Allowed:  a.filter.Allowed,
 		Cache:    a.cache.Snapshot,
 		Episodes: a.episodes.List,
+		Groups:   func() []filter.GroupSwitches { return a.filter.Groups(a.gen.Load().filter) },
+		Services: a.filter.Services,
 	})
 }
 

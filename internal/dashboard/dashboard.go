@@ -37,6 +37,10 @@ type Deps struct {
 	Allowed       func() []string           // names allowed from the dashboard; may be nil
 	Cache         func() cache.Snapshot     // the cache's counters; nil: no cache page data
 	Episodes      func() []episodes.Episode // the upstreams' backoff episodes, oldest first; may be nil
+	// Groups and Services are the groups' switches and the catalogue
+	// (groups.go); nil: the groups page says there is nothing to switch.
+	Groups   func() []filter.GroupSwitches
+	Services func() filter.ServicesAnswer
 }
 
 // Dashboard serves the pages and the API.
