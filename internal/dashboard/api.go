@@ -467,4 +467,3 @@ func joinTried(t []string) string {
 	}
 	return s
 }
-
