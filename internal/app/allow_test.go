@@ -16,7 +16,6 @@ import (
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/testutil"
-	"github.com/nxdns/nxdns/internal/web"
 )
 
 // session is a logged-in browser of the dashboard: its cookie jar and the
@@ -70,20 +69,13 @@ func TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart(t *testing.
 	r := newRig(t)
 	dnsAddr := loopbackAddr(t)
 	cfg := r.config(t, dnsAddr, false)
-	webPort := testutil.FreePort(t)
-	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
-	hash, err := web.HashPassword([]byte("pw-long-enough"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Web.PasswordFile = r.write(t, hash+"\n")
+	base := r.withPassword(t, &cfg)
 	list := filepath.Join(r.dir, "ads.txt")
 	if err := os.WriteFile(list, []byte("||ads.example^\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Filter.Lists = append(cfg.Filter.Lists, filterList("ads", list))
 	cfg.Filter.StateDir = t.TempDir()
-	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 
 	a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
 	if err != nil {

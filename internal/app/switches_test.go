@@ -23,16 +23,9 @@ func TestDashboard_groupsPageSwitchesAServiceForAGroup(t *testing.T) {
 	r := newRig(t)
 	dnsAddr := loopbackAddr(t)
 	cfg := r.config(t, dnsAddr, false)
-	webPort := testutil.FreePort(t)
-	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
-	hash, err := web.HashPassword([]byte("pw-long-enough"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Web.PasswordFile = r.write(t, hash+"\n")
+	base := r.withPassword(t, &cfg)
 	cfg.Filter.StateDir = t.TempDir()
 	cfg.Filter.Groups = []config.FilterGroup{{Name: "kids", Clients: []string{"127.0.0.0/8"}, SafeSearch: []string{"bing"}}}
-	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 	a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
 	if err != nil {
 		t.Fatal(err)
@@ -74,4 +67,18 @@ func TestDashboard_groupsPageSwitchesAServiceForAGroup(t *testing.T) {
 	if _, js := s.do(t, "GET", "/static/switches.js", false); !strings.Contains(js, "/api/filter/groups/switch") {
 		t.Error("switches.js is not served")
 	}
+}
+
+// withPassword gives cfg a loopback web listener behind the password
+// "pw-long-enough" and returns the dashboard's base URL.
+func (r *rig) withPassword(t *testing.T, cfg *config.Config) string {
+	t.Helper()
+	webPort := testutil.FreePort(t)
+	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
+	hash, err := web.HashPassword([]byte("pw-long-enough"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Web.PasswordFile = r.write(t, hash+"\n")
+	return fmt.Sprintf("http://127.0.0.1:%d", webPort)
 }

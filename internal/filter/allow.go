@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -195,16 +194,7 @@ func readAllowFile(path string) ([]string, error) {
 // useAllowFile points the runtime allow set at stateDir's AllowFile ("":
 // memory only).
 func (e *Engine) useAllowFile(stateDir string) {
-	path := ""
-	if stateDir != "" {
-		path = filepath.Join(stateDir, AllowFile)
-	}
-	n, err := e.allow.use(path)
-	if err != nil {
-		e.log.Warn("names allowed from the dashboard not read or not saved", zap.Error(err))
-	} else if n > 0 {
-		e.log.Info("names allowed from the dashboard loaded", zap.String("file", path), zap.Int("names", n))
-	}
+	e.useStateFile(stateDir, AllowFile, "names allowed from the dashboard", "names", e.allow.use)
 }
 
 // Allow allows name (and every name below it) for every client, over every

@@ -257,14 +257,21 @@ func readSwitchesFile(path string) (map[string]Override, error) {
 // useSwitchesFile points the overrides at stateDir's SwitchesFile ("":
 // memory only).
 func (e *Engine) useSwitchesFile(stateDir string) {
+	e.useStateFile(stateDir, SwitchesFile, "switches changed from the dashboard", "groups", e.overrides.use)
+}
+
+// useStateFile points one of the dashboard's state files (file under
+// stateDir; "": memory only) at its set with use, and logs what it loaded
+// or why it could not, as what; unit names what use counts.
+func (e *Engine) useStateFile(stateDir, file, what, unit string, use func(path string) (int, error)) {
 	path := ""
 	if stateDir != "" {
-		path = filepath.Join(stateDir, SwitchesFile)
+		path = filepath.Join(stateDir, file)
 	}
-	n, err := e.overrides.use(path)
+	n, err := use(path)
 	if err != nil {
-		e.log.Warn("switches changed from the dashboard not read or not saved", zap.Error(err))
+		e.log.Warn(what+" not read or not saved", zap.Error(err))
 	} else if n > 0 {
-		e.log.Info("switches changed from the dashboard loaded", zap.String("file", path), zap.Int("groups", n))
+		e.log.Info(what+" loaded", zap.String("file", path), zap.Int(unit, n))
 	}
 }

@@ -20,7 +20,6 @@ type svcSet [catalog.MaxServices / 64]uint64
 
 func (s *svcSet) add(i int)          { s[i/64] |= 1 << (i % 64) }
 func (s svcSet) has(i int) bool      { return s[i/64]&(1<<(i%64)) != 0 }
-func (s *svcSet) del(i int)          { s[i/64] &^= 1 << (i % 64) }
 func (s svcSet) empty() bool         { return s == svcSet{} }
 func (s svcSet) and(o svcSet) svcSet { return svcSet{s[0] & o[0], s[1] & o[1]} }
 func (s *svcSet) or(o svcSet)        { s[0] |= o[0]; s[1] |= o[1] }
@@ -50,8 +49,6 @@ type switches struct {
 	safe     uint8 // engineBit of each engine forced
 	strict   bool  // YouTube strict: some applying group with youtube wants it
 }
-
-func (w switches) none() bool { return w.services.empty() && w.safe == 0 }
 
 // groupSwitches are one group's switches from the configuration.
 type groupSwitches struct {
