@@ -33,15 +33,24 @@ func (s svcSet) first() int {
 	return 64 + bits.TrailingZeros64(s[1])
 }
 
-// Safe-search engines as bits (catalog.Engines' order).
+// Safe-search engines as bits, in catalog.Engines' order
+// (TestEngineBits_followTheCatalogue); 0 for an unknown engine. A switch,
+// not a search of the list: the query path asks it.
 func engineBit(engine string) uint8 {
-	for i, e := range catalog.Engines {
-		if e == engine {
-			return 1 << i
-		}
+	switch engine {
+	case catalog.Google:
+		return 1 << 0
+	case catalog.Bing:
+		return 1 << 1
+	case catalog.DuckDuckGo:
+		return 1 << 2
+	case catalog.YouTube:
+		return youtubeBit
 	}
 	return 0
 }
+
+const youtubeBit uint8 = 1 << 3
 
 // switches are what a client gets from the groups that apply to it now.
 type switches struct {
@@ -57,11 +66,15 @@ type groupSwitches struct {
 	strict   bool // youtube_mode is strict (the default)
 }
 
-// serviceIndex maps each catalogue domain to the services that have it.
+// serviceIndex maps each catalogue domain to the services that have it,
+// and each safe-search name to its rewrite. A bit filter over the names'
+// hashes (suffixes) comes first: a name none of whose suffixes can be in
+// either map is let through without a map lookup, which is most names.
 type serviceIndex struct {
 	cat      *catalog.Catalogue
 	byDomain map[string]svcSet
 	rewrites map[string]catalog.Rewrite
+	maybe    suffixFilter
 }
 
 // index is the embedded catalogue's, built on first use.
@@ -74,28 +87,87 @@ func buildIndex(cat *catalog.Catalogue) *serviceIndex {
 			set := x.byDomain[d]
 			set.add(i)
 			x.byDomain[d] = set
+			x.maybe.add(nameHash(d))
 		}
+	}
+	for name := range x.rewrites {
+		x.maybe.add(nameHash(name))
 	}
 	return x
 }
 
-// match is the first service of active whose domain is name or a parent of
-// it, and that domain; name is lower case without its trailing dot. It
-// walks the name and its parents, one map lookup each, and allocates
-// nothing.
-func (x *serviceIndex) match(name string, active svcSet) (int, string, bool) {
-	for n := name; ; {
-		if s, ok := x.byDomain[n]; ok {
-			if m := s.and(active); !m.empty() {
-				return m.first(), n, true
+// match is the service of active whose domain is the longest of name and
+// its parents that has one (-1: none), that domain, and name's hash
+// (nameHash, for rewrite); name is lower case without its trailing dot. It walks the labels from the right, hashing as it goes,
+// looks a suffix up only when the filter says it may be there, and
+// allocates nothing.
+func (x *serviceIndex) match(name string, active svcSet) (int, string, uint64) {
+	found, domain := -1, ""
+	h := uint64(fnvOffset)
+	for end := len(name); end > 0; {
+		i := strings.LastIndexByte(name[:end], '.')
+		h = labelHash(h, name[i+1:end])
+		if x.maybe.has(h) {
+			if s, ok := x.byDomain[name[i+1:]]; ok {
+				if m := s.and(active); !m.empty() {
+					found, domain = m.first(), name[i+1:]
+				}
 			}
 		}
-		i := strings.IndexByte(n, '.')
-		if i < 0 {
-			return -1, "", false
-		}
-		n = n[i+1:]
+		end = max(i, 0)
 	}
+	return found, domain, h
+}
+
+// rewrite is name's safe-search rewrite, if it has one; h is nameHash(name),
+// or 0 when the caller has not computed it.
+func (x *serviceIndex) rewrite(name string, h uint64) (catalog.Rewrite, bool) {
+	if h == 0 {
+		h = nameHash(name)
+	}
+	if !x.maybe.has(h) {
+		return catalog.Rewrite{}, false
+	}
+	rw, ok := x.rewrites[name]
+	return rw, ok
+}
+
+// The suffix hash: FNV-1a over the labels from the right, each preceded by
+// a dot, so a name's hash extends its parent's by one label.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func labelHash(h uint64, label string) uint64 {
+	h = (h ^ '.') * fnvPrime
+	for i := 0; i < len(label); i++ {
+		h = (h ^ uint64(label[i])) * fnvPrime
+	}
+	return h
+}
+
+// nameHash is the suffix hash of a whole name.
+func nameHash(name string) uint64 {
+	h := uint64(fnvOffset)
+	for end := len(name); end > 0; {
+		i := strings.LastIndexByte(name[:end], '.')
+		h = labelHash(h, name[i+1:end])
+		end = max(i, 0)
+	}
+	return h
+}
+
+// suffixFilter is a one-hash bit filter of 16 Ki bits (2 KiB): with the
+// catalogue's and the safe-search names' some 800 entries, about one name
+// in twenty of those not there is looked up anyway, and a name that is
+// there always is.
+type suffixFilter [1 << 14 / 64]uint64
+
+func (f *suffixFilter) add(h uint64) { h %= 1 << 14; f[h/64] |= 1 << (h % 64) }
+func (f *suffixFilter) has(h uint64) bool {
+	h %= 1 << 14
+	return f[h/64]&(1<<(h%64)) != 0
 }
 
 // compileSwitches resolves a group's configured switches.
@@ -131,9 +203,13 @@ func (g groupSwitches) effective(ov *compiledOverride) groupSwitches {
 func (p *Policy) switchesFor(client netip.Addr, name string, now time.Time, ov overrideMap) switches {
 	var out switches
 	p.eachApplying(client, name, now, func(g *group) bool {
-		w := g.switches.effective(ov[g.name])
+		w := &g.switches
+		if o := ov[g.name]; o != nil {
+			e := w.effective(o)
+			w = &e
+		}
 		out.services.or(w.services)
-		if w.safe&engineBit(catalog.YouTube) != 0 && w.strict {
+		if w.safe&youtubeBit != 0 && w.strict {
 			out.strict = true
 		}
 		out.safe |= w.safe

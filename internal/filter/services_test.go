@@ -364,3 +364,16 @@ func (f nextFunc) Answer(ctx context.Context, r *query.Request) (*dns.Msg, error
 	f(r)
 	return (&next{}).Answer(ctx, r)
 }
+
+// TestEngineBits_followTheCatalogue: each engine has its own bit, in the
+// catalogue's order, so counters and switches agree on which is which.
+func TestEngineBits_followTheCatalogue(t *testing.T) {
+	for i, e := range catalog.Engines {
+		if got := engineBit(e); got != 1<<i {
+			t.Errorf("engineBit(%s) = %b, want %b", e, got, 1<<i)
+		}
+	}
+	if engineBit("altavista") != 0 {
+		t.Error("an unknown engine has a bit")
+	}
+}

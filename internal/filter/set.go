@@ -282,6 +282,7 @@ type verdict struct {
 	// domain that matched (services.go). Only check.decide sets them.
 	service int
 	domain  string
+	hash    uint64 // nameHash of the name when check.decide walked it, else 0
 }
 
 // decide applies the order of docs/design.md#filter-matching for name (lower-case, no trailing dot)

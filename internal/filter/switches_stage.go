@@ -35,9 +35,11 @@ func (c check) decide(name string) verdict {
 	if v.blocked || v.allowed || c.sw.services.empty() {
 		return v
 	}
-	if i, d, ok := index().match(name, c.sw.services); ok {
-		return verdict{blocked: true, service: i + 1, domain: d}
+	i, d, h := index().match(name, c.sw.services)
+	if i >= 0 {
+		return verdict{blocked: true, service: i + 1, domain: d, hash: h}
 	}
+	v.hash = h
 	return v
 }
 
@@ -52,7 +54,7 @@ func (c check) rewrite(name string, v verdict) (safeRewrite, bool) {
 	if c.sw.safe == 0 || v.blocked {
 		return safeRewrite{}, false
 	}
-	rw, ok := index().rewrites[name]
+	rw, ok := index().rewrite(name, v.hash)
 	if !ok || c.sw.safe&engineBit(rw.Engine) == 0 {
 		return safeRewrite{}, false
 	}
