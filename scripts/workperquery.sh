@@ -39,6 +39,8 @@
 #                        built from `git archive` (the before of a change)
 #   HITS=2000 MISSES=500 HIT_QPS=200 MISS_QPS=50  the callgrind windows
 #   CPU_SECONDS=10 CPU_HIT_QPS=2000 CPU_MISS_QPS=200  the CPU-time windows
+#   NXDNS_EXTRA='[filter] ...'  TOML appended to nxdns's configuration (a
+#                        feature on against off: run twice)
 # Debian packages: valgrind, dnsperf, knot-dnsutils, unbound, dnsdist,
 # knot-resolver. Everything stays on 127.0.0.1; every load is bounded in
 # count and time.
@@ -87,6 +89,7 @@ start() {
     {
       printf '[dns]\nlisten = ["127.0.0.1:%s"]\n[web]\nlisten = ""\n[log]\nqueries = false\n' "$dns"
       bench_upstream "$up"
+      printf '%s\n' "${NXDNS_EXTRA:-}"
     } >"$dir/nxdns.toml"
     "${pre[@]}" "$work/$name" run --config "$dir/nxdns.toml" 2>"$dir/log" &
     ;;
