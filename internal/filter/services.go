@@ -3,7 +3,6 @@ package filter
 import (
 	"math/bits"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -97,26 +96,39 @@ func buildIndex(cat *catalog.Catalogue) *serviceIndex {
 }
 
 // match is the service of active whose domain is the longest of name and
-// its parents that has one (-1: none), that domain, and name's hash
-// (nameHash, for rewrite); name is lower case without its trailing dot. It walks the labels from the right, hashing as it goes,
-// looks a suffix up only when the filter says it may be there, and
-// allocates nothing.
-func (x *serviceIndex) match(name string, active svcSet) (int, string, uint64) {
+// its parents that has one (-1: none), and that domain; name is lower case
+// without its trailing dot. One pass over name from its end, hashing as it
+// goes (suffixHashes), a map lookup only for a suffix the filter may have;
+// it allocates nothing.
+func (x *serviceIndex) match(name string, active svcSet) (int, string) {
 	found, domain := -1, ""
-	h := uint64(fnvOffset)
-	for end := len(name); end > 0; {
-		i := strings.LastIndexByte(name[:end], '.')
-		h = labelHash(h, name[i+1:end])
+	suffixHashes(name, func(suffix string, h uint64) {
 		if x.maybe.has(h) {
-			if s, ok := x.byDomain[name[i+1:]]; ok {
+			if s, ok := x.byDomain[suffix]; ok {
 				if m := s.and(active); !m.empty() {
-					found, domain = m.first(), name[i+1:]
+					found, domain = m.first(), suffix
 				}
 			}
 		}
-		end = max(i, 0)
+	})
+	return found, domain
+}
+
+// mayHave is name's hash (nameHash) and whether the filter says name or a
+// parent of it may be a catalogue domain or a safe-search name: when not,
+// no switch applies to name.
+func (x *serviceIndex) mayHave(name string) (uint64, bool) {
+	// suffixHashes without the call per suffix: every query with a switch
+	// on comes here.
+	h, maybe := uint64(fnvOffset), false
+	for i := len(name) - 1; i >= 0; i-- {
+		c := name[i]
+		if c == '.' && !maybe {
+			maybe = x.maybe.has(h)
+		}
+		h = (h ^ uint64(c)) * fnvPrime
 	}
-	return found, domain, h
+	return h, maybe || x.maybe.has(h)
 }
 
 // rewrite is name's safe-search rewrite, if it has one; h is nameHash(name),
@@ -132,31 +144,31 @@ func (x *serviceIndex) rewrite(name string, h uint64) (catalog.Rewrite, bool) {
 	return rw, ok
 }
 
-// The suffix hash: FNV-1a over the labels from the right, each preceded by
-// a dot, so a name's hash extends its parent's by one label.
+// The suffix hash is FNV-1a over a name's bytes read from its end, so the
+// hash of a name extends its parent's: one pass gives every suffix's.
 const (
 	fnvOffset = 14695981039346656037
 	fnvPrime  = 1099511628211
 )
 
-func labelHash(h uint64, label string) uint64 {
-	h = (h ^ '.') * fnvPrime
-	for i := 0; i < len(label); i++ {
-		h = (h ^ uint64(label[i])) * fnvPrime
+// suffixHashes calls f with each suffix of name that is a name (itself and
+// each parent), shortest first, and its hash; it returns name's hash.
+func suffixHashes(name string, f func(suffix string, h uint64)) uint64 {
+	h := uint64(fnvOffset)
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' {
+			f(name[i+1:], h)
+		}
+		h = (h ^ uint64(name[i])) * fnvPrime
+	}
+	if name != "" {
+		f(name, h)
 	}
 	return h
 }
 
-// nameHash is the suffix hash of a whole name.
-func nameHash(name string) uint64 {
-	h := uint64(fnvOffset)
-	for end := len(name); end > 0; {
-		i := strings.LastIndexByte(name[:end], '.')
-		h = labelHash(h, name[i+1:end])
-		end = max(i, 0)
-	}
-	return h
-}
+// nameHash is a whole name's suffix hash.
+func nameHash(name string) uint64 { return suffixHashes(name, func(string, uint64) {}) }
 
 // suffixFilter is a one-hash bit filter of 16 Ki bits (2 KiB): with the
 // catalogue's and the safe-search names' some 800 entries, about one name
@@ -164,9 +176,10 @@ func nameHash(name string) uint64 {
 // there always is.
 type suffixFilter [1 << 14 / 64]uint64
 
-func (f *suffixFilter) add(h uint64) { h %= 1 << 14; f[h/64] |= 1 << (h % 64) }
+// The filter takes a hash's top bits: FNV's low bits mix poorly.
+func (f *suffixFilter) add(h uint64) { h >>= 64 - 14; f[h/64] |= 1 << (h % 64) }
 func (f *suffixFilter) has(h uint64) bool {
-	h %= 1 << 14
+	h >>= 64 - 14
 	return f[h/64]&(1<<(h%64)) != 0
 }
 

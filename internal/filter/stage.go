@@ -183,8 +183,13 @@ type check struct {
 	mask uint64
 	ev   *query.Event
 	now  time.Time
-	sw   switches    // the services and safe search of the client's groups now
 	ov   overrideMap // the dashboard's switch overrides, to name a group
+	// sw is the services and safe search of the client's groups now,
+	// worked out (by p) only for a name that may have a switch:
+	// swNeeded says some group has one, swDone that sw holds them.
+	p                *Policy
+	sw               switches
+	swNeeded, swDone bool
 }
 
 // checks returns the client's check for a query of name (as normal gives
@@ -200,16 +205,15 @@ func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 		return check{}, false
 	}
 	mask, _ := s.policy.Lists(ev.Client, ev.ClientName, now)
-	c := check{set: s.e.set.Load(), mask: mask, ev: ev, now: now}
-	if c.ov = s.e.overrides.load(); s.switchesOn || len(c.ov) > 0 {
-		c.sw = s.policy.switchesFor(ev.Client, ev.ClientName, now, c.ov)
-	}
+	c := check{set: s.e.set.Load(), mask: mask, ev: ev, now: now, p: s.policy}
+	c.ov = s.e.overrides.load()
+	c.swNeeded = s.switchesOn || len(c.ov) > 0
 	return c, true
 }
 
 // cloaked is the verdict on an answer's CNAME targets (CNAME cloaking: a
 // tracker behind a first-party name).
-func (c check) cloaked(resp *dns.Msg) verdict {
+func (c *check) cloaked(resp *dns.Msg) verdict {
 	for _, rr := range resp.Answer {
 		if t, ok := rr.(*dns.CNAME); ok {
 			if v := c.target(t.Target); v.blocked {
@@ -221,7 +225,7 @@ func (c check) cloaked(resp *dns.Msg) verdict {
 }
 
 // target is the verdict on one CNAME target, as an answer spells it.
-func (c check) target(name string) verdict { return c.decide(normal(name)) }
+func (c *check) target(name string) verdict { return c.decide(normal(name)) }
 
 // normal is a query name as the set compares it. A query name is almost
 // always lower-case already, and then this allocates nothing.

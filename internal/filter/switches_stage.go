@@ -30,17 +30,34 @@ const (
 
 // decide is the verdict on name for the client: its lists, then the
 // services of its groups.
-func (c check) decide(name string) verdict {
+func (c *check) decide(name string) verdict {
 	v := c.set.decide(name, c.mask)
-	if v.blocked || v.allowed || c.sw.services.empty() {
+	if v.blocked || v.allowed || !c.swNeeded {
 		return v
 	}
-	i, d, h := index().match(name, c.sw.services)
-	if i >= 0 {
-		return verdict{blocked: true, service: i + 1, domain: d, hash: h}
+	// Most names have no suffix a switch could know: they cost one walk
+	// over their labels, and the client's switches are not worked out.
+	x := index()
+	var maybe bool
+	if v.hash, maybe = x.mayHave(name); !maybe {
+		return v
 	}
-	v.hash = h
+	sw := c.switches()
+	if sw.services.empty() {
+		return v
+	}
+	if i, d := x.match(name, sw.services); i >= 0 {
+		return verdict{blocked: true, service: i + 1, domain: d, hash: v.hash}
+	}
 	return v
+}
+
+// switches are the client's switches now, worked out once per check.
+func (c *check) switches() switches {
+	if !c.swDone {
+		c.sw, c.swDone = c.p.switchesFor(c.ev.Client, c.ev.ClientName, c.now, c.ov), true
+	}
+	return c.sw
 }
 
 // safeRewrite is a name answered as a CNAME to an engine's safe endpoint.
@@ -50,16 +67,20 @@ type safeRewrite struct {
 
 // rewrite is the safe-search rewrite of name for the client, if one of its
 // groups forces the engine that name belongs to.
-func (c check) rewrite(name string, v verdict) (safeRewrite, bool) {
-	if c.sw.safe == 0 || v.blocked {
+func (c *check) rewrite(name string, v verdict) (safeRewrite, bool) {
+	if !c.swNeeded || v.blocked || v.hash != 0 && !index().maybe.has(v.hash) {
 		return safeRewrite{}, false
 	}
 	rw, ok := index().rewrite(name, v.hash)
-	if !ok || c.sw.safe&engineBit(rw.Engine) == 0 {
+	if !ok {
+		return safeRewrite{}, false
+	}
+	sw := c.switches()
+	if sw.safe&engineBit(rw.Engine) == 0 {
 		return safeRewrite{}, false
 	}
 	target := rw.Target
-	if rw.ModerateTarget != "" && !c.sw.strict {
+	if rw.ModerateTarget != "" && !sw.strict {
 		target = rw.ModerateTarget
 	}
 	return safeRewrite{engine: rw.Engine, target: target}, true
@@ -122,7 +143,7 @@ func (s *Stage) checkSwitches(d *Decision, name string, client netip.Addr, clien
 	if !s.switchesOn && len(ov) == 0 {
 		return false
 	}
-	c := check{set: s.e.set.Load(), sw: s.policy.switchesFor(client, clientName, now, ov)}
+	c := check{set: s.e.set.Load(), ev: &query.Event{Client: client, ClientName: clientName}, now: now, p: s.policy, ov: ov, swNeeded: true}
 	c.mask, _ = s.policy.Lists(client, clientName, now)
 	v := c.decide(name)
 	if v.service > 0 {
