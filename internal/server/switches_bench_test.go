@@ -35,8 +35,12 @@ func BenchmarkCacheHit_switches(b *testing.B) {
 		fs := e.NewStage(config.Config{Filter: f}, time.UTC)
 		c := cache.New(cache.Options{Size: 100, MaxTTL: time.Hour})
 		st := c.Stage()
-		s := New(Options{}, &State{Router: pool(instant()), Allow: loopback, Stages: []query.Stage{fs, st}})
-		q := newQuery("bench.example.", dns.TypeA) // instant answers this name
+		const qname = "h1.hit.example." // a name of no switch, as most are
+		answer := resolverFunc(func(_ context.Context, q *dns.Msg) (*dns.Msg, string, error) {
+			return reply(q, aRecord(qname, "192.0.2.1")), testUpstream, nil
+		})
+		s := New(Options{}, &State{Router: pool(answer), Allow: loopback, Stages: []query.Stage{fs, st}})
+		q := newQuery(qname, dns.TypeA)
 		q.SetEdns0(1232, false)
 		wire, _ := q.Pack()
 		client := netip.MustParseAddr("127.0.0.1")
