@@ -334,6 +334,17 @@ let
       lists = optional (types.listOf types.str) "Names of the `lists` that apply to the group.";
       schedule = list filterWindow "When the group's lists apply (default always).";
       upstreams = optional (types.listOf types.str) "The group's own upstream pool (tls:// or https:// URLs; one that is an `upstreams` entry's url takes its address, tls_name and ca_file). Default: the main pool.";
+      services = optional (types.listOf (types.strMatching "^[a-z0-9-]+$")) "Catalogue services blocked for the group while it applies (ids of `GET /api/filter/services`; the build-time check names a misspelt one).";
+      safe_search = optional (types.listOf (types.enum [
+        "google"
+        "bing"
+        "duckduckgo"
+        "youtube"
+      ])) "Search engines answered as a CNAME to their safe-search endpoint for the group while it applies.";
+      youtube_mode = optional (types.enum [
+        "strict"
+        "moderate"
+      ]) "YouTube's restricted mode when `safe_search` has youtube (default strict).";
     };
   };
 

@@ -109,7 +109,8 @@ func stop(cmd *exec.Cmd) {
 	cmd.Wait()
 }
 
-func newStack(t *testing.T) *stack {
+// extra is TOML appended to its configuration (groups, clients).
+func newStack(t *testing.T, extra ...string) *stack {
 	t.Helper()
 	s := &stack{dir: t.TempDir()}
 	build(t, s.dir)
@@ -160,6 +161,7 @@ ca_file = %q
 priority = 1
 `, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"), s.list.URL+"/list.txt",
 		upPort, filepath.Join(s.dir, "ca.pem"), freePort(t), filepath.Join(s.dir, "ca.pem"))
+	conf += strings.Join(extra, "\n")
 	os.WriteFile(filepath.Join(s.dir, "nxdns.toml"), []byte(conf), 0o644)
 	start(t, "web server listening", filepath.Join(s.dir, "nxdns"), "run", "--config", filepath.Join(s.dir, "nxdns.toml"))
 	return s

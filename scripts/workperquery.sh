@@ -44,6 +44,8 @@
 #                        over interleaved rounds, not one lucky run)
 #   PROFILE=<dir>        keeps each target's callgrind dumps of the hit and
 #                        miss windows there (callgrind_annotate DIR/nxdns.r1.misses)
+#   NXDNS_EXTRA='[filter] ...'  TOML appended to nxdns's configuration (a
+#                        feature on against off: run twice)
 # Debian packages: valgrind, dnsperf, knot-dnsutils, unbound, dnsdist,
 # knot-resolver. Everything stays on 127.0.0.1; every load is bounded in
 # count and time.
@@ -93,6 +95,7 @@ start() {
     {
       printf '[dns]\nlisten = ["127.0.0.1:%s"]\n[web]\nlisten = ""\n[log]\nqueries = false\n' "$dns"
       bench_upstream "$up"
+      printf '%s\n' "${NXDNS_EXTRA:-}"
     } >"$dir/nxdns.toml"
     "${pre[@]}" "$work/$name" run --config "$dir/nxdns.toml" 2>"$dir/log" &
     ;;

@@ -194,6 +194,17 @@
                 to = "24:00";
               }
             ];
+            services = [
+              "tiktok"
+              "youtube"
+            ];
+            safe_search = [
+              "google"
+              "bing"
+              "duckduckgo"
+              "youtube"
+            ];
+            youtube_mode = "moderate";
           }
         ];
         block = [ "||tracker.example.com^" ];

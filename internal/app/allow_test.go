@@ -16,7 +16,6 @@ import (
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/testutil"
-	"github.com/nxdns/nxdns/internal/web"
 )
 
 // session is a logged-in browser of the dashboard: its cookie jar and the
@@ -69,20 +68,14 @@ func passwordConfig(t *testing.T) (r *rig, cfg config.Config, dnsAddr, base stri
 	r = newRig(t)
 	dnsAddr = loopbackAddr(t)
 	cfg = r.config(t, dnsAddr, false)
-	webPort := testutil.FreePort(t)
-	cfg.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort)
-	hash, err := web.HashPassword([]byte("pw-long-enough"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Web.PasswordFile = r.write(t, hash+"\n")
+	base = r.withPassword(t, &cfg)
 	list := filepath.Join(r.dir, "ads.txt")
 	if err := os.WriteFile(list, []byte("||ads.example^\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cfg.Filter.Lists = append(cfg.Filter.Lists, filterList("ads", list))
 	cfg.Filter.StateDir = t.TempDir()
-	return r, cfg, dnsAddr, fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	return r, cfg, dnsAddr, base
 }
 
 // TestAllow_blockedNameAnsweredAfterThePostAcrossReloadAndRestart: through

@@ -70,6 +70,8 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 		Cache:    a.cache.Snapshot,
 		Episodes: a.episodes.List,
 		Devices:  a.devices.List,
+		Groups:   func() []filter.GroupSwitches { return a.filter.Groups(a.gen.Load().filter) },
+		Services: a.filter.Services,
 	})
 }
 

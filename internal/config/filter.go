@@ -57,6 +57,11 @@ type FilterGroup struct {
 	// Upstreams is the group's own upstream pool (pools.go); empty: the
 	// main pool.
 	Upstreams []string `toml:"upstreams"`
+	// The household switches (docs/filter.md "Blocked services", "Safe
+	// search"), applied when the schedule is on, as the lists are.
+	Services    []string `toml:"services"`     // catalogue ids (GET /api/filter/services)
+	SafeSearch  []string `toml:"safe_search"`  // engines: google, bing, duckduckgo, youtube
+	YouTubeMode string   `toml:"youtube_mode"` // "strict" (default) or "moderate"
 }
 
 // Window is a time window on some days, in the host's local time. To
@@ -197,6 +202,7 @@ func checkFilter(ps *Problems, f Filter, clients []Client) {
 		for k, w := range g.Schedule {
 			checkWindow(ps, fmt.Sprintf("%s.schedule[%d]", path, k), w)
 		}
+		checkGroupSwitches(ps, path, g)
 	}
 }
 

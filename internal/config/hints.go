@@ -52,13 +52,22 @@ func suggestKey(path string) string {
 	if t == nil || t.Kind() != reflect.Struct {
 		return ""
 	}
+	var cands []string
+	for i := range t.NumField() {
+		if cand := tomlName(t.Field(i)); cand != "" && cand != "-" {
+			cands = append(cands, cand)
+		}
+	}
+	return closest(name, cands)
+}
+
+// closest is the candidate nearest to name, for a "did you mean" hint, or
+// "" when none is within an edit distance that catches a typo but not a
+// different word (a config key, a catalogue service id).
+func closest(name string, cands []string) string {
 	limit := min(2, max(1, len(name)/3))
 	best, bestD := "", limit+1
-	for i := range t.NumField() {
-		cand := tomlName(t.Field(i))
-		if cand == "" || cand == "-" {
-			continue
-		}
+	for _, cand := range cands {
 		if d := editDistance(strings.ToLower(name), cand); d < bestD {
 			best, bestD = cand, d
 		}

@@ -80,5 +80,26 @@ func ParseRecord(s string) (dns.RR, string) {
 	if h.Name == "." {
 		return nil, fmt.Sprintf("%q: a record for the root", s)
 	}
+	if msg := checkWildcard(h.Name); msg != "" {
+		return nil, fmt.Sprintf("%q: %s", s, msg)
+	}
 	return rr, ""
+}
+
+// checkWildcard accepts "*" only as a whole first label with a parent
+// below the root (docs/local.md "Wildcards"): "*.lab.home.arpa." is a
+// wildcard (RFC 4592); "a.*.lab." and "*x.lab." would be literal names
+// that nobody means, and "*." would answer every name on the Internet.
+func checkWildcard(name string) string {
+	if !strings.Contains(name, "*") {
+		return ""
+	}
+	first, rest, _ := strings.Cut(name, ".")
+	switch {
+	case first != "*" || strings.Contains(rest, "*"):
+		return "'*' only as the whole first label of a wildcard (*.lab.home.arpa)"
+	case rest == "":
+		return "a wildcard for the root would answer every name: give it a parent (*.lab.home.arpa)"
+	}
+	return ""
 }

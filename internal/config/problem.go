@@ -61,6 +61,7 @@ const (
 	CodeUnknownClient     Code = "UnknownClient"     // a group client that is no IP, CIDR or [[clients]] name
 	CodeTooManyLists      Code = "TooManyLists"      // more than MaxFilterLists lists
 	CodeStateDirRequired  Code = "StateDirRequired"  // a downloaded list without filter.state_dir
+	CodeUnknownService    Code = "UnknownService"    // a group naming a service the catalogue does not have
 
 	// Problems found by reading what the configuration names, beyond the
 	// file itself: nxdns check and a reload report them (app.Preflight).

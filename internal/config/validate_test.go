@@ -355,3 +355,37 @@ func TestValidate_webHostnamesAndTLSListen(t *testing.T) {
 		t.Fatalf("good web.hostnames refused:\n%v", ps)
 	}
 }
+
+// TestValidate_groupSwitches: a misspelt service gets a did-you-mean, an
+// unknown engine and mode are named, and the right ones pass.
+func TestValidate_groupSwitches(t *testing.T) {
+	c := Default()
+	c.Filter.Groups = []FilterGroup{{Name: "kids", Services: []string{"youtube", "tiktock", "youtube"},
+		SafeSearch: []string{"google", "yahooo"}, YouTubeMode: "strictest"}}
+	ps := Validate(c)
+	for _, want := range []struct {
+		path string
+		code Code
+		text string
+	}{
+		{"filter.groups[0].services[1]", CodeUnknownService, `did you mean "tiktok"?`},
+		{"filter.groups[0].services[2]", CodeDuplicate, "twice"},
+		{"filter.groups[0].safe_search[1]", CodeInvalidChoice, "google, bing, duckduckgo, youtube"},
+		{"filter.groups[0].youtube_mode", CodeInvalidChoice, "strict or moderate"},
+	} {
+		found := false
+		for _, p := range ps {
+			if p.Path == want.path && p.Code == want.code && strings.Contains(p.Message, want.text) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %s %s containing %q in\n%v", want.path, want.code, want.text, ps)
+		}
+	}
+	c.Filter.Groups = []FilterGroup{{Name: "kids", Services: []string{"youtube", "tiktok"},
+		SafeSearch: []string{"google", "bing", "duckduckgo", "youtube"}, YouTubeMode: "moderate"}}
+	if ps := Validate(c); len(ps) != 0 {
+		t.Errorf("valid switches rejected: %v", ps)
+	}
+}

@@ -401,6 +401,9 @@ func (d *Dashboard) upstreams() (UpstreamsJSON, error) {
 // Why says in words why a query was answered the way it was: the row's
 // source, cache outcome, filter decision and upstreams put together.
 func Why(r history.Row) string {
+	if s, ok := switchWhy(r); ok {
+		return s
+	}
 	switch {
 	case r.Filter.Blocked || r.Source == query.SourceBlocked:
 		s := "blocked"

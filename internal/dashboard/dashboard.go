@@ -48,6 +48,10 @@ type Deps struct {
 	// FilterNow is what the filter does for a client now (its group, a
 	// pause), for the client page; may be nil.
 	FilterNow func(client netip.Addr) filter.Decision
+	// Groups and Services are the groups' switches and the catalogue
+	// (groups.go); nil: the groups page says there is nothing to switch.
+	Groups   func() []filter.GroupSwitches
+	Services func() filter.ServicesAnswer
 }
 
 // Dashboard serves the pages and the API.

@@ -77,6 +77,12 @@ var filterDocs = map[string]struct {
 		[][2]string{{"name", "The domain name to block. Required."}}, filter.BlockAnswer{}},
 	"POST /api/filter/block/remove": {"Ends a block from the dashboard.",
 		[][2]string{{"name", "The domain name blocked before. Required."}}, filter.BlockAnswer{}},
+	"GET /api/filter/services": {"The blocked-services catalogue built into the binary: its version, each service's id, name, source and domains, and how many queries it blocked; the safe-search engines.",
+		nil, filter.ServicesAnswer{}},
+	"GET /api/filter/groups": {"Each [[filter.groups]] group's switches: the services and safe-search engines in force, the configured ones, and the overrides set from the dashboard.",
+		nil, []filter.GroupSwitches{}},
+	"POST /api/filter/groups/switch": {"Turns one service, or one engine's safe search, on or off for a group over its configuration, or back to it; kept in filter.state_dir across restarts. 404 for an unknown group, service or engine.",
+		[][2]string{{"group", "A [[filter.groups]] name. Required."}, {"service", "A catalogue id; or"}, {"safe_search", "an engine: google, bing, duckduckgo or youtube."}, {"state", "on, off, or config (back to the configuration). Required."}}, filter.SwitchAnswer{}},
 }
 
 // CacheFlushAnswer and CacheEntryAnswer are the cache's answers

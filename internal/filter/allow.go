@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -207,17 +206,8 @@ func readNamesFile(path string) (names []string, skipped int, err error) {
 // useAllowFile points the runtime allow set at stateDir's AllowFile ("":
 // memory only).
 func (e *Engine) useAllowFile(stateDir string) {
-	path := ""
-	if stateDir != "" {
-		path = filepath.Join(stateDir, AllowFile)
-	}
-	n, err := e.allow.use(path)
+	e.useStateFile(stateDir, AllowFile, "names allowed from the dashboard", "names", e.allow.use)
 	e.useBlockFile(stateDir)
-	if err != nil {
-		e.log.Warn("names allowed from the dashboard not read or not saved", zap.Error(err))
-	} else if n > 0 {
-		e.log.Info("names allowed from the dashboard loaded", zap.String("file", path), zap.Int("names", n))
-	}
 }
 
 // Allow allows name (and every name below it) for every client, over every

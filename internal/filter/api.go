@@ -48,6 +48,13 @@ func (e *Engine) Routes(current func() *Stage) []Route {
 		{Pattern: "GET /api/filter/block", Handler: http.HandlerFunc(e.handleBlocked)},
 		{Pattern: "POST /api/filter/block", Handler: http.HandlerFunc(e.handleBlock), Mutating: true},
 		{Pattern: "POST /api/filter/block/remove", Handler: http.HandlerFunc(e.handleUnblock), Mutating: true},
+		{Pattern: "GET /api/filter/services", Handler: http.HandlerFunc(e.handleServices)},
+		{Pattern: "GET /api/filter/groups", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, e.Groups(current()))
+		})},
+		{Pattern: "POST /api/filter/groups/switch", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			e.handleSwitch(w, r, current())
+		}), Mutating: true},
 	}
 }
 

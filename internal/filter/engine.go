@@ -28,6 +28,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nxdns/nxdns/internal/catalog"
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/safefile"
@@ -58,6 +59,12 @@ type Engine struct {
 	allow  allowed // names allowed from the dashboard (allow.go)
 	nta    ntaSet  // DNSSEC negative trust anchors set from the dashboard (nta.go)
 	block  allowed // names blocked from the dashboard (block.go)
+	// overrides are the group switches changed from the dashboard
+	// (overrides.go); servicesBlocked and safeSearched count by catalogue
+	// index and by engine (services.go).
+	overrides       overrides
+	servicesBlocked [catalog.MaxServices]atomic.Uint64
+	safeSearched    [8]atomic.Uint64
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
@@ -214,6 +221,7 @@ func (e *Engine) Update(cfg config.Filter) {
 	e.loops.Wait()
 	e.useAllowFile(cfg.StateDir)
 	e.useNTAFile(cfg.StateDir)
+	e.useSwitchesFile(cfg.StateDir)
 	e.mu.Lock()
 	e.cfg = cfg
 	old := e.lists
@@ -596,13 +604,19 @@ type Snapshot struct {
 	Refresh time.Duration // the configured refresh interval
 	Now     time.Time
 	Inline  uint64 // queries blocked by filter.block
+	// Services is the queries blocked by each catalogue service, by id,
+	// for the services that blocked any; SafeSearch the queries each
+	// engine's safe search answered, by engine (services_api.go).
+	Services   map[string]uint64
+	SafeSearch map[string]uint64
 }
 
 // Snapshot returns every list's state.
 func (e *Engine) Snapshot() Snapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Snapshot{Refresh: time.Duration(e.cfg.RefreshHours) * time.Hour, Now: e.now(), Inline: e.blocked[inlineBit].Load()}
+	s := Snapshot{Refresh: time.Duration(e.cfg.RefreshHours) * time.Hour, Now: e.now(), Inline: e.blocked[inlineBit].Load(),
+		Services: e.servicesBlockedByID(), SafeSearch: e.SafeSearched()}
 	for _, name := range e.sortedNames() {
 		st := e.lists[name]
 		src := st.cfg.URL

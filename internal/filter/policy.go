@@ -35,6 +35,7 @@ type group struct {
 	names    map[string]bool // [[clients]] names, matched against the event's client name too
 	windows  []window        // none: always
 	pooled   bool            // the group has upstreams of its own (pools.go)
+	switches groupSwitches   // services and safe search (services.go)
 }
 
 type window struct {
@@ -63,7 +64,7 @@ func NewPolicy(cfg config.Filter, clients []config.Client, bits map[string]int, 
 		}
 	}
 	for i, g := range cfg.Groups {
-		gr := group{name: g.Name, names: map[string]bool{}, pooled: len(g.Upstreams) > 0}
+		gr := group{name: g.Name, names: map[string]bool{}, pooled: len(g.Upstreams) > 0, switches: compileSwitches(g)}
 		p.pooled = p.pooled || gr.pooled
 		for _, l := range g.Lists {
 			if b, ok := bits[l]; ok {

@@ -277,6 +277,12 @@ type verdict struct {
 	blocked bool
 	allowed bool // an allow rule or exception decided it (for explain)
 	why     hit
+	// service is 1 + the catalogue index of the blocked service that
+	// decided, 0 when a list did (or nothing blocked); domain is its
+	// domain that matched (services.go). Only check.decide sets them.
+	service int
+	domain  string
+	hash    uint64 // nameHash of the name when check.decide walked it, else 0
 }
 
 // decide applies the order of docs/design.md#filter-matching for name (lower-case, no trailing dot)

@@ -23,6 +23,9 @@ type Stage struct {
 	names    [MaxLists]string // list bit → name
 	response string
 	ttl      uint32
+	// switchesOn: some group has a service or a safe-search engine in the
+	// configuration (the dashboard's overrides are looked at regardless).
+	switchesOn bool
 }
 
 // NewStage builds the stage for cfg; loc is the schedules' time zone (nil:
@@ -36,6 +39,7 @@ func (e *Engine) NewStage(cfg config.Config, loc *time.Location) *Stage {
 		response: cfg.Filter.BlockResponse,
 		ttl:      uint32(cfg.Filter.BlockTTL),
 	}
+	s.switchesOn = s.policy.anySwitches()
 	for name, b := range bits {
 		s.names[b] = name
 	}
@@ -61,6 +65,13 @@ type Decision struct {
 	// Pool is the group whose own upstreams the client's queries go to
 	// now (Policy.Pool); "" for the main pool.
 	Pool string `json:"pool,omitempty"`
+	// Service is the blocked service that decided (its catalogue id in
+	// ServiceID), SafeSearch the engine whose safe search rewrote the name
+	// to Target (docs/filter.md "Blocked services", "Safe search").
+	Service    string `json:"service,omitempty"`
+	ServiceID  string `json:"service_id,omitempty"`
+	SafeSearch string `json:"safe_search,omitempty"`
+	Target     string `json:"safe_search_target,omitempty"`
 	// Explanation says the decision in words, for the dashboard.
 	Explanation string `json:"explanation"`
 }
@@ -97,6 +108,9 @@ func (s *Stage) Check(name string, client netip.Addr, clientName string, now tim
 		d.Group = s.policy.GroupOf(client, clientName, now, v.why.list)
 	}
 	d.Blocked, d.Allowlisted = v.blocked && !d.Paused, v.allowed
+	if !v.blocked && !v.allowed && s.checkSwitches(&d, name, client, clientName, now) {
+		return d
+	}
 	switch {
 	case v.blocked && d.Paused:
 		d.Explanation = fmt.Sprintf("would be blocked by list %s rule %s%s, but filtering is paused until %s", d.List, d.Rule, ofGroup(d.Group), d.PausedUntil.Format(time.RFC3339))
@@ -134,8 +148,12 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 	if m, ok := s.e.block.match(name); ok {
 		return s.blockAs(r, DashboardList, "||"+m+"^", ""), nil
 	}
-	if v := c.set.decide(name, c.mask); v.blocked {
+	v := c.decide(name)
+	if v.blocked {
 		return s.block(r, v, c), nil
+	}
+	if rw, ok := c.rewrite(name, v); ok {
+		return s.safeSearch(ctx, r, next, rw, c)
 	}
 	resp, err := next.Answer(ctx, r)
 	if err != nil || resp == nil {
@@ -163,8 +181,10 @@ func (s *Stage) Passes(ev *query.Event, cnames []string) bool {
 	if _, ok := s.e.block.match(name); ok {
 		return false
 	}
-	if c.set.decide(name, c.mask).blocked {
+	if v := c.decide(name); v.blocked {
 		return false
+	} else if _, rewritten := c.rewrite(name, v); rewritten {
+		return false // answered by the safe-search rewrite, never from another client's entry
 	}
 	for _, target := range cnames {
 		if c.target(target).blocked {
@@ -182,6 +202,13 @@ type check struct {
 	mask uint64
 	ev   *query.Event
 	now  time.Time
+	ov   overrideMap // the dashboard's switch overrides, to name a group
+	// sw is the services and safe search of the client's groups now,
+	// worked out (by p) only for a name that may have a switch:
+	// swNeeded says some group has one, swDone that sw holds them.
+	p                *Policy
+	sw               switches
+	swNeeded, swDone bool
 }
 
 // checks returns the client's check for a query of name (as normal gives
@@ -197,12 +224,15 @@ func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 		return check{}, false
 	}
 	mask, _ := s.policy.listsFor(ev, now)
-	return check{set: s.e.set.Load(), mask: mask, ev: ev, now: now}, true
+	c := check{set: s.e.set.Load(), mask: mask, ev: ev, now: now, p: s.policy}
+	c.ov = s.e.overrides.load()
+	c.swNeeded = s.switchesOn || len(c.ov) > 0
+	return c, true
 }
 
 // cloaked is the verdict on an answer's CNAME targets (CNAME cloaking: a
 // tracker behind a first-party name).
-func (c check) cloaked(resp *dns.Msg) verdict {
+func (c *check) cloaked(resp *dns.Msg) verdict {
 	for _, rr := range resp.Answer {
 		if t, ok := rr.(*dns.CNAME); ok {
 			if v := c.target(t.Target); v.blocked {
@@ -214,7 +244,7 @@ func (c check) cloaked(resp *dns.Msg) verdict {
 }
 
 // target is the verdict on one CNAME target, as an answer spells it.
-func (c check) target(name string) verdict { return c.set.decide(normal(name), c.mask) }
+func (c *check) target(name string) verdict { return c.decide(normal(name)) }
 
 // normal is a query name as the set compares it. A query name is almost
 // always lower-case already, and then this allocates nothing.
@@ -232,6 +262,9 @@ func normal(name string) string {
 // 15 naming the list and the rule, and the event's decision, which names
 // the group whose list blocked (docs/filter.md).
 func (s *Stage) block(r *query.Request, v verdict, c check) *dns.Msg {
+	if v.service > 0 {
+		return s.blockService(r, v, c)
+	}
 	list, rule := s.names[v.why.list], v.why.ruleText()
 	group := s.policy.groupOfEvent(c.ev, c.now, v.why.list)
 	s.e.blocked[v.why.list].Add(1)
@@ -243,7 +276,12 @@ func (s *Stage) block(r *query.Request, v verdict, c check) *dns.Msg {
 func (s *Stage) blockAs(r *query.Request, list, rule, group string) *dns.Msg {
 	r.Event.Source = query.SourceBlocked
 	r.Event.Filter = query.Decision{Blocked: true, List: list, Rule: rule, Group: group}
+	return s.blockAnswer(r, fmt.Sprintf("list %s rule %s", list, rule))
+}
 
+// blockAnswer is the answer for a blocked query (filter.block_response),
+// with EDE 15 (Blocked) carrying text.
+func (s *Stage) blockAnswer(r *query.Request, text string) *dns.Msg {
 	q := r.Msg.Question[0]
 	resp := new(dns.Msg)
 	switch s.response {
@@ -268,7 +306,7 @@ func (s *Stage) blockAs(r *query.Request, list, rule, group string) *dns.Msg {
 	opt.SetUDPSize(dns.DefaultMsgSize)
 	opt.Option = append(opt.Option, &dns.EDNS0_EDE{
 		InfoCode:  dns.ExtendedErrorCodeBlocked,
-		ExtraText: fmt.Sprintf("list %s rule %s", list, rule),
+		ExtraText: text,
 	})
 	resp.Extra = append(resp.Extra, opt)
 	return resp

@@ -44,6 +44,8 @@ type Options struct {
 // built: a reload builds a new one.
 type Stage struct {
 	names     map[string]*owner // lower-case FQDN → its records
+	wild      map[string]*owner // "lab.home.arpa." → the records of "*.lab.home.arpa." (wildcard.go)
+	exists    map[string]bool   // every owner name and every name above one (empty non-terminals); nil without wildcards
 	forward   bool
 	guards    bool
 	covered   func(string) bool
@@ -54,6 +56,7 @@ type Stage struct {
 type owner struct {
 	rrs   []dns.RR // in the order given, PTRs derived last
 	cname dns.RR   // the name's CNAME, if it has one (then it has nothing else)
+	wild  bool     // a wildcard's records: answered under the name asked (wildcard.go)
 }
 
 // negTTL is the TTL of the SOA in nxdns's own negative answers, so a
@@ -91,6 +94,7 @@ func New(o Options) (*Stage, error) {
 		}
 	}
 	s.derivePTR()
+	s.indexWildcards()
 	return s, nil
 }
 
@@ -127,6 +131,9 @@ func (s *Stage) derivePTR() {
 	// Map iteration order is random; walk names sorted so "the first name"
 	// is the same on every start.
 	for _, name := range slices.Sorted(maps.Keys(s.names)) {
+		if isWildcard(name) {
+			continue // a wildcard's address has no one name to point back at
+		}
 		for _, rr := range s.names[name].rrs {
 			var ip net.IP
 			switch a := rr.(type) {
@@ -224,7 +231,7 @@ const (
 // qualified).
 func (s *Stage) decide(q dns.Question, name string) decision {
 	if q.Qclass == dns.ClassINET {
-		if o := s.names[name]; o != nil {
+		if o := s.lookup(name); o != nil {
 			return decision{kind: fromRecords, owner: o}
 		}
 	}
@@ -315,23 +322,24 @@ func infrastructure(t uint16) bool {
 // and what it leads to inside the local data, or NODATA.
 func (s *Stage) records(req *dns.Msg, q dns.Question, o *owner) *dns.Msg {
 	resp := reply(req, dns.RcodeSuccess)
+	name := q.Name // the owner name a wildcard's records are answered under
 	for range maxChain {
 		if o.cname != nil && q.Qtype != dns.TypeCNAME {
-			resp.Answer = append(resp.Answer, o.cname)
+			resp.Answer = append(resp.Answer, o.at(o.cname, name))
 			target := strings.ToLower(o.cname.(*dns.CNAME).Target)
-			next := s.names[target]
+			next := s.lookup(target)
 			if next == nil {
 				// The target is not local: the client's resolver follows it
 				// (nxdns answers with the CNAME alone, as an authoritative
 				// server would).
 				return resp
 			}
-			o = next
+			o, name = next, o.cname.(*dns.CNAME).Target
 			continue
 		}
 		for _, rr := range o.rrs {
 			if rr.Header().Rrtype == q.Qtype || q.Qtype == dns.TypeANY {
-				resp.Answer = append(resp.Answer, rr)
+				resp.Answer = append(resp.Answer, o.at(rr, name))
 			}
 		}
 		if len(resp.Answer) == 0 {

@@ -21,6 +21,12 @@ var (
 	filterFailures = prometheus.NewDesc("nxdns_filter_list_refresh_failures_total",
 		"Downloads or loads of the list that were rejected (failure, HTML or binary body, over the size cap, shrunk by more than half); the last good copy stayed.",
 		[]string{"list"}, nil)
+	filterServiceBlocked = prometheus.NewDesc("nxdns_filter_service_blocked_total",
+		"Queries answered as blocked by a group's blocked service, by catalogue id; a service appears with its first block.",
+		[]string{"service"}, nil)
+	filterSafeSearch = prometheus.NewDesc("nxdns_filter_safe_search_total",
+		"Queries a group's safe search answered as a CNAME to the engine's safe endpoint, by engine.",
+		[]string{"engine"}, nil)
 	filterOverCap = prometheus.NewDesc("nxdns_filter_list_names_over_cap",
 		"Names of the list's copy in use left out by filter.max_names_per_list or filter.max_names; 0 when it loaded whole.",
 		[]string{"list"}, nil)
@@ -35,6 +41,8 @@ func (filterCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- filterAge
 	ch <- filterFailures
 	ch <- filterOverCap
+	ch <- filterServiceBlocked
+	ch <- filterSafeSearch
 }
 
 func (c filterCollector) Collect(ch chan<- prometheus.Metric) {
@@ -49,4 +57,10 @@ func (c filterCollector) Collect(ch chan<- prometheus.Metric) {
 		send(ch, filterOverCap, prometheus.GaugeValue, float64(l.NamesOverCap), l.Name)
 	}
 	send(ch, filterBlocked, prometheus.CounterValue, float64(s.Inline), filter.InlineList)
+	for id, n := range s.Services {
+		send(ch, filterServiceBlocked, prometheus.CounterValue, float64(n), id)
+	}
+	for engine, n := range s.SafeSearch {
+		send(ch, filterSafeSearch, prometheus.CounterValue, float64(n), engine)
+	}
 }

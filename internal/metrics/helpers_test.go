@@ -122,8 +122,10 @@ var filterSnap = filter.Snapshot{
 		{Name: "ads", Rules: 1000, Blocked: 31, Failures: 1, Loaded: time.Unix(1000, 0)},
 		{Name: "late", Rules: 0, Failures: 3},
 	},
-	Now:    time.Unix(1600, 0),
-	Inline: 37,
+	Now:        time.Unix(1600, 0),
+	Inline:     37,
+	Services:   map[string]uint64{"tiktok": 47},
+	SafeSearch: map[string]uint64{"google": 53, "youtube": 0},
 }
 
 // gatherNxdns gathers only nxdns's collectors of src through a pedantic

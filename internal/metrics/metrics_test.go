@@ -86,6 +86,8 @@ func TestCollectors_mapEverySnapshotField(t *testing.T) {
 		{"nxdns_config_last_reload_successful", dto.MetricType_GAUGE, none, 0},
 		{"nxdns_config_generation", dto.MetricType_GAUGE, none, 4},
 		{"nxdns_config_loaded_timestamp_seconds", dto.MetricType_GAUGE, none, 1700000000.5},
+		{"nxdns_filter_service_blocked_total", dto.MetricType_COUNTER, map[string]string{"service": "tiktok"}, 47},
+		{"nxdns_filter_safe_search_total", dto.MetricType_COUNTER, map[string]string{"engine": "google"}, 53},
 	}
 	for _, c := range cases {
 		if got := fams[c.name].GetType(); got != c.typ {

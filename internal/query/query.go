@@ -209,6 +209,12 @@ type Decision struct {
 	List    string // the configured list name, or "inline"
 	Rule    string // the rule as written in the list
 	Group   string // the client's group
+	// Service is the blocked service's name ("TikTok") when a group's
+	// services blocked; SafeSearch the engine ("google") when a group's
+	// safe search answered the name as a CNAME to the engine's safe
+	// endpoint (Blocked is then false: the answer is the endpoint's).
+	Service    string
+	SafeSearch string
 }
 
 // EDE is an Extended DNS Error (RFC 8914) as sent to the client.

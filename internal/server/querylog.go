@@ -64,12 +64,18 @@ func (l eventLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			enc.AddString("ede_text", e.EDE.Text) // a DNSSEC verdict's "zone: reason" (docs/dnssec.md)
 		}
 	}
-	if e.Filter.Blocked {
+	if e.Filter.Blocked || e.Filter.SafeSearch != "" {
 		enc.AddString("list", e.Filter.List)
 		enc.AddString("rule", e.Filter.Rule)
 		if e.Filter.Group != "" {
 			enc.AddString("group", e.Filter.Group)
 		}
+	}
+	// The household switches say what decided in words (docs/filter.md).
+	if e.Filter.Service != "" {
+		enc.AddString("reason", "blocked service: "+e.Filter.Service+inGroup(e.Filter.Group))
+	} else if e.Filter.SafeSearch != "" {
+		enc.AddString("reason", "safe search: "+e.Filter.SafeSearch+inGroup(e.Filter.Group))
 	}
 	return nil
 }
@@ -82,4 +88,12 @@ func (ss stringArray) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 		enc.AppendString(s)
 	}
 	return nil
+}
+
+// inGroup is a reason's mention of the group that decided.
+func inGroup(g string) string {
+	if g == "" {
+		return ""
+	}
+	return " (group " + g + ")"
 }
