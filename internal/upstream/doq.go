@@ -56,10 +56,10 @@ func doqCodeName(code uint64) string {
 // doqIdleTimeout (RFC 9000 §10.1; the effective timeout is the smaller of
 // both peers' values). A black-holed path therefore costs at most a few
 // seconds of failed attempts before the next exchange dials anew, instead
-// of every exchange and probe waiting on a dead connection. The pings keep
-// the connection (and any NAT mapping on the way) up only while it is in
-// use: transportIdleTimeout after its last exchange the client closes it
-// with DOQ_NO_ERROR (RFC 9250 §5.5 lets a client close an idle connection).
+// of every exchange and probe waiting on a dead connection. The pings do
+// not make the connection permanent: transportIdleTimeout after its last
+// exchange the client closes it with DOQ_NO_ERROR (docs/upstream-pool.md
+// "DNS over QUIC (DoQ)").
 const (
 	doqPingAfter   = 1 * time.Second
 	doqIdleTimeout = 3 * time.Second
@@ -71,7 +71,7 @@ const (
 // streams it carried. It dials the configured address, never the URL's host,
 // verifies the certificate against tls_name, and redials when the connection
 // ends. No 0-RTT: every dial completes the handshake before the first query
-// (docs/upstream-pool.md "DNS over QUIC"). Exchange is safe for concurrent
+// (docs/upstream-pool.md "DNS over QUIC (DoQ)"). Exchange is safe for concurrent
 // use.
 type DoQ struct {
 	name    string // redacted URL, for errors and logs
@@ -268,7 +268,10 @@ func (d *DoQ) acquire(ctx context.Context) (*doqConn, error) {
 				return nil, dl.err
 			}
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			// Said in the error so the backoff log reads as what it most
+			// likely is: a path that drops UDP to the upstream
+			// (docs/how-to/troubleshoot.md).
+			return nil, fmt.Errorf("QUIC handshake with %s not finished: %w", d.addr, ctx.Err())
 		}
 	}
 }
