@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -80,9 +81,10 @@ type DoQ struct {
 	qconf   *quic.Config
 	log     *zap.Logger
 
-	life  context.Context // ends the dial in progress on Close
-	stop  context.CancelCauseFunc
-	dials dialCounts // nxdns_upstream_connections_total
+	life       context.Context // ends the dial in progress on Close
+	stop       context.CancelCauseFunc
+	dials      dialCounts    // nxdns_upstream_connections_total
+	recoveries atomic.Uint64 // nxdns_upstream_reuse_recoveries_total
 
 	mu      sync.Mutex // guards the fields below
 	cur     *doqConn   // the connection new exchanges use; nil when none
@@ -148,18 +150,15 @@ func (d *DoQ) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	// RFC 9250 §4.2.1: the Message ID is 0 on the wire; the stream, not the
 	// ID, pairs a response with its query.
 	wire[0], wire[1] = 0, 0
-	c, err := d.acquire(ctx)
-	if err != nil {
-		return nil, d.error(ctx, err)
+	resp, err := d.exchange(ctx, wire)
+	if err != nil && doqCollateral(err) && ctx.Err() == nil && d.life.Err() == nil {
+		// The connection ended under this exchange for a reason that says
+		// nothing about it: retry once on a fresh connection, unrecorded
+		// (docs/upstream-pool.md "DNS over QUIC (DoQ)").
+		d.recoveries.Add(1)
+		resp, err = d.exchange(ctx, wire)
 	}
-	defer d.release(c)
-	resp, err := d.roundTrip(ctx, c, wire)
 	if err != nil {
-		if k, ok := errors.AsType[*AttemptError](err); ok && k.Kind != KindResponseTooLarge {
-			// A framing or ID violation is a DoQ protocol error (RFC 9250
-			// §4.3.3): abort the connection; the next exchange dials anew.
-			c.CloseWithError(DoQProtocolError, "")
-		}
 		return nil, d.error(ctx, err)
 	}
 	resp.Id = m.Id
@@ -168,6 +167,44 @@ func (d *DoQ) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	}
 	return resp, nil
 }
+
+// exchange runs one query on the live connection, dialing one if needed.
+func (d *DoQ) exchange(ctx context.Context, wire []byte) (*dns.Msg, error) {
+	c, err := d.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer d.release(c)
+	resp, err := d.roundTrip(ctx, c, wire)
+	if ae, ok := errors.AsType[*AttemptError](err); ok && errors.Is(ae.Err, errDoQFraming) {
+		// A broken frame or a nonzero ID is a DoQ protocol error (RFC 9250
+		// §4.3.3): abort the connection; the next exchange dials anew. An
+		// answer that is merely not DNS fails its own exchange only.
+		c.CloseWithError(DoQProtocolError, "")
+	}
+	return resp, err
+}
+
+// errDoQFraming marks, inside an *AttemptError's Err (which Unwrap does
+// not reach), the failures that break RFC 9250's framing.
+var errDoQFraming = errors.New("DoQ framing")
+
+// doqCollateral reports whether err is the end of a connection that another
+// exchange's protocol error aborted, or that the server closed cleanly
+// (DOQ_NO_ERROR, an idle close racing our reuse): neither is evidence about
+// this exchange.
+func doqCollateral(err error) bool {
+	var ae *quic.ApplicationError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	return !ae.Remote && ae.ErrorCode == DoQProtocolError || ae.Remote && ae.ErrorCode == DoQNoError
+}
+
+// ReuseRecoveries is how many exchanges were retried on a fresh connection
+// because theirs ended under them for a reason not theirs
+// (nxdns_upstream_reuse_recoveries_total).
+func (d *DoQ) ReuseRecoveries() uint64 { return d.recoveries.Load() }
 
 // roundTrip runs one query on its own stream: the query with its 2-octet
 // length and a FIN, then one length-prefixed response (RFC 9250 §4.2). The
@@ -212,7 +249,7 @@ func (d *DoQ) roundTrip(ctx context.Context, c *doqConn, wire []byte) (*dns.Msg,
 		return nil, err
 	}
 	if resp.Id != 0 {
-		return nil, &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("id %d, want 0 (RFC 9250 §4.2.1)", resp.Id)}
+		return nil, &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("id %d, want 0 (RFC 9250 §4.2.1): %w", resp.Id, errDoQFraming)}
 	}
 	return resp, nil
 }
@@ -222,7 +259,7 @@ func (d *DoQ) roundTrip(ctx context.Context, c *doqConn, wire []byte) (*dns.Msg,
 // other error (a reset, a closed connection, a deadline) goes to KindOf.
 func doqReadError(what string, err error) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("stream ended inside the %s", what)}
+		return &AttemptError{Kind: KindBadResponse, Err: fmt.Errorf("stream ended inside the %s: %w", what, errDoQFraming)}
 	}
 	var se *quic.StreamError
 	if errors.As(err, &se) && se.Remote {

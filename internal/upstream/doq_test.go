@@ -33,7 +33,7 @@ type doqTestServer struct {
 	Addr    netip.AddrPort
 	h       testutil.Handler
 	ln      *quic.Listener
-	mode    atomic.Value // string: "" answers; "reset", "garbage", "nonzero-id"
+	mode    atomic.Value // string: "" answers; "reset", "garbage", "truncated", "nonzero-id", "close"
 	accepts atomic.Int64
 	queries atomic.Int64
 	wg      sync.WaitGroup
@@ -118,7 +118,7 @@ func (s *doqTestServer) serveConn(c *quic.Conn) {
 			}
 			return
 		}
-		s.wg.Go(func() { s.handle(st) })
+		s.wg.Go(func() { s.handle(c, st) })
 	}
 }
 
@@ -128,7 +128,7 @@ func (s *doqTestServer) violation(format string, args ...any) {
 	s.mu.Unlock()
 }
 
-func (s *doqTestServer) handle(st *quic.Stream) {
+func (s *doqTestServer) handle(c *quic.Conn, st *quic.Stream) {
 	defer st.Close()
 	st.SetDeadline(time.Now().Add(5 * time.Second))
 	var n [2]byte
@@ -154,11 +154,18 @@ func (s *doqTestServer) handle(st *quic.Stream) {
 	s.queries.Add(1)
 	var out []byte
 	switch s.mode.Load().(string) {
+	case "close": // once: close the connection cleanly instead of answering
+		s.mode.CompareAndSwap("close", "")
+		c.CloseWithError(DoQNoError, "")
+		return
 	case "reset":
 		st.CancelWrite(DoQInternalError)
 		return
 	case "garbage":
 		out = []byte("not a DNS message")
+	case "truncated":
+		st.Write([]byte{0, 100, 1, 2, 3}) // 100 octets announced, 3 sent, then FIN
+		return
 	default:
 		r := s.h(context.Background(), q)
 		if s.mode.Load() == "nonzero-id" {
@@ -273,9 +280,25 @@ func TestDoQ_resetStreamIsANetworkErrorNamingTheCode(t *testing.T) {
 	}
 }
 
-func TestDoQ_garbageAnswerIsABadResponseAndAbortsTheConnection(t *testing.T) {
+// An answer that is not DNS fails its own exchange; the connection stays.
+func TestDoQ_garbageAnswerIsABadResponse(t *testing.T) {
 	srv, c := doqTestSetup(t)
 	srv.mode.Store("garbage")
+	_, err := c.Exchange(transportCtx(t), transportQuery("a.example."))
+	transportWantKind(t, err, KindBadResponse, c.name)
+	srv.mode.Store("")
+	transportMustExchange(t, c, "b.example.")
+	if srv.accepts.Load() != 1 {
+		t.Errorf("accepts %d, want 1: garbage on one stream does not end the connection", srv.accepts.Load())
+	}
+}
+
+// A stream that ends inside the announced message breaks RFC 9250's framing:
+// a bad response, and the connection is aborted with DOQ_PROTOCOL_ERROR
+// (RFC 9250 §4.3.3) and replaced for the next query.
+func TestDoQ_truncatedFrameAbortsTheConnectionWithProtocolError(t *testing.T) {
+	srv, c := doqTestSetup(t)
+	srv.mode.Store("truncated")
 	_, err := c.Exchange(transportCtx(t), transportQuery("a.example."))
 	transportWantKind(t, err, KindBadResponse, c.name)
 	testutil.WaitFor(t, "the server sees DOQ_PROTOCOL_ERROR", 5*time.Second, func() bool {
@@ -286,6 +309,23 @@ func TestDoQ_garbageAnswerIsABadResponseAndAbortsTheConnection(t *testing.T) {
 	transportMustExchange(t, c, "b.example.")
 	if srv.accepts.Load() != 2 {
 		t.Errorf("accepts %d, want 2: the aborted connection is replaced", srv.accepts.Load())
+	}
+}
+
+// A server that closes the connection cleanly (DOQ_NO_ERROR) while a query is
+// on it costs that query nothing: it is retried once on a fresh connection
+// and counted as a reuse recovery.
+func TestDoQ_cleanServerCloseUnderAQueryIsRetried(t *testing.T) {
+	srv, c := doqTestSetup(t)
+	transportMustExchange(t, c, "a.example.")
+	srv.mode.Store("close")
+	q := transportQuery("b.example.")
+	resp, err := c.Exchange(transportCtx(t), q)
+	if err != nil || len(resp.Answer) != 1 {
+		t.Fatalf("exchange: %v, %v; want the answer from a fresh connection", resp, err)
+	}
+	if c.ReuseRecoveries() != 1 || srv.accepts.Load() != 2 {
+		t.Errorf("recoveries %d, accepts %d; want 1, 2", c.ReuseRecoveries(), srv.accepts.Load())
 	}
 }
 
