@@ -46,7 +46,7 @@ type doqTestServer struct {
 
 // startDoQTestServer starts a DoQ server with a certificate for name from ca,
 // stopped at cleanup (where any RFC 9250 violation it saw fails the test).
-func startDoQTestServer(t *testing.T, ca *certs.CA, name string, h testutil.Handler) *doqTestServer {
+func startDoQTestServer(t testing.TB, ca *certs.CA, name string, h testutil.Handler) *doqTestServer {
 	t.Helper()
 	cert, err := ca.Issue(name)
 	if err != nil {
@@ -75,7 +75,7 @@ func startDoQTestServer(t *testing.T, ca *certs.CA, name string, h testutil.Hand
 
 // doqTestClient is a DoQ client for srv that expects the name doq.test,
 // closed at cleanup.
-func doqTestClient(t *testing.T, ca *certs.CA, srv *doqTestServer) (*DoQ, Endpoint) {
+func doqTestClient(t testing.TB, ca *certs.CA, srv *doqTestServer) (*DoQ, Endpoint) {
 	t.Helper()
 	ep := transportEndpoint(t, fmt.Sprintf("quic://doq.test:%d", srv.Addr.Port()), srv.Addr)
 	c := NewDoQ(ep, ca.Pool(), nil)
@@ -479,4 +479,14 @@ func TestDoQ_testServerAnswersKdig(t *testing.T) {
 	if srv.queries.Load() != 1 {
 		t.Errorf("server saw %d queries, want 1", srv.queries.Load())
 	}
+}
+
+// BenchmarkDoQ is BenchmarkDoT's measurement over DoQ, against the quic-go
+// test server (its work included, as the DoT and DoH benchmarks include
+// theirs): compare the three in one run.
+func BenchmarkDoQ(b *testing.B) {
+	ca := testutil.NewCA(b)
+	srv := startDoQTestServer(b, ca, "doq.test", testutil.AnswerA("192.0.2.3"))
+	c, _ := doqTestClient(b, ca, srv)
+	transportBench(b, c)
 }
