@@ -265,32 +265,41 @@ func TestDoQ_handshakeThatNeverFinishesSpendsTheDeadline(t *testing.T) {
 
 func TestDoQ_resetStreamIsANetworkErrorNamingTheCode(t *testing.T) {
 	srv, c := doqTestSetup(t)
-	srv.mode.Store("reset")
-	_, err := c.Exchange(transportCtx(t), transportQuery("a.example."))
-	transportWantKind(t, err, KindNetwork, c.name)
+	err := doqTestFault(t, srv, c, "reset", KindNetwork)
 	if err == nil || !strings.Contains(err.Error(), "DOQ_INTERNAL_ERROR") {
 		t.Errorf("error %v, want it to name DOQ_INTERNAL_ERROR", err)
 	}
 	// A reset stream is the server's word about one query: the connection
 	// stays and the next query uses it.
+	doqTestAnswersOn(t, srv, c, 1)
+}
+
+// doqTestFault makes srv misbehave in mode for one query and checks the
+// exchange fails with want; srv answers again afterwards.
+func doqTestFault(t *testing.T, srv *doqTestServer, c *DoQ, mode string, want Kind) error {
+	t.Helper()
+	srv.mode.Store(mode)
+	_, err := c.Exchange(transportCtx(t), transportQuery("a.example."))
+	transportWantKind(t, err, want, c.name)
 	srv.mode.Store("")
+	return err
+}
+
+// doqTestAnswersOn checks c gets an answer and srv has accepted accepts
+// connections in all.
+func doqTestAnswersOn(t *testing.T, srv *doqTestServer, c *DoQ, accepts int64) {
+	t.Helper()
 	transportMustExchange(t, c, "b.example.")
-	if srv.accepts.Load() != 1 {
-		t.Errorf("accepts %d, want 1", srv.accepts.Load())
+	if got := srv.accepts.Load(); got != accepts {
+		t.Errorf("accepts %d, want %d", got, accepts)
 	}
 }
 
 // An answer that is not DNS fails its own exchange; the connection stays.
 func TestDoQ_garbageAnswerIsABadResponse(t *testing.T) {
 	srv, c := doqTestSetup(t)
-	srv.mode.Store("garbage")
-	_, err := c.Exchange(transportCtx(t), transportQuery("a.example."))
-	transportWantKind(t, err, KindBadResponse, c.name)
-	srv.mode.Store("")
-	transportMustExchange(t, c, "b.example.")
-	if srv.accepts.Load() != 1 {
-		t.Errorf("accepts %d, want 1: garbage on one stream does not end the connection", srv.accepts.Load())
-	}
+	doqTestFault(t, srv, c, "garbage", KindBadResponse)
+	doqTestAnswersOn(t, srv, c, 1)
 }
 
 // A stream that ends inside the announced message breaks RFC 9250's framing:
@@ -298,18 +307,12 @@ func TestDoQ_garbageAnswerIsABadResponse(t *testing.T) {
 // (RFC 9250 §4.3.3) and replaced for the next query.
 func TestDoQ_truncatedFrameAbortsTheConnectionWithProtocolError(t *testing.T) {
 	srv, c := doqTestSetup(t)
-	srv.mode.Store("truncated")
-	_, err := c.Exchange(transportCtx(t), transportQuery("a.example."))
-	transportWantKind(t, err, KindBadResponse, c.name)
+	doqTestFault(t, srv, c, "truncated", KindBadResponse)
 	testutil.WaitFor(t, "the server sees DOQ_PROTOCOL_ERROR", 5*time.Second, func() bool {
 		codes := srv.codes()
 		return len(codes) == 1 && codes[0] == DoQProtocolError
 	})
-	srv.mode.Store("")
-	transportMustExchange(t, c, "b.example.")
-	if srv.accepts.Load() != 2 {
-		t.Errorf("accepts %d, want 2: the aborted connection is replaced", srv.accepts.Load())
-	}
+	doqTestAnswersOn(t, srv, c, 2) // the aborted connection is replaced
 }
 
 // A server that closes the connection cleanly (DOQ_NO_ERROR) while a query is
@@ -331,9 +334,8 @@ func TestDoQ_cleanServerCloseUnderAQueryIsRetried(t *testing.T) {
 
 func TestDoQ_nonZeroResponseIDIsAMismatch(t *testing.T) {
 	srv, c := doqTestSetup(t)
-	srv.mode.Store("nonzero-id")
-	_, err := c.Exchange(transportCtx(t), transportQuery("a.example."))
-	transportWantKind(t, err, KindResponseMismatch, c.name)
+	doqTestFault(t, srv, c, "nonzero-id", KindResponseMismatch)
+	doqTestAnswersOn(t, srv, c, 2) // a nonzero ID is a protocol error: a new connection
 }
 
 func TestDoQ_wrongCertificateNameIsANetworkError(t *testing.T) {
