@@ -20,6 +20,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/nxdns/nxdns/internal/certs"
 	"github.com/nxdns/nxdns/internal/testutil"
@@ -398,17 +400,19 @@ func TestDoQ_throughThePool(t *testing.T) {
 	}
 }
 
-// A network that blocks UDP 853 (docs/troubleshooting.md): the DoQ upstream
-// first in priority swallows every datagram, and the query is answered by
-// the next upstream within the same budget, the DoQ upstream charged with
-// the failure.
+// A network that blocks UDP 853 (docs/how-to/troubleshoot.md): the DoQ
+// upstream first in priority swallows every datagram, every query is
+// answered by the next upstream within its budget, the DoQ upstream is
+// charged with the failures, and the log says why once, when it enters
+// backoff.
 func TestDoQ_blockedUDPFailsOverToTheNextUpstream(t *testing.T) {
 	hole := doqTestBlackHole(t)
 	ca := testutil.NewCA(t)
 	blocked := transportEndpoint(t, fmt.Sprintf("quic://doq.test:%d", hole.Port()), hole)
 	dot := testutil.StartDoT(t, ca, "dot.test", testutil.AnswerA("192.0.2.2"))
 	next := transportEndpoint(t, fmt.Sprintf("tls://dot.test:%d", dot.Addr.Port()), dot.Addr)
-	p, err := New(Options{Attempt: 300 * time.Millisecond, Total: 5 * time.Second}, []Member{
+	core, logs := observer.New(zap.WarnLevel)
+	p, err := New(Options{Attempt: 300 * time.Millisecond, Total: 5 * time.Second, Logger: zap.New(core)}, []Member{
 		{Endpoint: blocked, Client: NewDoQ(blocked, ca.Pool(), nil), Priority: 0},
 		{Endpoint: next, Client: NewDoT(next, ca.Pool(), nil), Priority: 1},
 	})
@@ -416,15 +420,28 @@ func TestDoQ_blockedUDPFailsOverToTheNextUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	resp, up, err := p.Resolve(transportCtx(t), transportQuery("a.example."))
-	if err != nil || len(resp.Answer) != 1 {
-		t.Fatalf("resolve: %v, %v; want an answer from the DoT upstream", resp, err)
+	for i := range backoffThreshold + 1 {
+		name := fmt.Sprintf("q%d.example.", i)
+		resp, up, err := p.Resolve(transportCtx(t), transportQuery(name))
+		if err != nil || len(resp.Answer) != 1 {
+			t.Fatalf("resolve %s: %v, %v; want an answer from the DoT upstream", name, resp, err)
+		}
+		if up != next.Redacted() {
+			t.Errorf("%s attributed %q, want %q", name, up, next.Redacted())
+		}
 	}
-	if up != next.Redacted() {
-		t.Errorf("attributed %q, want %q", up, next.Redacted())
+	u := p.Snapshot().Upstreams[0]
+	if u.URL != blocked.Redacted() || u.Failures != backoffThreshold || !u.InBackoff {
+		t.Errorf("first upstream %q: %d failures, backoff %v; want %q, %d, true",
+			u.URL, u.Failures, u.InBackoff, blocked.Redacted(), backoffThreshold)
 	}
-	if u := p.Snapshot().Upstreams[0]; u.URL != blocked.Redacted() || u.Failures != 1 {
-		t.Errorf("first upstream %q with %d failures, want %q with 1", u.URL, u.Failures, blocked.Redacted())
+	lines := logs.FilterMessage("upstream entering backoff").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d backoff lines, want 1: %v", len(lines), logs.All())
+	}
+	t.Logf("backoff cause: %v", lines[0].ContextMap()["cause"])
+	if cause := lines[0].ContextMap()["cause"]; !strings.Contains(fmt.Sprint(cause), "QUIC handshake") {
+		t.Errorf("backoff cause %q, want it to say the QUIC handshake did not finish", cause)
 	}
 }
 
