@@ -17,6 +17,7 @@ const MaxUpstreams = 64
 const (
 	portDoT = "853" // RFC 7858 §3.1
 	portDoH = "443"
+	portDoQ = "853" // RFC 9250 §4.1.1, over UDP
 )
 
 // checkUpstreams applies the rules of each [[upstreams]] entry and the
@@ -71,9 +72,10 @@ func checkUpstream(ps *Problems, path string, u UpstreamURL) string {
 	return id
 }
 
-// checkURL applies the URL rules of docs/design.md#config-upstreams: tls://host[:port] or
-// https://host[:port]/path, no userinfo, no fragment. It returns the URL's
-// identity (scheme, lower-case host, effective port, path and query, so that
+// checkURL applies the URL rules of docs/design.md#config-upstreams:
+// tls://host[:port], quic://host[:port] (docs/upstream-pool.md "DNS over
+// QUIC") or https://host[:port]/path, no userinfo, no fragment. It returns
+// the URL's identity (scheme, lower-case host, effective port, path and query, so that
 // tls://9.9.9.9 and tls://9.9.9.9:853 are one upstream) and whether the host
 // is a name. Messages never quote the URL: its path or userinfo may hold a
 // secret.
@@ -93,10 +95,12 @@ func checkURL(ps *Problems, path, raw string) (id string, hostIsName bool) {
 		port = portDoT
 	case "https":
 		port = portDoH
+	case "quic":
+		port = portDoQ
 	case "":
-		ps.add(path, CodeUnsupportedScheme, "no scheme: want tls:// (DoT) or https:// (DoH)")
+		ps.add(path, CodeUnsupportedScheme, "no scheme: want tls:// (DoT), https:// (DoH) or quic:// (DoQ)")
 	default:
-		ps.add(path, CodeUnsupportedScheme, "scheme %q: want tls:// (DoT) or https:// (DoH)", u.Scheme)
+		ps.add(path, CodeUnsupportedScheme, "scheme %q: want tls:// (DoT), https:// (DoH) or quic:// (DoQ)", u.Scheme)
 	}
 	if u.User != nil {
 		ps.add(path, CodeUserinfo, "userinfo (user@ or user:password@) is not allowed")
@@ -127,8 +131,8 @@ func checkURL(ps *Problems, path, raw string) (id string, hostIsName bool) {
 		// the server's URI template).
 		ps.add(path, CodePathRequired, "an https URL needs its path, e.g. https://%s/dns-query", u.Host)
 		return "", false
-	case u.Scheme == "tls" && (u.Path != "" && u.Path != "/" || u.RawQuery != ""):
-		ps.add(path, CodeInvalidURL, "a tls URL has no path or query: want %s", urlShape(u.Scheme))
+	case u.Scheme != "https" && (u.Path != "" && u.Path != "/" || u.RawQuery != ""):
+		ps.add(path, CodeInvalidURL, "a %s URL has no path or query: want %s", u.Scheme, urlShape(u.Scheme))
 		return "", false
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
@@ -150,8 +154,11 @@ func checkURL(ps *Problems, path, raw string) (id string, hostIsName bool) {
 }
 
 func urlShape(scheme string) string {
-	if scheme == "https" {
+	switch scheme {
+	case "https":
 		return "https://host[:port]/path"
+	case "quic":
+		return "quic://host[:port]"
 	}
 	return "tls://host[:port]"
 }

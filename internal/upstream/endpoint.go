@@ -1,7 +1,7 @@
 // Package upstream is how nxdns talks to its encrypted upstream resolvers: the
 // transport vocabulary (endpoints, error kinds and groups, response
 // validation), the priority-failover pool with its health and backoff, and
-// the DoT and DoH clients.
+// the DoT, DoH and DoQ clients.
 package upstream
 
 import (
@@ -19,12 +19,14 @@ type Scheme string
 const (
 	SchemeDoT Scheme = "tls"   // DNS over TLS, RFC 7858
 	SchemeDoH Scheme = "https" // DNS over HTTPS, RFC 8484
+	SchemeDoQ Scheme = "quic"  // DNS over QUIC, RFC 9250
 )
 
 // Default ports when the URL gives none.
 const (
 	portDoT = 853
 	portDoH = 443
+	portDoQ = 853 // RFC 9250 §4.1.1: UDP port 853
 )
 
 // Endpoint is one upstream as a transport needs it.
@@ -51,8 +53,10 @@ func ParseEndpoint(rawURL, address, tlsName string) (Endpoint, error) {
 		ep.Scheme, port = SchemeDoT, portDoT
 	case SchemeDoH:
 		ep.Scheme, port = SchemeDoH, portDoH
+	case SchemeDoQ:
+		ep.Scheme, port = SchemeDoQ, portDoQ
 	default:
-		return Endpoint{}, fmt.Errorf("unsupported scheme %q (want tls or https)", u.Scheme)
+		return Endpoint{}, fmt.Errorf("unsupported scheme %q (want tls, https or quic)", u.Scheme)
 	}
 	if u.User != nil {
 		return Endpoint{}, fmt.Errorf("userinfo not allowed")

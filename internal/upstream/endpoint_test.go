@@ -34,6 +34,10 @@ func TestParseEndpoint(t *testing.T) {
 			scheme: SchemeDoT, addr: "192.0.2.3:853", wantTLS: "dns.example"},
 		{name: "tls name override", url: "tls://192.0.2.1", tlsName: "dns.example",
 			scheme: SchemeDoT, addr: "192.0.2.1:853", wantTLS: "dns.example"},
+		{name: "doq defaults to 853", url: "quic://192.0.2.5",
+			scheme: SchemeDoQ, addr: "192.0.2.5:853", wantTLS: "192.0.2.5"},
+		{name: "doq name with address and port", url: "quic://dns.example:8853", address: "192.0.2.6",
+			scheme: SchemeDoQ, addr: "192.0.2.6:8853", wantTLS: "dns.example"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

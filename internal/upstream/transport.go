@@ -45,7 +45,8 @@ const transportWriteTimeout = 3 * time.Second
 // evidence about the upstream.
 var errClientClosed = fmt.Errorf("upstream client closed: %w", KindCanceled)
 
-// NewClient builds the transport for ep: DoT for tls://, DoH for https://.
+// NewClient builds the transport for ep: DoT for tls://, DoH for https://,
+// DoQ for quic://.
 // caPEM, when not empty, holds PEM certificates trusted on top of the
 // system roots (docs/design.md#config-upstreams ca_file, as config.ReadFiles read it once: the file
 // checked is the file used, and nothing here touches the file system);
@@ -60,6 +61,8 @@ func NewClient(ep Endpoint, caPEM []byte, logger *zap.Logger) (Client, error) {
 		return NewDoT(ep, roots, logger), nil
 	case SchemeDoH:
 		return NewDoH(ep, roots, logger), nil
+	case SchemeDoQ:
+		return NewDoQ(ep, roots, logger), nil
 	}
 	return nil, fmt.Errorf("%s: unsupported scheme %q", ep.Redacted(), ep.Scheme)
 }
@@ -148,8 +151,14 @@ type dialCounts struct {
 
 // count records one dial's outcome: tc is the connection (nil on failure).
 func (d *dialCounts) count(tc *tls.Conn, err error) {
+	d.record(err, err == nil && tc.ConnectionState().DidResume)
+}
+
+// record counts one dial's outcome: err is the dial's error, resumed whether
+// its TLS handshake resumed a session.
+func (d *dialCounts) record(err error, resumed bool) {
 	switch {
-	case err == nil && tc.ConnectionState().DidResume:
+	case err == nil && resumed:
 		d.resumed.Add(1)
 	case err == nil:
 		d.new.Add(1)
