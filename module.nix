@@ -189,6 +189,10 @@ let
         Host header may carry (nxdns refuses others with 421: the guard
         against DNS rebinding). List the names the dashboard is opened by.
       '';
+      tokens_over_http = optional types.bool ''
+        Accept API tokens (`nxdns token add`) over plain HTTP from other
+        hosts; by default only over `tls_listen` or from loopback.
+      '';
     };
   };
 

@@ -29,6 +29,8 @@ commands:
   reload  --pid PID --status FILE    reload a running nxdns run --reload-status FILE and wait for the outcome
                                      (exit 1 when it was rejected)
   version                            print the version and commit
+  token   add NAME --scope read|control | list | revoke NAME  (--config FILE | --state-dir DIR)
+                                     API tokens for scripts and Home Assistant (printed once, kept hashed)
   hash-password                      read a password (8 characters or more) on stdin, print the hash for web.password_file
 
 Run 'nxdns <command> -h' for a command's flags.
@@ -62,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdHistoryCheck(args[1:], stderr)
 	case "reload":
 		return cmdReload(ctx, args[1:], stdout, stderr)
+	case "token":
+		return cmdToken(args[1:], stdout, stderr)
 	case "hash-password":
 		return cmdHashPassword(args[1:], os.Stdin, stdout, stderr)
 	case "version":

@@ -75,6 +75,7 @@ type App struct {
 	dash       *dashboard.Dashboard
 	webHash    []byte         // web.password_file's hash; nil without a login
 	webHosts   []string       // web.hostnames: the names a request's Host may carry besides the address
+	tokens     *web.Tokens    // API tokens in filter.state_dir, and their counts, across reloads
 	webCount   web.Counters   // the web endpoints' counts, across the endpoints reloads replace
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
@@ -115,6 +116,8 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	checkDescriptors(cfg, log)
 	a.webHash = a.startPassword(cfg.Web)
 	a.webHosts = cfg.Web.Hostnames
+	a.tokens = web.NewTokens()
+	a.tokens.Configure(cfg.Filter.StateDir, cfg.Web.TokensOverHTTP)
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
 	a.history, a.historyCfg = openHistory(cfg.History, log, opts.HistoryCheck), cfg.History
 	a.episodes = episodes.New(episodes.Options{Store: a.history})
@@ -238,6 +241,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.commitWeb(ws)
 	a.reconfigureCache(a.gen.Load().cfg, cfg)
 	a.webHosts = cfg.Web.Hostnames
+	a.tokens.Configure(cfg.Filter.StateDir, cfg.Web.TokensOverHTTP)
 	if a.web != nil {
 		a.web.SetPassword(hash) // the running endpoint, when web.listen did not change
 		a.web.SetHostnames(a.webHosts)
@@ -371,6 +375,7 @@ func (a *App) newWeb(addr webEndpoint) *web.Server {
 		s.SetTLS(addr.tls, a.webCertificate)
 	}
 	s.ShareCounters(&a.webCount)
+	s.SetTokens(a.tokens)
 	a.cacheRoutes(s)
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
@@ -444,7 +449,7 @@ func (a *App) registry() *prometheus.Registry {
 		History:    a.history.Snapshot,
 		Filter:     a.filter.Snapshot,
 		Web: func() metrics.WebState {
-			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load()}
+			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load(), Tokens: a.tokenCounts()}
 		},
 	})
 }

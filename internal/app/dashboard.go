@@ -3,6 +3,7 @@ package app
 import (
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
 
@@ -58,6 +59,7 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 		Allowed:  a.filter.Allowed,
 		Cache:    a.cache.Snapshot,
 		Episodes: a.episodes.List,
+		Tokens:   a.tokens,
 	})
 }
 
@@ -66,4 +68,13 @@ func (a *App) addDashboard(s *web.Server) {
 	s.SetPassword(a.webHash)
 	s.SetHostnames(a.webHosts)
 	a.dash.Register(s)
+}
+
+// tokenCounts are the API tokens' request counts for /metrics.
+func (a *App) tokenCounts() []metrics.TokenCount {
+	var out []metrics.TokenCount
+	for _, c := range a.tokens.Counts() {
+		out = append(out, metrics.TokenCount{Name: c.Name, Result: c.Result, N: c.N})
+	}
+	return out
 }

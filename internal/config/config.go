@@ -80,6 +80,9 @@ type Web struct {
 	// Hostnames are the names besides the listen address and "localhost"
 	// that a request's Host may carry (docs/dashboard.md, "DNS rebinding").
 	Hostnames []string `toml:"hostnames"`
+	// TokensOverHTTP accepts API tokens over plain HTTP from other hosts
+	// (docs/dashboard.md, "API tokens"); by default only loopback and HTTPS.
+	TokensOverHTTP bool `toml:"tokens_over_http"`
 }
 
 // Log sets verbosity and the per-query line.

@@ -37,6 +37,7 @@ type Deps struct {
 	Allowed       func() []string           // names allowed from the dashboard; may be nil
 	Cache         func() cache.Snapshot     // the cache's counters; nil: no cache page data
 	Episodes      func() []episodes.Episode // the upstreams' backoff episodes, oldest first; may be nil
+	Tokens        *web.Tokens               // the API tokens (tokens.go); nil: the page says they are off
 }
 
 // Dashboard serves the pages and the API.
@@ -72,6 +73,7 @@ func (d *Dashboard) Register(s *web.Server) {
 	for pattern, h := range d.pageRoutes() {
 		s.Handle(pattern, h, web.Private)
 	}
+	d.registerTokens(s)
 	s.Handle("GET /static/", staticHandler(), web.Public)
 }
 
