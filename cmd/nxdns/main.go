@@ -29,6 +29,9 @@ commands:
   reload  --pid PID --status FILE    reload a running nxdns run --reload-status FILE and wait for the outcome
                                      (exit 1 when it was rejected)
   version                            print the version and commit
+  export  --format ndjson|csv (--config FILE | --history FILE | --url URL --token-file FILE)
+          [--from T] [--to T] [--client C] [--name N] [--source S] [--rcode R]
+                                     write the query log to stdout (a stopped nxdns's file, or a running one's API)
   token   add NAME --scope read|control | list | revoke NAME  (--config FILE | --state-dir DIR)
                                      API tokens for scripts and Home Assistant (printed once, kept hashed)
   hash-password                      read a password (8 characters or more) on stdin, print the hash for web.password_file
@@ -64,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdHistoryCheck(args[1:], stderr)
 	case "reload":
 		return cmdReload(ctx, args[1:], stdout, stderr)
+	case "export":
+		return cmdExport(ctx, args[1:], stdout, stderr)
 	case "token":
 		return cmdToken(args[1:], stdout, stderr)
 	case "hash-password":

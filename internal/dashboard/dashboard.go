@@ -42,11 +42,14 @@ type Deps struct {
 
 // Dashboard serves the pages and the API.
 type Dashboard struct {
-	deps Deps
+	deps    Deps
+	exports chan struct{} // a slot per export running (export.go)
 }
 
 // New returns the dashboard over deps.
-func New(deps Deps) *Dashboard { return &Dashboard{deps: deps} }
+func New(deps Deps) *Dashboard {
+	return &Dashboard{deps: deps, exports: make(chan struct{}, maxExports)}
+}
 
 func (d *Dashboard) now() time.Time {
 	if d.deps.Now != nil {
@@ -58,10 +61,11 @@ func (d *Dashboard) now() time.Time {
 // Routes are the API's routes, for Register and the OpenAPI test.
 func (d *Dashboard) apiRoutes() map[string]http.HandlerFunc {
 	return map[string]http.HandlerFunc{
-		"GET /api/overview":  d.apiOverview,
-		"GET /api/queries":   d.apiQueries,
-		"GET /api/clients":   d.apiClients,
-		"GET /api/upstreams": d.apiUpstreams,
+		"GET /api/overview":       d.apiOverview,
+		"GET /api/queries":        d.apiQueries,
+		"GET /api/clients":        d.apiClients,
+		"GET /api/upstreams":      d.apiUpstreams,
+		"GET /api/queries/export": d.apiExport,
 	}
 }
 

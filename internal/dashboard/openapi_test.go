@@ -28,10 +28,11 @@ var (
 		summary string
 		body    any
 	}{
-		"GET /api/overview":  {"Totals, blocked share, cache hit rate, series over time, top clients, domains and blocked names, per-upstream answers and latency for [from, to), from the pre-aggregated buckets (minute buckets up to two days, hour buckets beyond; the range is rounded out to whole buckets).", OverviewJSON{}},
-		"GET /api/queries":   {"Stored queries, newest first, filtered; every field of the query event and why it was answered that way. Paginated with next/before. A search that runs out of its 3 s budget returns what it found with partial=true and a next cursor that continues it.", QueriesJSON{}},
-		"GET /api/clients":   {"Clients seen in [from, to) with their query counts, and the clients named in [[clients]].", ClientsJSON{}},
-		"GET /api/upstreams": {"The serving pool's upstreams: health, backoff, slots in use, attempt counters since the last reload, their answers over the last 24 hours from the history, and their backoff episodes, newest first (the last 200 of all upstreams together, kept across reloads and, with history.path, restarts).", UpstreamsJSON{}},
+		"GET /api/overview":       {"Totals, blocked share, cache hit rate, series over time, top clients, domains and blocked names, per-upstream answers and latency for [from, to), from the pre-aggregated buckets (minute buckets up to two days, hour buckets beyond; the range is rounded out to whole buckets).", OverviewJSON{}},
+		"GET /api/queries":        {"Stored queries, newest first, filtered; every field of the query event and why it was answered that way. Paginated with next/before. A search that runs out of its 3 s budget returns what it found with partial=true and a next cursor that continues it.", QueriesJSON{}},
+		"GET /api/clients":        {"Clients seen in [from, to) with their query counts, and the clients named in [[clients]].", ClientsJSON{}},
+		"GET /api/queries/export": {"Every stored query matching the search's filters in [from, to) (no range: the whole store), oldest first, streamed as NDJSON (one object per line, the fields of a query in /api/queries) or CSV (a header line, the same fields, tried joined with spaces). Memory stays constant whatever the range; rows still in the buffer (one history.flush interval) come with the next flush. At most two exports run at once (503 with Retry-After beyond). Docs: docs/history.md, Export.", QueryJSON{}},
+		"GET /api/upstreams":      {"The serving pool's upstreams: health, backoff, slots in use, attempt counters since the last reload, their answers over the last 24 hours from the history, and their backoff episodes, newest first (the last 200 of all upstreams together, kept across reloads and, with history.path, restarts).", UpstreamsJSON{}},
 	}
 	paramDocs = map[string]string{
 		"from":   "Start of the range, RFC 3339 or unix seconds. Default: a day before to. The range is at most 366 days.",
@@ -43,6 +44,7 @@ var (
 		"rcode":  "Exact answer code: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, …, or none (no answer sent).",
 		"limit":  "Rows per page, 1 to 500. Default 50.",
 		"before": "The next cursor of the previous page: only older rows.",
+		"format": "ndjson (default) or csv.",
 	}
 )
 
@@ -160,10 +162,17 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 			}
 			params = append(params, map[string]any{"name": p, "in": "query", "required": false, "description": desc, "schema": map[string]any{"type": "string"}})
 		}
+		ok := map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(routeDocs[r].body))}}}
+		if r == "GET /api/queries/export" {
+			ok = map[string]any{"description": "OK: a stream, one row per line", "content": map[string]any{
+				"application/x-ndjson": map[string]any{"schema": schemaOf(reflect.TypeOf(routeDocs[r].body))},
+				"text/csv":             map[string]any{"schema": map[string]any{"type": "string"}},
+			}}
+		}
 		op := map[string]any{
 			"summary": routeDocs[r].summary,
 			"responses": map[string]any{
-				"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(routeDocs[r].body))}}},
+				"200": ok,
 				"400": map[string]any{"description": "A parameter is unknown, repeated, malformed or out of range; the body says which.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}},
 				"401": map[string]any{"description": "web.password_file is set and the request has no session: log in at /login."},
 				"403": map[string]any{"description": "No password is set and web.listen is not a loopback address."},
@@ -275,6 +284,9 @@ func schemaOf(t reflect.Type) map[string]any {
 func TestOpenAPI_servedFieldsAreTheDocumentedOnes(t *testing.T) {
 	base, _ := serve(t, 20)
 	for r, doc := range routeDocs {
+		if r == "GET /api/queries/export" {
+			continue // a stream of rows, not one object: TestExport_* read it
+		}
 		_, path, _ := strings.Cut(r, " ")
 		var got map[string]any
 		getJSON(t, base+path, 200, &got)
