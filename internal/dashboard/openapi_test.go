@@ -56,10 +56,10 @@ var filterDocs = map[string]struct {
 	params  [][2]string
 	body    any
 }{
-	"POST /api/filter/pause": {"Pauses filtering for everyone or one client; the pause ends by itself.",
-		[][2]string{{"minutes", "How long, 1 to 10080 minutes. Required."}, {"client", "An IP address or a [[clients]] name; absent: everyone."}}, filter.PauseAnswer{}},
-	"POST /api/filter/resume": {"Ends that client's pause, or every pause.",
-		[][2]string{{"client", "An IP address or a [[clients]] name; absent: every pause."}}, filter.PauseAnswer{}},
+	"POST /api/filter/pause": {"Pauses filtering for everyone, one client or every client of a group; the pause ends by itself.",
+		[][2]string{{"minutes", "How long, 1 to 10080 minutes. Required."}, {"client", "An IP address or a [[clients]] name; absent: everyone."}, {"group", "A [[filter.groups]] name: every client of the group (default: every client), instead of client."}}, filter.PauseAnswer{}},
+	"POST /api/filter/resume": {"Ends that client's or group's pause, or every pause.",
+		[][2]string{{"client", "An IP address or a [[clients]] name; absent: every pause."}, {"group", "A [[filter.groups]] name, instead of client."}}, filter.PauseAnswer{}},
 	"GET /api/filter/check": {"What a query for the name would get now from this client, and why (explanation).",
 		[][2]string{{"name", "The domain name. Required."}, {"client", "An IP address or a [[clients]] name; absent: a client in no group."}}, filter.Decision{}},
 	"GET /api/filter/lists": {"Each filter list: rules, lines taken, ignored and rejected, when the copy in use was loaded, the last refresh error, queries blocked.",
@@ -215,7 +215,7 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 			responses["403"] = map[string]any{"description": "No password is set and web.listen is not a loopback address; or a login exists and the X-CSRF-Token header is missing or wrong; or the request is cross-origin."}
 		}
 		if r == "POST /api/filter/pause" || r == "POST /api/filter/resume" {
-			responses["404"] = map[string]any{"description": "client is neither an IP address nor a [[clients]] name (nor one with a pause): it would pause nobody; the body says so.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}
+			responses["404"] = map[string]any{"description": "client is neither an IP address nor a [[clients]] name (nor one with a pause), or group is not a [[filter.groups]] name: it would pause nobody; the body says so.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}
 		}
 		op := map[string]any{"summary": doc.summary, "responses": responses}
 		if params != nil {
