@@ -3,4 +3,4 @@
 # place the value lives (nix/package.nix and nix/testbed.nix share it: same
 # go.mod, same vendor/). After a change to go.mod or go.sum, or to which
 # packages are imported, run `.ci/nix-check.sh --update-vendor-hash`.
-"sha256-YdZl4gYVwE2WNQqQPGFCuGfkoMBNTzEoP1/nwg7u26c="
+"sha256-99tBTCXrsI3zytmN3zB9ka6NVIZYYoUXyKKmRbU+Opk="

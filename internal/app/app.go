@@ -28,6 +28,7 @@ import (
 	"github.com/nxdns/nxdns/internal/localnet"
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/metrics"
+	"github.com/nxdns/nxdns/internal/mqtt"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
@@ -92,6 +93,10 @@ type App struct {
 	statMu    sync.Mutex          // guards stat and reloadErr (reloads.go)
 	stat      metrics.ConfigState // reload outcomes and the running generation
 	reloadErr string              // why the last reload failed; "" after a good one
+
+	mqtt      atomic.Pointer[mqtt.Bridge] // Home Assistant over MQTT (mqtt.go); nil when [mqtt] is off
+	mqttSetup mqttSetup                   // what it was started with; under mu
+	mqttPause atomic.Int64                // mqtt.pause_minutes as a Duration, read by the bridge's goroutines
 
 	clock     *clock.Watcher
 	stopClock context.CancelFunc
@@ -175,6 +180,11 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	gen.start()
 	a.logEffective(cfg)
 	a.watchClock()
+	if ms, err := loadMQTT(cfg.MQTT); err != nil {
+		a.log.Error("MQTT off: fix [mqtt] and reload", zap.Error(err))
+	} else {
+		a.applyMQTT(ms)
+	}
 	return a, nil
 }
 
@@ -208,6 +218,11 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		return err
 	}
 	hash, err := loadWebPassword(cfg.Web)
+	if err != nil {
+		gen.close()
+		return err
+	}
+	ms, err := loadMQTT(cfg.MQTT)
 	if err != nil {
 		gen.close()
 		return err
@@ -251,6 +266,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	old := a.gen.Swap(gen)
 	a.followEpisodes(old, gen)
 	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed or a local list file was edited
+	a.applyMQTT(ms)
 	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
 	a.drains = nil
 	gen.start()
@@ -419,6 +435,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopLocal()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.stopMQTT() // "offline" while DNS still answers
 	err := a.srv.Shutdown(ctx)
 	stopWeb(a.web)
 	a.stopCerts()
@@ -448,6 +465,7 @@ func (a *App) registry() *prometheus.Registry {
 		LogDropped: logging.Dropped,
 		History:    a.history.Snapshot,
 		Filter:     a.filter.Snapshot,
+		MQTT:       a.mqttState,
 		Web: func() metrics.WebState {
 			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load(), Tokens: a.tokenCounts()}
 		},

@@ -19,6 +19,7 @@ type Config struct {
 	History      History       `toml:"history"`
 	Local        Local         `toml:"local"`
 	Filter       Filter        `toml:"filter"`
+	MQTT         MQTT          `toml:"mqtt"`
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.
@@ -121,5 +122,6 @@ func Default() Config {
 		Log:     Log{Level: "info"},
 		Filter:  FilterDefaults(),
 		History: defaultHistory(),
+		MQTT:    defaultMQTT(),
 	}
 }

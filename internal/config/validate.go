@@ -46,6 +46,7 @@ func Validate(c Config) Problems {
 	checkWebAuth(&ps, c.Web)
 	checkLocal(&ps, c.Local)
 	checkFilter(&ps, c.Filter, c.Clients)
+	checkMQTT(&ps, c.MQTT)
 	return ps
 }
 

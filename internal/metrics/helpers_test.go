@@ -93,6 +93,9 @@ func sampleSources() Sources {
 			return history.Stats{Recorded: 53, Dropped: 2, Lost: 3, BytesWritten: 59 << 10, WriteErrors: 1, Pruned: 61, UsedBytes: 67 << 10, Degraded: true}
 		},
 		Filter: func() filter.Snapshot { return filterSnap },
+		MQTT: func() MQTTState {
+			return MQTTState{Enabled: true, Connected: true, Published: 120, Dropped: 3, ConnectionsLost: 1, Applied: 4, Invalid: 2}
+		},
 		Web: func() WebState {
 			return WebState{LoginRateLimited: 41, LoginEpisodes: 2, Tokens: []TokenCount{{Name: "ha", Result: "ok", N: 3}}}
 		},

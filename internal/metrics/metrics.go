@@ -44,6 +44,7 @@ type Sources struct {
 	History    func() history.Stats
 	Filter     func() filter.Snapshot
 	Web        func() WebState
+	MQTT       func() MQTTState
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -92,6 +93,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Web != nil {
 		cs = append(cs, webCollector{src.Web})
+	}
+	if src.MQTT != nil {
+		cs = append(cs, mqttCollector{src.MQTT})
 	}
 	return cs
 }
