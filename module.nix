@@ -348,6 +348,20 @@ let
     };
   };
 
+  mqttSection = {
+    options = {
+      broker = optional types.str "The MQTT broker for Home Assistant, mqtt://IP:PORT or mqtts://IP:PORT (docs/how-to/home-assistant.md); unset leaves MQTT off. An IP address, never a name.";
+      username = optional types.str "The broker login's user name.";
+      password_file = optional absolutePath "File whose first line is the broker password; hand it over with LoadCredential, never from the Nix store.";
+      tls_name = optional types.str "With mqtts: the name the broker's certificate must carry (default: its IP address).";
+      ca_file = optional absolutePath "With mqtts: extra PEM roots to trust.";
+      prefix = optional types.str "Start of nxdns's own topics and the device id (default nxdns); two nxdns on one broker need two.";
+      discovery_prefix = optional types.str "Home Assistant's discovery prefix (default homeassistant).";
+      pause_minutes = optional (types.ints.between 1 10080) "How long a group's switch turned off pauses its filtering; nxdns ends the pause itself (default 60).";
+      publish_seconds = optional (types.ints.between 5 3600) "How often the sensors are published (default 30).";
+    };
+  };
+
   section =
     module: description:
     mkOption {
@@ -413,6 +427,7 @@ let
       local = section localSection "Local records and the names nxdns answers itself.";
       filter = section filterSection "Blocklists, allowlists and client groups.";
       history = section historySection "The query history kept for the dashboard and the API.";
+      mqtt = section mqttSection "Home Assistant over MQTT discovery (docs/how-to/home-assistant.md).";
     };
   };
 

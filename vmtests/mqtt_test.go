@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,15 +30,24 @@ func startMosquitto(t *testing.T, port uint16) *exec.Cmd {
 	if _, err := os.Stat(mosquittoBin); err != nil {
 		t.Skip("mosquitto is not installed")
 	}
-	conf := filepath.Join(t.TempDir(), "mosquitto.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n", port), 0o644); err != nil {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "mosquitto.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n", port), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(mosquittoBin, "-c", conf)
+	var logs lockedLog
+	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("mosquitto on port %d:\n%s", port, logs.String())
+		}
+	})
 	testutil.WaitFor(t, "mosquitto accepting", 10*time.Second, func() bool {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err == nil {
@@ -46,6 +56,24 @@ func startMosquitto(t *testing.T, port uint16) *exec.Cmd {
 		return err == nil
 	})
 	return cmd
+}
+
+// lockedLog collects a process's output.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // haClient is Home Assistant's side: it subscribes to the discovery and
@@ -57,10 +85,14 @@ type haClient struct {
 	n    int
 }
 
+// haClients numbers the test clients: two with one client ID would make
+// the broker close the older one, again and again.
+var haClients atomic.Int64
+
 func subscribe(t *testing.T, port uint16) *haClient {
 	t.Helper()
 	h := &haClient{last: map[string]string{}}
-	o := paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", port)).SetClientID("home-assistant-test").
+	o := paho.NewClientOptions().AddBroker(fmt.Sprintf("tcp://127.0.0.1:%d", port)).SetClientID(fmt.Sprintf("home-assistant-test-%d", haClients.Add(1))).
 		SetConnectTimeout(5 * time.Second)
 	h.c = paho.NewClient(o)
 	if tok := h.c.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -246,6 +278,40 @@ func TestMQTT_silentOrGarbageBrokerNeverTouchesDNS(t *testing.T) {
 				t.Errorf("%d connections to the %s broker within seconds: want a retry with backoff", n, mode)
 			}
 			p.stop(t)
+		})
+	}
+}
+
+// A broker that goes away and comes back (restarted without persistence,
+// so every retained config is gone), twice: nxdns counts each lost
+// connection, answers DNS while it is away, reconnects with backoff and
+// announces its discovery configs and availability again to a fresh Home
+// Assistant client.
+func TestMQTT_reconnectsAndAnnouncesAgainAfterTheBrokerRestarts(t *testing.T) {
+	skipShort(t)
+	if _, err := exec.LookPath("kdig"); err != nil {
+		t.Skip("kdig is not installed")
+	}
+	port := testutil.FreePort(t)
+	broker := startMosquitto(t, port)
+	ca := newTestCA(t)
+	up := startUpstream(t, ca, "dot://127.0.0.1:0")
+	p := startNxdns(t, ca, settings{extra: fmt.Sprintf("[filter]\n[[filter.groups]]\nname = \"default\"\nclients = []\n[mqtt]\nbroker = \"mqtt://127.0.0.1:%d\"\npublish_seconds = 5\n", port)}, up)
+	testutil.WaitFor(t, "connected", 15*time.Second, func() bool { return metric(p.metrics(t), "nxdns_mqtt_connected") == 1 })
+	for round := 1; round <= 2; round++ {
+		broker.Process.Kill()
+		broker.Wait()
+		testutil.WaitFor(t, "the lost connection counted", 15*time.Second, func() bool {
+			f := p.metrics(t)
+			return metric(f, "nxdns_mqtt_connected") == 0 && metric(f, "nxdns_mqtt_connections_lost_total") == float64(round)
+		})
+		if out := p.kdig(t, "127.0.0.1", "news.example", "A"); !strings.Contains(out, "status: NOERROR") {
+			t.Errorf("DNS without the broker:\n%s", out)
+		}
+		broker = startMosquitto(t, port)
+		ha := subscribe(t, port)
+		testutil.WaitFor(t, "reconnected and announced again", 30*time.Second, func() bool {
+			return ha.get("homeassistant/switch/nxdns/group_default/config") != "" && ha.get("nxdns/status") == "online"
 		})
 	}
 }

@@ -147,14 +147,7 @@ func TestAPI_groupPauseUnfiltersTheGroupsClientsUntilItEnds(t *testing.T) {
 	cfg := schoolCfg(t)
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC).UnixNano())
-	e := New(Options{Now: func() time.Time { return time.Unix(0, clock.Load()) }})
-	t.Cleanup(e.Close)
-	e.Update(cfg.Filter)
-	s := e.NewStage(cfg, time.UTC)
-	mux := http.NewServeMux()
-	for _, r := range e.Routes(func() *Stage { return s }) {
-		mux.Handle(r.Pattern, r.Handler)
-	}
+	e, s, mux := clockedAPI(t, cfg, &clock)
 	post := func(path string) (int, string) {
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, httptest.NewRequest("POST", path, nil))
