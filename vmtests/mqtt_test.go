@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,10 +80,11 @@ func (l *lockedLog) String() string {
 // haClient is Home Assistant's side: it subscribes to the discovery and
 // nxdns's topics and keeps the last payload of each topic.
 type haClient struct {
-	c    paho.Client
-	mu   sync.Mutex
-	last map[string]string
-	n    int
+	c      paho.Client
+	mu     sync.Mutex
+	last   map[string]string
+	n      int
+	events []string // every payload of nxdns/event/new_device
 }
 
 // haClients numbers the test clients: two with one client ID would make
@@ -103,6 +105,9 @@ func subscribe(t *testing.T, port uint16) *haClient {
 		h.mu.Lock()
 		h.last[m.Topic()] = string(m.Payload())
 		h.n++
+		if m.Topic() == "nxdns/event/new_device" {
+			h.events = append(h.events, string(m.Payload()))
+		}
 		h.mu.Unlock()
 	})
 	if !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
@@ -126,7 +131,8 @@ func (h *haClient) publish(t *testing.T, topic, payload string) {
 
 // A Home Assistant client sees nxdns's discovery configs (a switch for the
 // kids' group, the sensors, a binary sensor for the upstream) and its
-// availability; turning the switch off unblocks the kids' client (kdig),
+// availability; a device's first query is a new-device event; turning the
+// switch off unblocks the kids' client (kdig),
 // turning it on blocks again; a flood of commands and garbage payloads is
 // counted and leaves DNS answering.
 func TestMQTT_homeAssistantSeesDiscoveryAndItsSwitchChangesDNS(t *testing.T) {
@@ -177,6 +183,18 @@ publish_seconds = 5
 	if binary == "" || !strings.Contains(ha.get(binary), `"device_class":"connectivity"`) {
 		t.Errorf("no upstream binary sensor config (%q)", binary)
 	}
+
+	// A device never seen before (its first query from 127.0.0.3) is one
+	// new-device event, at the next publish.
+	if !strings.Contains(ha.get("homeassistant/event/nxdns/new_device/config"), `"event_types":["new_device"]`) {
+		t.Error("no new-device event entity announced")
+	}
+	p.kdig(t, "127.0.0.3", "news.example", "A")
+	testutil.WaitFor(t, "the new-device event for 127.0.0.3", 15*time.Second, func() bool {
+		ha.mu.Lock()
+		defer ha.mu.Unlock()
+		return slices.Contains(ha.events, `{"event_type":"new_device","address":"127.0.0.3"}`)
+	})
 
 	blocked := func() bool { return strings.Contains(p.kdig(t, "127.0.0.2", "games.example", "A", "+edns"), "EDE: 15") }
 	if !blocked() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/buildinfo"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/mqtt"
 	"github.com/nxdns/nxdns/internal/safefile"
@@ -82,7 +83,7 @@ func (a *App) startMQTT(s mqttSetup) (*mqtt.Bridge, error) {
 		Broker: m.Broker, Username: m.Username, Password: s.password, TLS: tlsCfg,
 		Prefix: m.Prefix, Discovery: m.DiscoveryPrefix,
 		Publish: time.Duration(m.PublishSeconds) * time.Second, Logger: a.log,
-	}, mqtt.Deps{Sensors: a.mqttSensors, Switches: a.mqttSwitches, Version: buildinfo.Get().Version})
+	}, mqtt.Deps{Sensors: a.mqttSensors, Switches: a.mqttSwitches, Clients: a.mqttClients, Version: buildinfo.Get().Version})
 }
 
 // applyMQTT replaces the bridge when s differs from the running one's.
@@ -129,6 +130,21 @@ func (a *App) mqttSensors() mqtt.Sensors {
 	}
 	s.Clock = string(a.clock.Current().State)
 	return s
+}
+
+// mqttClients are the clients the history saw in the last d (its top
+// clients, at most history.MaxTop), named as the dashboard names them.
+func (a *App) mqttClients(d time.Duration) []mqtt.Device {
+	now := time.Now()
+	ov, err := a.history.Overview(now.Add(-d), now, history.MaxTop)
+	if err != nil {
+		return nil
+	}
+	out := make([]mqtt.Device, 0, len(ov.TopClients))
+	for _, c := range ov.TopClients {
+		out = append(out, mqtt.Device{Address: c.Key, Name: c.Label})
+	}
+	return out
 }
 
 var notTopicWord = regexp.MustCompile(`[^a-z0-9_]+`)

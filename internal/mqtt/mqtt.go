@@ -75,12 +75,25 @@ type Sensors struct {
 	UpstreamStates             []Upstream
 }
 
+// Device is a client as the new-device event names it.
+type Device struct {
+	Address string `json:"address"`
+	Name    string `json:"name,omitempty"`
+}
+
+// maxKnown bounds the devices the bridge remembers as seen; past it the
+// set starts again from what the history holds (no event for those).
+const maxKnown = 4096
+
 // Deps are what the bridge reads and controls. Functions, because a reload
 // replaces the groups and the pool.
 type Deps struct {
 	Sensors  func() Sensors
 	Switches func() []Switch
-	Version  string
+	// Clients are the clients seen in the last d (the history's); nil: no
+	// new-device event. The first call, with a long d, seeds what is known.
+	Clients func(d time.Duration) []Device
+	Version string
 }
 
 // Options configure the connection ([mqtt], internal/config).
@@ -108,8 +121,9 @@ type Stats struct {
 }
 
 type message struct {
-	topic   string
-	payload []byte
+	topic     string
+	payload   []byte
+	transient bool // an event: not retained, so a new subscriber does not see it again
 }
 
 type command struct {
@@ -134,7 +148,9 @@ type Bridge struct {
 	published, dropped, lost                        atomic.Uint64
 	applied, invalid, cmdDropped, rejected          atomic.Uint64
 	announced                                       map[string]string // config topic → payload last sent; the publish loop's
+	known                                           map[string]bool   // devices seen (new-device event); the publish loop's
 	availability, switchBase, sensorBase, upstreams string
+	events                                          string
 }
 
 // Start connects in the background (paho retries until the broker
@@ -155,7 +171,7 @@ func Start(opts Options, deps Deps) (*Bridge, error) {
 		out: make(chan message, queueLen), cmds: make(chan command, commandQueue),
 		kick: make(chan bool, 1), stop: make(chan struct{}), announced: map[string]string{},
 		availability: opts.Prefix + "/status", switchBase: opts.Prefix + "/switch/",
-		sensorBase: opts.Prefix + "/sensor/", upstreams: opts.Prefix + "/upstream/"}
+		sensorBase: opts.Prefix + "/sensor/", upstreams: opts.Prefix + "/upstream/", events: opts.Prefix + "/event/new_device"}
 	po := paho.NewClientOptions().
 		AddBroker(scheme+"://"+u.Host).
 		SetClientID("nxdns-"+opts.Prefix).
@@ -289,8 +305,12 @@ func (b *Bridge) loop() {
 
 // enqueue queues one retained message; a full queue drops it.
 func (b *Bridge) enqueue(topic string, payload []byte) {
+	b.queue(message{topic: topic, payload: payload})
+}
+
+func (b *Bridge) queue(m message) {
 	select {
-	case b.out <- message{topic, payload}:
+	case b.out <- m:
 	default:
 		b.dropped.Add(1)
 	}
@@ -307,7 +327,7 @@ func (b *Bridge) send() {
 				b.dropped.Add(1)
 				continue
 			}
-			tok := b.client.Publish(m.topic, 0, true, m.payload)
+			tok := b.client.Publish(m.topic, 0, !m.transient, m.payload)
 			if !tok.WaitTimeout(writeTimeout) || tok.Error() != nil {
 				b.dropped.Add(1)
 				continue
@@ -367,6 +387,10 @@ func (b *Bridge) publishAll() {
 		}
 		add("sensor", x.id, cfg)
 	}
+	if b.deps.Clients != nil {
+		add("event", "new_device", map[string]any{"name": "New device", "state_topic": b.events,
+			"event_types": []string{"new_device"}, "icon": "mdi:devices"})
+	}
 	for _, u := range s.UpstreamStates {
 		id := upstreamID(u.Name)
 		add("binary_sensor", id, map[string]any{"name": "Upstream " + u.Name, "state_topic": b.upstreams + id + "/state",
@@ -399,6 +423,34 @@ func (b *Bridge) publishAll() {
 	}
 	for _, u := range s.UpstreamStates {
 		b.enqueue(b.upstreams+upstreamID(u.Name)+"/state", onOff(u.Up))
+	}
+	b.newDevices()
+}
+
+// newDevices sends an event for each client seen for the first time. The
+// known set is seeded from the history's whole range on the first round
+// (no event for those), so a restart does not announce every device again;
+// it is bounded by maxKnown.
+func (b *Bridge) newDevices() {
+	if b.deps.Clients == nil {
+		return
+	}
+	if b.known == nil || len(b.known) > maxKnown {
+		b.known = map[string]bool{}
+		for _, d := range b.deps.Clients(366 * 24 * time.Hour) {
+			b.known[d.Address] = true
+		}
+	}
+	for _, d := range b.deps.Clients(time.Hour) {
+		if b.known[d.Address] {
+			continue
+		}
+		b.known[d.Address] = true
+		j, _ := json.Marshal(struct {
+			Type string `json:"event_type"`
+			Device
+		}{"new_device", d})
+		b.queue(message{topic: b.events, payload: j, transient: true})
 	}
 }
 
