@@ -91,6 +91,16 @@ func TestRun_tokenOnlyClientPausesAndReadsWithinItsScope(t *testing.T) {
 	if code, body := tokenRequest(t, port, "POST", "/api/filter/resume", ha); code != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
 		t.Errorf("revoked token: %d %s, want 401 saying revoked", code, body)
 	}
+	// nxdns export through the running instance's API with the read token
+	// (its history file is held by the running nxdns).
+	tokenFile := filepath.Join(dir, "ro.token")
+	writeConfig(t, tokenFile, ro+"\n")
+	if out, code := nxdnsOut(t, "export", "--url", fmt.Sprintf("http://127.0.0.1:%d", port), "--token-file", tokenFile, "--format", "csv"); code != exitOK || !strings.HasPrefix(out, "time,client,") {
+		t.Errorf("nxdns export --url with the read token: exit %d, %q", code, out)
+	}
+	if out, code := nxdnsOut(t, "export", "--url", fmt.Sprintf("http://127.0.0.1:%d", port)); code != exitProblems || !strings.Contains(out, "401") {
+		t.Errorf("nxdns export --url without a token: exit %d, %q, want 1 naming the 401", code, out)
+	}
 	out, _ := nxdnsOut(t, "token", "list", "--state-dir", stateDir)
 	if !regexp.MustCompile(`(?m)^ha\s+control\s+\S+\s+revoked`).MatchString(out) || !regexp.MustCompile(`(?m)^ro\s+read\s+\S+\s+live`).MatchString(out) {
 		t.Errorf("nxdns token list:\n%s", out)
@@ -98,7 +108,7 @@ func TestRun_tokenOnlyClientPausesAndReadsWithinItsScope(t *testing.T) {
 
 	metrics := scrapeAll(t, port)
 	for series, want := range map[string]string{
-		`nxdns_web_api_token_requests_total{result="ok",token="ro"}`:           "2",
+		`nxdns_web_api_token_requests_total{result="ok",token="ro"}`:           "3",
 		`nxdns_web_api_token_requests_total{result="scope",token="ro"}`:        "1",
 		`nxdns_web_api_token_requests_total{result="ok",token="ha"}`:           "1",
 		`nxdns_web_api_token_requests_total{result="scope",token="ha"}`:        "1",

@@ -174,7 +174,7 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 			"responses": map[string]any{
 				"200": ok,
 				"400": map[string]any{"description": "A parameter is unknown, repeated, malformed or out of range; the body says which.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}},
-				"401": map[string]any{"description": "web.password_file is set and the request has no session: log in at /login."},
+				"401": map[string]any{"description": "web.password_file is set and the request has no session (log in at /login) and no API token; or its Authorization: Bearer token is unknown, revoked or expired."},
 				"403": map[string]any{"description": "No password is set and web.listen is not a loopback address."},
 			},
 		}
@@ -205,7 +205,7 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 		responses := map[string]any{
 			"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(doc.body))}}},
 			"400": map[string]any{"description": doc.bad, "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}},
-			"401": map[string]any{"description": "web.password_file is set and the request has no session: log in at /login."},
+			"401": map[string]any{"description": "web.password_file is set and the request has no session (log in at /login) and no API token; or its Authorization: Bearer token is unknown, revoked or expired."},
 			"403": map[string]any{"description": "No password is set and web.listen is not a loopback address."},
 		}
 		if _, isCache := cacheDocs[r]; isCache {
@@ -228,7 +228,7 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 		"info": map[string]any{
 			"title":       "nxdns API: history, dashboard data, filter and cache",
 			"version":     "1",
-			"description": "Served on web.listen. With web.password_file set every route needs the session cookie of a login at /login (mutating routes also the X-CSRF-Token header); without one they are served only on a loopback web.listen. Generated from internal/dashboard, internal/filter and internal/cache by the dashboard's OpenAPI test; internal/app's test checks that it lists every /api route the binary serves. /metrics and /api/health are described in docs/reference/http.md.",
+			"description": "Served on web.listen. With web.password_file set every route needs the session cookie of a login at /login (mutating routes also the X-CSRF-Token header) or an API token (Authorization: Bearer, nxdns token add; read for reading routes, control for mutating ones); without one they are served only on a loopback web.listen. Generated from internal/dashboard, internal/filter and internal/cache by the dashboard's OpenAPI test; internal/app's test checks that it lists every /api route the binary serves. /metrics and /api/health are described in docs/reference/http.md.",
 		},
 		"paths": paths,
 	}
