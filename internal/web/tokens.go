@@ -98,11 +98,15 @@ func editTokens(dir string, edit func([]TokenEntry) ([]TokenEntry, error)) error
 	if dir == "" {
 		return errors.New("API tokens need filter.state_dir, where their hashes are kept")
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "."+TokensFile+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lockPath := filepath.Join(dir, "."+TokensFile+".lock")
+	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
+	if err := ownLikeDir(lockPath, dir); err != nil {
+		return err
+	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return err
 	}
@@ -118,7 +122,30 @@ func editTokens(dir string, edit func([]TokenEntry) ([]TokenEntry, error)) error
 	if err != nil {
 		return err
 	}
-	return safefile.WriteFile(filepath.Join(dir, TokensFile), append(b, '\n'), 0o600)
+	path := filepath.Join(dir, TokensFile)
+	if err := safefile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return ownLikeDir(path, dir)
+}
+
+// ownLikeDir gives path the owner of dir when this process is root: `sudo
+// nxdns token add` writes into the state directory of a service that runs
+// as another user (the packaged units' DynamicUser), which must still be
+// able to read the file it keeps at 0600.
+func ownLikeDir(path, dir string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	return os.Chown(path, int(st.Uid), int(st.Gid))
 }
 
 // AddToken makes a token named name with scope, valid for ttl (0: until

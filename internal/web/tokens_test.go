@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -132,6 +133,19 @@ func TestTokens_fileHoldsHashesAndConcurrentAddsLand(t *testing.T) {
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	if os.Geteuid() == 0 { // as `sudo nxdns token add` into a service's directory
+		owned := t.TempDir()
+		if err := os.Chown(owned, 4242, 4243); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := AddToken(owned, "svc", ScopeRead, 0, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(filepath.Join(owned, TokensFile))
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4242 || st.Gid != 4243 {
+			t.Errorf("written by root into a directory of 4242:4243: owned by %d:%d, want the directory's owner", st.Uid, st.Gid)
+		}
 	}
 	tt := NewTokens()
 	tt.Configure(dir, false)
