@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -163,6 +165,41 @@ func TestExport_streamsOnePointFiveMillionRowsInBoundedMemory(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.head.String(), "time,client,client_name,") {
 		t.Errorf("csv starts %.60q, want the header", out.head.String())
+	}
+
+	// The same store served by a running nxdns: GET /api/queries/export
+	// streams every row while the server's own memory stays bounded.
+	cfg, port := loopbackConfigWith(t, "", "")
+	cfg += fmt.Sprintf("[history]\npath = %q\nmax_bytes = 1073741824\n", path)
+	cfgPath := filepath.Join(t.TempDir(), "nxdns.toml")
+	writeConfig(t, cfgPath, cfg)
+	srv, stderr := startRun(t, "--config", cfgPath)
+	awaitLine(t, lineChan(stderr), "web server listening")
+	done := make(chan struct{})
+	var anonSrv, hwmSrv int
+	var wg sync.WaitGroup
+	wg.Go(func() { anonSrv, hwmSrv = peakAnon(srv.Process.Pid, done) })
+	began := time.Now()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/api/queries/export?format=ndjson", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &countingWriter{}
+	_, err = io.Copy(api, resp.Body)
+	resp.Body.Close()
+	took = time.Since(began)
+	close(done)
+	wg.Wait()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/queries/export: %d, %v", resp.StatusCode, err)
+	}
+	t.Logf("API ndjson: %d rows in %v (%.0f rows/s); the server's peak RssAnon %d MiB, VmHWM %d MiB",
+		api.lines, took.Round(time.Millisecond), float64(api.lines)/took.Seconds(), anonSrv>>10, hwmSrv>>10)
+	if api.lines != n {
+		t.Errorf("API: %d rows, want %d", api.lines, n)
+	}
+	if anonSrv == 0 || anonSrv > 96<<10 {
+		t.Errorf("the server's peak RssAnon %d KiB: want a bound of 96 MiB whatever the rows", anonSrv)
 	}
 }
 
