@@ -47,7 +47,11 @@ const (
 	// maxBackoff is the longest wait between reconnection attempts; paho
 	// doubles the wait from a second up to it.
 	maxBackoff = time.Minute
-	keepAlive  = 30 * time.Second
+	// retryInterval is the wait between the first connection's attempts
+	// (paho's ConnectRetryInterval); a closed bridge's last attempt ends
+	// within it and connectTimeout.
+	retryInterval = 5 * time.Second
+	keepAlive     = 30 * time.Second
 )
 
 // Switch is one Home Assistant switch: a group's filtering, and later a
@@ -181,7 +185,7 @@ func Start(opts Options, deps Deps) (*Bridge, error) {
 		SetKeepAlive(keepAlive).SetPingTimeout(10*time.Second).
 		SetConnectTimeout(connectTimeout).SetWriteTimeout(writeTimeout).
 		SetAutoReconnect(true).SetMaxReconnectInterval(maxBackoff).
-		SetConnectRetry(true).SetConnectRetryInterval(5*time.Second).
+		SetConnectRetry(true).SetConnectRetryInterval(retryInterval).
 		SetWill(b.availability, "offline", 1, true).
 		SetOnConnectHandler(b.onConnect).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/nxdns/nxdns/internal/testutil"
 )
 
@@ -84,4 +86,45 @@ func TestBridge_commandFloodIsBoundedAndGarbageCounted(t *testing.T) {
 	if b.Stats().Connected {
 		t.Error("connected to a closed port")
 	}
+}
+
+// Close against a broker that accepts and never answers (a reload that
+// changes [mqtt], or SIGTERM, while paho waits for a CONNACK) returns
+// within a bound, and paho's goroutines end once its attempt and retry
+// wait do (retryInterval + connectTimeout): nothing keeps retrying behind
+// a closed bridge.
+func TestBridge_closeWhileTheBrokerNeverAnswersLeavesNothingRunning(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	b, err := Start(Options{Broker: "mqtt://" + ln.Addr().String(), Prefix: "nxdns", Discovery: "homeassistant", Publish: time.Hour},
+		Deps{Sensors: func() Sensors { return Sensors{} }, Switches: func() []Switch { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := <-accepted // paho is now waiting for a CONNACK that never comes
+	defer c.Close()
+	start := time.Now()
+	b.Close()
+	if took := time.Since(start); took > connectTimeout+2*time.Second {
+		t.Errorf("Close took %v", took)
+	}
+	ln.Close()
+	c.Close()
+	testutil.WaitFor(t, "paho's goroutines to end", retryInterval+connectTimeout+5*time.Second, func() bool {
+		return goleak.Find(before) == nil
+	})
 }
