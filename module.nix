@@ -348,6 +348,19 @@ let
     };
   };
 
+  peerEntry = {
+    options = {
+      url = mkOption {
+        type = types.str;
+        description = "The peer's web endpoint, http://IP:PORT or https://HOST:PORT.";
+      };
+      token_file = mkOption {
+        type = absolutePath;
+        description = "A file holding an API token of the peer's (nxdns token add NAME --scope read, on the peer); never one in the Nix store.";
+      };
+    };
+  };
+
   mqttSection = {
     options = {
       broker = optional types.str "The MQTT broker for Home Assistant, mqtt://IP:PORT or mqtts://IP:PORT (docs/how-to/home-assistant.md); unset leaves MQTT off. An IP address, never a name.";
@@ -428,6 +441,7 @@ let
       filter = section filterSection "Blocklists, allowlists and client groups.";
       history = section historySection "The query history kept for the dashboard and the API.";
       mqtt = section mqttSection "Home Assistant over MQTT discovery (docs/how-to/home-assistant.md).";
+      peers = list peerEntry "Other nxdns whose dashboard state (allowed names, pauses) this one keeps in agreement with (docs/how-to/two-pis.md).";
     };
   };
 

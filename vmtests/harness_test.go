@@ -151,6 +151,7 @@ type settings struct {
 	queryLog           bool
 	extra              string // TOML appended as is: forward zones, clients
 	dns                string // more keys of [dns], one per line: "cache_max_bytes = 1048576\n"
+	web                string // web.listen; "": a free loopback port
 }
 
 // startNxdns writes a configuration for the given upstreams (in priority
@@ -160,6 +161,9 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 	t.Helper()
 	dir := t.TempDir()
 	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), web: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), logs: &logLines{}, exited: make(chan struct{})}
+	if s.web != "" {
+		p.web = s.web
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n%s[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, s.dns, p.web, s.queryLog)
 	if s.attemptMS > 0 {

@@ -94,6 +94,7 @@ type App struct {
 	stat      metrics.ConfigState // reload outcomes and the running generation
 	reloadErr string              // why the last reload failed; "" after a good one
 
+	peers     peerState                   // [[peers]] replication (peers.go)
 	mqtt      atomic.Pointer[mqtt.Bridge] // Home Assistant over MQTT (mqtt.go); nil when [mqtt] is off
 	mqttSetup mqttSetup                   // what it was started with; under mu
 	mqttPause atomic.Int64                // mqtt.pause_minutes as a Duration, read by the bridge's goroutines
@@ -185,6 +186,11 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	} else {
 		a.applyMQTT(ms)
 	}
+	if pl, err := loadPeers(cfg.Peers); err != nil {
+		a.log.Error("peers off: fix [[peers]] and reload", zap.Error(err))
+	} else {
+		a.applyPeers(cfg, pl)
+	}
 	return a, nil
 }
 
@@ -223,6 +229,11 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		return err
 	}
 	ms, err := loadMQTT(cfg.MQTT)
+	if err != nil {
+		gen.close()
+		return err
+	}
+	pl, err := loadPeers(cfg.Peers)
 	if err != nil {
 		gen.close()
 		return err
@@ -267,6 +278,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.followEpisodes(old, gen)
 	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed or a local list file was edited
 	a.applyMQTT(ms)
+	a.applyPeers(cfg, pl)
 	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
 	a.drains = nil
 	gen.start()
@@ -393,6 +405,7 @@ func (a *App) newWeb(addr webEndpoint) *web.Server {
 	s.ShareCounters(&a.webCount)
 	s.SetTokens(a.tokens)
 	a.cacheRoutes(s)
+	a.peerRoutes(s)
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
 		access := web.Private
@@ -436,6 +449,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stopMQTT() // "offline" while DNS still answers
+	a.stopPeers()
 	err := a.srv.Shutdown(ctx)
 	stopWeb(a.web)
 	a.stopCerts()

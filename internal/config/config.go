@@ -20,6 +20,7 @@ type Config struct {
 	Local        Local         `toml:"local"`
 	Filter       Filter        `toml:"filter"`
 	MQTT         MQTT          `toml:"mqtt"`
+	Peers        []Peer        `toml:"peers"`
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.

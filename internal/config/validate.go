@@ -47,6 +47,7 @@ func Validate(c Config) Problems {
 	checkLocal(&ps, c.Local)
 	checkFilter(&ps, c.Filter, c.Clients)
 	checkMQTT(&ps, c.MQTT)
+	checkPeers(&ps, c.Peers, c.Filter)
 	return ps
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/filter"
+	"github.com/nxdns/nxdns/internal/peers"
 )
 
 const openapiFile = "../../docs/reference/openapi.json"
@@ -97,6 +98,10 @@ var cacheDocs = map[string]struct {
 }{
 	"POST /api/cache/flush": {"Removes the cached answers for a name and every name below it, or every entry without name.",
 		[][2]string{{"name", "The domain name to flush (and the names below it); absent: every entry."}}, CacheFlushAnswer{}, true},
+	"GET /api/peers/state": {"This node's replicated dashboard state (allowed names, pauses) with each key's stamp, and its digest: what a [[peers]] peer pulls (docs/how-to/two-pis.md). 404 without [[peers]].",
+		nil, peers.State{}, false},
+	"GET /api/peers": {"Each [[peers]] peer: its last good pull, the last error, and whether its state equalled this node's then (in_sync). 404 without [[peers]].",
+		nil, peers.StatusAnswer{}, false},
 	"GET /api/cache/entry": {"The cached entries for a name (each type and DO/CD variant), explained: age, TTL after the clamps, origin, fresh or stale.",
 		[][2]string{{"name", "The domain name. Required."}, {"type", "A DNS type (A, AAAA, MX, …); absent: every type."}}, CacheEntryAnswer{}, false},
 }

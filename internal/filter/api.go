@@ -232,6 +232,7 @@ func (e *Engine) Pause(client string, d time.Duration) time.Time {
 	until := e.now().Add(d)
 	e.pauses.pause(clientKey(client), until)
 	e.log.Info("filtering paused", zap.String("client", client), zap.Time("until", until))
+	e.stateChanged(pauseKey(clientKey(client)), until.UTC().Format(time.RFC3339Nano))
 	return until
 }
 
@@ -242,6 +243,7 @@ func (e *Engine) PauseGroup(group string, d time.Duration) time.Time {
 	until := e.now().Add(d)
 	e.pauses.pauseGroup(group, until)
 	e.log.Info("filtering paused for a group", zap.String("group", group), zap.Time("until", until))
+	e.stateChanged(pauseGroupKey+group, until.UTC().Format(time.RFC3339Nano))
 	return until
 }
 
@@ -249,6 +251,7 @@ func (e *Engine) PauseGroup(group string, d time.Duration) time.Time {
 func (e *Engine) ResumeGroup(group string) {
 	e.pauses.resumeGroup(group)
 	e.log.Info("filtering resumed for a group", zap.String("group", group))
+	e.stateChanged(pauseGroupKey+group, "")
 }
 
 // GroupPaused reports whether group's pause runs now, and until when.
@@ -258,6 +261,10 @@ func (e *Engine) GroupPaused(group string) (time.Time, bool) {
 
 // Resume ends client's pause, or every pause for "".
 func (e *Engine) Resume(client string) {
+	ended := e.pauses.keys(clientKey(client))
 	e.pauses.resume(clientKey(client))
 	e.log.Info("filtering resumed", zap.String("client", client))
+	for _, k := range ended {
+		e.stateChanged(k, "")
+	}
 }

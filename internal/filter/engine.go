@@ -56,6 +56,9 @@ type Engine struct {
 	set    atomic.Pointer[Set]
 	pauses pauses
 	allow  allowed // names allowed from the dashboard (allow.go)
+	// onChange is told of every dashboard-state change made here
+	// (replicate.go); nil: nobody listens.
+	onChange atomic.Pointer[func(key, value string)]
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 
