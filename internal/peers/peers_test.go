@@ -1,6 +1,10 @@
 package peers
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,5 +100,58 @@ func TestStore_persistsAndIgnoresWhatItCannotApply(t *testing.T) {
 	}
 	if won := s2.Merge([]Entry{{Key: "nonsense", Value: "x", Stamp: Stamp{Wall: 1 << 50, Node: "zz"}}}); won != 0 || s2.State().Digest != digest {
 		t.Error("a key the engine refused entered the state")
+	}
+}
+
+// A peer that is not nxdns (a web page), one that refuses the token, and
+// one that points back at this node leave the state as it is and show
+// the reason in the status; a real peer's state is merged, and the peer
+// shown in sync once both hold the same.
+func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
+	a := newNode(t, time.Now())
+	a.local("allow/mine.example", "1")
+	digest := a.s.State().Digest
+	b := newNode(t, time.Now())
+	b.local("allow/theirs.example", "1")
+	serve := func(h http.HandlerFunc) string {
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	html := serve(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<html>router login</html>") })
+	refused := serve(func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":"unknown API token"}`, 401) })
+	self := serve(func(w http.ResponseWriter, r *http.Request) { a.s.Handler().ServeHTTP(w, r) })
+	real := serve(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer t" {
+			http.Error(w, "no token", 401)
+			return
+		}
+		b.s.Handler().ServeHTTP(w, r)
+	})
+	c := &http.Client{Timeout: 5 * time.Second}
+	for _, u := range []string{html, refused, self, real} {
+		a.s.status[u] = &PeerStatus{URL: u}
+		a.s.pull(t.Context(), c, Peer{URL: u, Token: "t"})
+		if u != real && a.s.State().Digest != digest {
+			t.Fatalf("the peer at %s changed the state", u)
+		}
+	}
+	// In sync once the peer has taken ours too (it pulls as well).
+	b.s.Merge(a.s.State().Entries)
+	a.s.pull(t.Context(), c, Peer{URL: real, Token: "t"})
+	why := map[string]string{}
+	for _, p := range a.s.Status() {
+		why[p.URL] = p.Error
+		if p.URL == real && (!p.InSync || p.Error != "") {
+			t.Errorf("the real peer: %+v, want in sync", p)
+		}
+	}
+	for u, want := range map[string]string{html: "not an nxdns peer state", refused: "401", self: "this node"} {
+		if !strings.Contains(why[u], want) {
+			t.Errorf("peer %s: error %q, want it to say %q", u, why[u], want)
+		}
+	}
+	if a.state["allow/theirs.example"] != "1" {
+		t.Error("the real peer's change was not applied")
 	}
 }
