@@ -132,8 +132,8 @@ func (p *nxdnsProc) do(t *testing.T, method, path string) {
 // take conflicting actions (one allows a name the other allows and then
 // removes, each allows one of its own, one pauses a client); once the
 // link is up they end in the same state, the later action winning the
-// conflict, and neither loses an action of its own. /api/peers says when
-// they are in sync.
+// conflict, and neither loses an action of its own. /api/peers and the
+// dashboard's Peers page say when they are in sync.
 func TestPeers_twoNxdnsConvergeAfterThePartitionWithoutLosingAnAction(t *testing.T) {
 	skipShort(t)
 	ca := newTestCA(t)
@@ -214,4 +214,14 @@ func TestPeers_twoNxdnsConvergeAfterThePartitionWithoutLosingAnAction(t *testing
 		}
 		return true
 	})
+	// The dashboard's Peers page says so too.
+	resp, err := http.Get("http://" + a.web + "/peers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), toB.addr) || !strings.Contains(string(page), "<td>yes</td>") {
+		t.Errorf("the Peers page does not show the peer in sync:\n%s", page)
+	}
 }

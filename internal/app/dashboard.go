@@ -60,6 +60,7 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 		Cache:    a.cache.Snapshot,
 		Episodes: a.episodes.List,
 		Tokens:   a.tokens,
+		Peers:    a.peerStatus,
 	})
 }
 

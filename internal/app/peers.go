@@ -103,3 +103,14 @@ func (a *App) peerRoutes(s *web.Server) {
 	s.Handle("GET /api/peers/state", route((*peers.Store).Handler), web.Private)
 	s.Handle("GET /api/peers", route((*peers.Store).StatusHandler), web.Private)
 }
+
+// peerStatus is each peer's last pull, for the dashboard; nil without peers.
+func (a *App) peerStatus() []peers.PeerStatus {
+	a.peers.mu.Lock()
+	st := a.peers.store
+	a.peers.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return st.Status()
+}

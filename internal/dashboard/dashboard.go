@@ -22,6 +22,7 @@ import (
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
+	"github.com/nxdns/nxdns/internal/peers"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
 )
@@ -38,6 +39,7 @@ type Deps struct {
 	Cache         func() cache.Snapshot     // the cache's counters; nil: no cache page data
 	Episodes      func() []episodes.Episode // the upstreams' backoff episodes, oldest first; may be nil
 	Tokens        *web.Tokens               // the API tokens (tokens.go); nil: the page says they are off
+	Peers         func() []peers.PeerStatus // the [[peers]] and whether each is in sync; may be nil
 }
 
 // Dashboard serves the pages and the API.
@@ -78,6 +80,7 @@ func (d *Dashboard) Register(s *web.Server) {
 		s.Handle(pattern, h, web.Private)
 	}
 	d.registerTokens(s)
+	s.Handle("GET /peers", http.HandlerFunc(d.pagePeers), web.Private)
 	s.Handle("GET /static/", staticHandler(), web.Public)
 }
 
@@ -96,3 +99,13 @@ func className(c uint16) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// pagePeers shows each [[peers]] peer and whether it is in sync
+// (docs/how-to/two-pis.md).
+func (d *Dashboard) pagePeers(w http.ResponseWriter, r *http.Request) {
+	var ps []peers.PeerStatus
+	if d.deps.Peers != nil {
+		ps = d.deps.Peers()
+	}
+	d.render(w, r, "peers", "Peers", http.StatusOK, map[string]any{"Peers": ps})
+}
