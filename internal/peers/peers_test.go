@@ -119,7 +119,9 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 		return srv.URL
 	}
 	html := serve(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<html>router login</html>") })
-	refused := serve(func(w http.ResponseWriter, r *http.Request) { http.Error(w, `{"error":"unknown API token"}`, http.StatusUnauthorized) })
+	refused := serve(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":"unknown API token"}`, http.StatusUnauthorized)
+	})
 	self := serve(func(w http.ResponseWriter, r *http.Request) { a.s.Handler().ServeHTTP(w, r) })
 	real := serve(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer t" {
