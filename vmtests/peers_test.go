@@ -176,6 +176,9 @@ func TestPeers_twoNxdnsConvergeAfterThePartitionWithoutLosingAnAction(t *testing
 		runtime.Gosched()
 	}
 	b.do(t, "DELETE", "/api/filter/allow?name=same.example")
+	testutil.WaitFor(t, "a failed pull counted on A while the link is down", 20*time.Second, func() bool {
+		return metric(a.metrics(t), "nxdns_peer_pulls_total", "result", "failed") > 0
+	})
 	if slices.Contains(b.allowed(t), "only-a.example") || slices.Contains(a.allowed(t), "only-b.example") {
 		t.Fatal("a change crossed the link while it was down")
 	}
@@ -214,6 +217,11 @@ func TestPeers_twoNxdnsConvergeAfterThePartitionWithoutLosingAnAction(t *testing
 		}
 		return true
 	})
+	for _, p := range []*nxdnsProc{a, b} {
+		if f := p.metrics(t); metric(f, "nxdns_peer_in_sync") != 1 || metric(f, "nxdns_peer_changes_total") < 1 {
+			t.Errorf("in sync %v, changes taken %v", metric(f, "nxdns_peer_in_sync"), metric(f, "nxdns_peer_changes_total"))
+		}
+	}
 	// The dashboard's Peers page says so too.
 	resp, err := http.Get("http://" + a.web + "/peers")
 	if err != nil {

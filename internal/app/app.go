@@ -480,6 +480,7 @@ func (a *App) registry() *prometheus.Registry {
 		History:    a.history.Snapshot,
 		Filter:     a.filter.Snapshot,
 		MQTT:       a.mqttState,
+		Peers:      a.peerMetrics,
 		Web: func() metrics.WebState {
 			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load(), Tokens: a.tokenCounts()}
 		},

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/peers"
 	"github.com/nxdns/nxdns/internal/safefile"
 	"github.com/nxdns/nxdns/internal/web"
@@ -113,4 +114,13 @@ func (a *App) peerStatus() []peers.PeerStatus {
 		return nil
 	}
 	return st.Status()
+}
+
+// peerMetrics are the peers' counts for /metrics.
+func (a *App) peerMetrics() []metrics.PeerState {
+	var out []metrics.PeerState
+	for _, p := range a.peerStatus() {
+		out = append(out, metrics.PeerState{URL: p.URL, InSync: p.InSync, Pulls: p.Pulls, Failures: p.Failures, Changes: p.Changes})
+	}
+	return out
 }

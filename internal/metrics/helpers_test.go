@@ -93,6 +93,9 @@ func sampleSources() Sources {
 			return history.Stats{Recorded: 53, Dropped: 2, Lost: 3, BytesWritten: 59 << 10, WriteErrors: 1, Pruned: 61, UsedBytes: 67 << 10, Degraded: true}
 		},
 		Filter: func() filter.Snapshot { return filterSnap },
+		Peers: func() []PeerState {
+			return []PeerState{{URL: "http://192.168.1.3:9153", InSync: true, Pulls: 10, Failures: 1, Changes: 2}}
+		},
 		MQTT: func() MQTTState {
 			return MQTTState{Enabled: true, Connected: true, Published: 120, Dropped: 3, ConnectionsLost: 1, Applied: 4, Invalid: 2}
 		},

@@ -45,6 +45,7 @@ type Sources struct {
 	Filter     func() filter.Snapshot
 	Web        func() WebState
 	MQTT       func() MQTTState
+	Peers      func() []PeerState
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -96,6 +97,9 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.MQTT != nil {
 		cs = append(cs, mqttCollector{src.MQTT})
+	}
+	if src.Peers != nil {
+		cs = append(cs, peersCollector{src.Peers})
 	}
 	return cs
 }

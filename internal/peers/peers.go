@@ -99,6 +99,9 @@ type PeerStatus struct {
 	Error    string    `json:"error,omitempty"`    // why the last pull failed
 	InSync   bool      `json:"in_sync"`            // its state equalled ours after the last pull, recently
 	Node     string    `json:"node,omitempty"`
+	Pulls    uint64    `json:"pulls"`    // good pulls
+	Failures uint64    `json:"failures"` // pulls that failed: down, slow, refused, not nxdns
+	Changes  uint64    `json:"changes"`  // changes taken from it
 }
 
 // StatusAnswer is what GET /api/peers answers.
@@ -321,10 +324,12 @@ func (s *Store) pull(ctx context.Context, c *http.Client, p Peer) {
 			s.log.Warn("peer unreachable; its changes and ours wait until it answers", zap.String("peer", p.URL), zap.Error(err))
 		}
 		ps.Error, ps.InSync = err.Error(), false
+		ps.Failures++
 		s.mu.Unlock()
 		return
 	}
-	if won := s.Merge(st.Entries); won > 0 {
+	won := s.Merge(st.Entries)
+	if won > 0 {
 		s.log.Info("changes taken from a peer", zap.String("peer", p.URL), zap.Int("changes", won))
 	}
 	mine := s.State().Digest
@@ -334,6 +339,8 @@ func (s *Store) pull(ctx context.Context, c *http.Client, p Peer) {
 	}
 	ps.Error, ps.LastPull, ps.Node = "", s.now(), st.Node
 	ps.InSync = mine == st.Digest
+	ps.Pulls++
+	ps.Changes += uint64(won)
 	s.mu.Unlock()
 }
 
