@@ -226,6 +226,10 @@ let
         Host header may carry (nxdns refuses others with 421: the guard
         against DNS rebinding). List the names the dashboard is opened by.
       '';
+      tokens_over_http = optional types.bool ''
+        Accept API tokens (`nxdns token add`) over plain HTTP from other
+        hosts; by default only over `tls_listen` or from loopback.
+      '';
     };
   };
 
@@ -406,6 +410,33 @@ let
     };
   };
 
+  peerEntry = {
+    options = {
+      url = mkOption {
+        type = types.str;
+        description = "The peer's web endpoint, http://IP:PORT or https://HOST:PORT.";
+      };
+      token_file = mkOption {
+        type = absolutePath;
+        description = "A file holding an API token of the peer's (nxdns token add NAME --scope read, on the peer); never one in the Nix store.";
+      };
+    };
+  };
+
+  mqttSection = {
+    options = {
+      broker = optional types.str "The MQTT broker for Home Assistant, mqtt://IP:PORT or mqtts://IP:PORT (docs/how-to/home-assistant.md); unset leaves MQTT off. An IP address, never a name.";
+      username = optional types.str "The broker login's user name.";
+      password_file = optional absolutePath "File whose first line is the broker password; hand it over with LoadCredential, never from the Nix store.";
+      tls_name = optional types.str "With mqtts: the name the broker's certificate must carry (default: its IP address).";
+      ca_file = optional absolutePath "With mqtts: extra PEM roots to trust.";
+      prefix = optional types.str "Start of nxdns's own topics and the device id (default nxdns); two nxdns on one broker need two.";
+      discovery_prefix = optional types.str "Home Assistant's discovery prefix (default homeassistant).";
+      pause_minutes = optional (types.ints.between 1 10080) "How long a group's switch turned off pauses its filtering; nxdns ends the pause itself (default 60).";
+      publish_seconds = optional (types.ints.between 5 3600) "How often the sensors are published (default 30).";
+    };
+  };
+
   section =
     module: description:
     mkOption {
@@ -473,6 +504,8 @@ let
       history = section historySection "The query history kept for the dashboard and the API.";
       dnssec = section dnssecSection "DNSSEC validation of the upstreams' answers (docs/dnssec.md).";
       devices = section devicesSection "Devices by MAC address, names from DHCP lease files, new devices (docs/devices.md).";
+      mqtt = section mqttSection "Home Assistant over MQTT discovery (docs/how-to/home-assistant.md).";
+      peers = list peerEntry "Other nxdns whose dashboard state (allowed names, pauses) this one keeps in agreement with (docs/how-to/two-pis.md).";
     };
   };
 

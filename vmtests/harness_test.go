@@ -155,6 +155,7 @@ type settings struct {
 	// scenarios' upstreams are fakes and test hierarchies under no real
 	// root, and validation has tests of its own (internal/app dnssec_test.go).
 	dnssec string
+	web    string // web.listen; "": a free loopback port
 }
 
 // startNxdns writes a configuration for the given upstreams (in priority
@@ -164,6 +165,9 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 	t.Helper()
 	dir := t.TempDir()
 	p := &nxdnsProc{dns: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), web: fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t)), logs: &logLines{}, exited: make(chan struct{})}
+	if s.web != "" {
+		p.web = s.web
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n%s[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, s.dns, p.web, s.queryLog)
 	dnssec := s.dnssec

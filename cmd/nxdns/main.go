@@ -31,6 +31,11 @@ commands:
   lists refresh [--config FILE]      ask the running nxdns to download its lists now (--name LIST: one);
                 [--name LIST]        with web.password_file, the password is prompted for (or read from stdin)
   version                            print the version and commit
+  export  --format ndjson|csv (--config FILE | --history FILE | --url URL --token-file FILE)
+          [--from T] [--to T] [--client C] [--name N] [--source S] [--rcode R]
+                                     write the query log to stdout (a stopped nxdns's file, or a running one's API)
+  token   add NAME --scope read|control | list | revoke NAME  (--config FILE | --state-dir DIR)
+                                     API tokens for scripts and Home Assistant (printed once, kept hashed)
   hash-password                      prompt for a password (8 characters or more; read from stdin when piped), print the hash for web.password_file
 
 Run 'nxdns <command> -h' for a command's flags.
@@ -64,6 +69,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdHistoryCheck(args[1:], stderr)
 	case "reload":
 		return cmdReload(ctx, args[1:], stdout, stderr)
+	case "export":
+		return cmdExport(ctx, args[1:], stdout, stderr)
+	case "token":
+		return cmdToken(args[1:], stdout, stderr)
 	case "hash-password":
 		return cmdHashPassword(args[1:], os.Stdin, stdout, stderr)
 	case "lists":

@@ -30,6 +30,7 @@ import (
 	"github.com/nxdns/nxdns/internal/localnet"
 	"github.com/nxdns/nxdns/internal/logging"
 	"github.com/nxdns/nxdns/internal/metrics"
+	"github.com/nxdns/nxdns/internal/mqtt"
 	"github.com/nxdns/nxdns/internal/server"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
@@ -77,6 +78,7 @@ type App struct {
 	dash       *dashboard.Dashboard
 	webHash    []byte         // web.password_file's hash; nil without a login
 	webHosts   []string       // web.hostnames: the names a request's Host may carry besides the address
+	tokens     *web.Tokens    // API tokens in filter.state_dir, and their counts, across reloads
 	webCount   web.Counters   // the web endpoints' counts, across the endpoints reloads replace
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
@@ -98,8 +100,12 @@ type App struct {
 	stat      metrics.ConfigState // reload outcomes and the running generation
 	reloadErr string              // why the last reload failed; "" after a good one
 
-	dnssec     dnssec.Stats // validation verdicts across reloads (dnssec.go)
-	dnssecMode string       // [dnssec] mode of the running generation; under mu
+	dnssec     dnssec.Stats                // validation verdicts across reloads (dnssec.go)
+	dnssecMode string                      // [dnssec] mode of the running generation; under mu
+	peers      peerState                   // [[peers]] replication (peers.go)
+	mqtt       atomic.Pointer[mqtt.Bridge] // Home Assistant over MQTT (mqtt.go); nil when [mqtt] is off
+	mqttSetup  mqttSetup                   // what it was started with; under mu
+	mqttPause  atomic.Int64                // mqtt.pause_minutes as a Duration, read by the bridge's goroutines
 
 	clock     *clock.Watcher
 	stopClock context.CancelFunc
@@ -124,6 +130,8 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	checkDescriptors(cfg, log)
 	a.webHash = a.startPassword(cfg.Web)
 	a.webHosts = cfg.Web.Hostnames
+	a.tokens = web.NewTokens()
+	a.tokens.Configure(cfg.Filter.StateDir, cfg.Web.TokensOverHTTP)
 	a.filter = filter.New(filter.Options{Logger: log.Named("filter"), LookupHost: a.lookupHost})
 	a.history, a.historyCfg = openHistory(cfg.History, log, opts.HistoryCheck), cfg.History
 	a.episodes = episodes.New(episodes.Options{Store: a.history})
@@ -187,6 +195,16 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	gen.start()
 	a.logEffective(cfg)
 	a.watchClock()
+	if ms, err := loadMQTT(cfg.MQTT); err != nil {
+		a.log.Error("MQTT off: fix [mqtt] and reload", zap.Error(err))
+	} else {
+		a.applyMQTT(ms)
+	}
+	if pl, err := loadPeers(cfg.Peers); err != nil {
+		a.log.Error("peers off: fix [[peers]] and reload", zap.Error(err))
+	} else {
+		a.applyPeers(cfg, pl)
+	}
 	return a, nil
 }
 
@@ -229,6 +247,16 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		gen.close()
 		return err
 	}
+	ms, err := loadMQTT(cfg.MQTT)
+	if err != nil {
+		gen.close()
+		return err
+	}
+	pl, err := loadPeers(cfg.Peers)
+	if err != nil {
+		gen.close()
+		return err
+	}
 	oldHash := a.webHash
 	a.webHash = hash // a new endpoint starts with the new password
 	// The web endpoint is bound before the listeners change and released
@@ -258,6 +286,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	a.commitWeb(ws)
 	a.reconfigureCache(a.gen.Load().cfg, cfg)
 	a.webHosts = cfg.Web.Hostnames
+	a.tokens.Configure(cfg.Filter.StateDir, cfg.Web.TokensOverHTTP)
 	if a.web != nil {
 		a.web.SetPassword(hash) // the running endpoint, when web.listen did not change
 		a.web.SetHostnames(a.webHosts)
@@ -268,6 +297,8 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	old := a.gen.Swap(gen)
 	a.followEpisodes(old, gen)
 	a.filter.Update(cfg.Filter) // rebuilds only when the lists changed or a local list file was edited
+	a.applyMQTT(ms)
+	a.applyPeers(cfg, pl)
 	drains := append(a.drains, a.srv.Swap(gen.state(a.localPrefixes())))
 	a.drains = nil
 	gen.start()
@@ -392,9 +423,11 @@ func (a *App) newWeb(addr webEndpoint) *web.Server {
 		s.SetTLS(addr.tls, a.webCertificate)
 	}
 	s.ShareCounters(&a.webCount)
+	s.SetTokens(a.tokens)
 	a.cacheRoutes(s)
 	a.dnssecRoutes(s)
 	a.devicesRoutes(s) // devices.go
+	a.peerRoutes(s)
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
 		access := web.Private
@@ -437,6 +470,8 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.stopLocal()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.stopMQTT() // "offline" while DNS still answers
+	a.stopPeers()
 	err := a.srv.Shutdown(ctx)
 	stopWeb(a.web)
 	a.stopCerts()
@@ -470,8 +505,10 @@ func (a *App) registry() *prometheus.Registry {
 		History:    a.history.Snapshot,
 		Filter:     a.filter.Snapshot,
 		DNSSEC:     a.dnssec.Snapshot,
+		MQTT:       a.mqttState,
+		Peers:      a.peerMetrics,
 		Web: func() metrics.WebState {
-			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load()}
+			return metrics.WebState{LoginRateLimited: a.webCount.LoginRateLimited.Load(), LoginEpisodes: a.webCount.LoginEpisodes.Load(), Tokens: a.tokenCounts()}
 		},
 		Devices:    a.devices.Stats,
 		Neighbours: a.neighbourStats, // devices.go

@@ -7,6 +7,7 @@ import (
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
 	"github.com/nxdns/nxdns/internal/filter"
+	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
 
@@ -72,6 +73,8 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 		Devices:  a.devices.List,
 		Groups:   func() []filter.GroupSwitches { return a.filter.Groups(a.gen.Load().filter) },
 		Services: a.filter.Services,
+		Tokens:   a.tokens,
+		Peers:    a.peerStatus,
 	})
 }
 
@@ -80,4 +83,13 @@ func (a *App) addDashboard(s *web.Server) {
 	s.SetPassword(a.webHash)
 	s.SetHostnames(a.webHosts)
 	a.dash.Register(s)
+}
+
+// tokenCounts are the API tokens' request counts for /metrics.
+func (a *App) tokenCounts() []metrics.TokenCount {
+	var out []metrics.TokenCount
+	for _, c := range a.tokens.Counts() {
+		out = append(out, metrics.TokenCount{Name: c.Name, Result: c.Result, N: c.N})
+	}
+	return out
 }

@@ -21,6 +21,8 @@ type Config struct {
 	Filter       Filter        `toml:"filter"`
 	DNSSEC       DNSSEC        `toml:"dnssec"`
 	Devices      Devices       `toml:"devices"` // docs/devices.md
+	MQTT         MQTT          `toml:"mqtt"`
+	Peers        []Peer        `toml:"peers"`
 }
 
 // DNS is the serving side: where nxdns listens and whom it answers.
@@ -99,6 +101,9 @@ type Web struct {
 	// Hostnames are the names besides the listen address and "localhost"
 	// that a request's Host may carry (docs/dashboard.md, "DNS rebinding").
 	Hostnames []string `toml:"hostnames"`
+	// TokensOverHTTP accepts API tokens over plain HTTP from other hosts
+	// (docs/dashboard.md, "API tokens"); by default only loopback and HTTPS.
+	TokensOverHTTP bool `toml:"tokens_over_http"`
 }
 
 // Log sets verbosity and the per-query line.
@@ -142,5 +147,6 @@ func Default() Config {
 		Filter:  FilterDefaults(),
 		History: defaultHistory(),
 		DNSSEC:  defaultDNSSEC(),
+		MQTT:    defaultMQTT(),
 	}
 }

@@ -49,6 +49,8 @@ func Validate(c Config) Problems {
 	checkGroupUpstreams(&ps, c) // pools.go
 	checkDNSSEC(&ps, c.DNSSEC)
 	checkDevices(&ps, c) // docs/devices.md
+	checkMQTT(&ps, c.MQTT)
+	checkPeers(&ps, c.Peers, c.Filter)
 	return ps
 }
 

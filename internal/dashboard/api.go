@@ -280,10 +280,11 @@ func (d *Dashboard) apiQueries(w http.ResponseWriter, r *http.Request) {
 
 // routeParams are each API route's query parameters; any other is a 400.
 var routeParams = map[string][]string{
-	"GET /api/overview":  {"from", "to", "top"},
-	"GET /api/queries":   {"client", "name", "source", "rcode", "from", "to", "limit", "before"},
-	"GET /api/clients":   {"from", "to"},
-	"GET /api/upstreams": {},
+	"GET /api/overview":       {"from", "to", "top"},
+	"GET /api/queries":        {"client", "name", "source", "rcode", "from", "to", "limit", "before"},
+	"GET /api/clients":        {"from", "to"},
+	"GET /api/upstreams":      {},
+	"GET /api/queries/export": {"format", "client", "name", "source", "rcode", "from", "to"},
 }
 
 func (d *Dashboard) search(r *http.Request) (history.Page, error) {

@@ -24,6 +24,7 @@ import (
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
+	"github.com/nxdns/nxdns/internal/peers"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
 )
@@ -52,15 +53,20 @@ type Deps struct {
 	// (groups.go); nil: the groups page says there is nothing to switch.
 	Groups   func() []filter.GroupSwitches
 	Services func() filter.ServicesAnswer
+	Tokens   *web.Tokens               // the API tokens (tokens.go); nil: the page says they are off
+	Peers    func() []peers.PeerStatus // the [[peers]] and whether each is in sync; may be nil
 }
 
 // Dashboard serves the pages and the API.
 type Dashboard struct {
-	deps Deps
+	deps    Deps
+	exports chan struct{} // a slot per export running (export.go)
 }
 
 // New returns the dashboard over deps.
-func New(deps Deps) *Dashboard { return &Dashboard{deps: deps} }
+func New(deps Deps) *Dashboard {
+	return &Dashboard{deps: deps, exports: make(chan struct{}, maxExports)}
+}
 
 func (d *Dashboard) now() time.Time {
 	if d.deps.Now != nil {
@@ -72,10 +78,11 @@ func (d *Dashboard) now() time.Time {
 // Routes are the API's routes, for Register and the OpenAPI test.
 func (d *Dashboard) apiRoutes() map[string]http.HandlerFunc {
 	return map[string]http.HandlerFunc{
-		"GET /api/overview":  d.apiOverview,
-		"GET /api/queries":   d.apiQueries,
-		"GET /api/clients":   d.apiClients,
-		"GET /api/upstreams": d.apiUpstreams,
+		"GET /api/overview":       d.apiOverview,
+		"GET /api/queries":        d.apiQueries,
+		"GET /api/clients":        d.apiClients,
+		"GET /api/upstreams":      d.apiUpstreams,
+		"GET /api/queries/export": d.apiExport,
 	}
 }
 
@@ -87,6 +94,8 @@ func (d *Dashboard) Register(s *web.Server) {
 	for pattern, h := range d.pageRoutes() {
 		s.Handle(pattern, h, web.Private)
 	}
+	d.registerTokens(s)
+	s.Handle("GET /peers", http.HandlerFunc(d.pagePeers), web.Private)
 	s.Handle("GET /static/", staticHandler(), web.Public)
 }
 
@@ -105,3 +114,13 @@ func className(c uint16) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// pagePeers shows each [[peers]] peer and whether it is in sync
+// (docs/how-to/two-pis.md).
+func (d *Dashboard) pagePeers(w http.ResponseWriter, r *http.Request) {
+	var ps []peers.PeerStatus
+	if d.deps.Peers != nil {
+		ps = d.deps.Peers()
+	}
+	d.render(w, r, "peers", "Peers", http.StatusOK, map[string]any{"Peers": ps})
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/filter"
+	"github.com/nxdns/nxdns/internal/peers"
 )
 
 const openapiFile = "../../docs/reference/openapi.json"
@@ -29,10 +30,11 @@ var (
 		summary string
 		body    any
 	}{
-		"GET /api/overview":  {"Totals, blocked share, cache hit rate, series over time, top clients, domains and blocked names, per-upstream answers and latency for [from, to), from the pre-aggregated buckets (minute buckets up to two days, hour buckets beyond; the range is rounded out to whole buckets).", OverviewJSON{}},
-		"GET /api/queries":   {"Stored queries, newest first, filtered; every field of the query event and why it was answered that way. Paginated with next/before. A search that runs out of its 3 s budget returns what it found with partial=true and a next cursor that continues it.", QueriesJSON{}},
-		"GET /api/clients":   {"Clients seen in [from, to) with their query counts, and the clients named in [[clients]].", ClientsJSON{}},
-		"GET /api/upstreams": {"The serving pool's upstreams: health, backoff, slots in use, attempt counters since the last reload, their answers over the last 24 hours from the history, and their backoff episodes, newest first (the last 200 of all upstreams together, kept across reloads and, with history.path, restarts).", UpstreamsJSON{}},
+		"GET /api/overview":       {"Totals, blocked share, cache hit rate, series over time, top clients, domains and blocked names, per-upstream answers and latency for [from, to), from the pre-aggregated buckets (minute buckets up to two days, hour buckets beyond; the range is rounded out to whole buckets).", OverviewJSON{}},
+		"GET /api/queries":        {"Stored queries, newest first, filtered; every field of the query event and why it was answered that way. Paginated with next/before. A search that runs out of its 3 s budget returns what it found with partial=true and a next cursor that continues it.", QueriesJSON{}},
+		"GET /api/clients":        {"Clients seen in [from, to) with their query counts, and the clients named in [[clients]].", ClientsJSON{}},
+		"GET /api/queries/export": {"Every stored query matching the search's filters in [from, to) (no range: the whole store), oldest first, streamed as NDJSON (one object per line, the fields of a query in /api/queries) or CSV (a header line, the same fields, tried joined with spaces). Memory stays constant whatever the range; rows still in the buffer (one history.flush interval) come with the next flush. At most two exports run at once (503 with Retry-After beyond). Docs: docs/history.md, Export.", QueryJSON{}},
+		"GET /api/upstreams":      {"The serving pool's upstreams: health, backoff, slots in use, attempt counters since the last reload, their answers over the last 24 hours from the history, and their backoff episodes, newest first (the last 200 of all upstreams together, kept across reloads and, with history.path, restarts).", UpstreamsJSON{}},
 	}
 	paramDocs = map[string]string{
 		"from":   "Start of the range, RFC 3339 or unix seconds. Default: a day before to. The range is at most 366 days.",
@@ -44,6 +46,7 @@ var (
 		"rcode":  "Exact answer code: NOERROR, NXDOMAIN, SERVFAIL, REFUSED, …, or none (no answer sent).",
 		"limit":  "Rows per page, 1 to 500. Default 50.",
 		"before": "The next cursor of the previous page: only older rows.",
+		"format": "ndjson (default) or csv.",
 	}
 )
 
@@ -55,10 +58,10 @@ var filterDocs = map[string]struct {
 	params  [][2]string
 	body    any
 }{
-	"POST /api/filter/pause": {"Pauses filtering for everyone or one client; the pause ends by itself.",
-		[][2]string{{"minutes", "How long, 1 to 10080 minutes. Required."}, {"client", "An IP address or a [[clients]] name; absent: everyone."}}, filter.PauseAnswer{}},
-	"POST /api/filter/resume": {"Ends that client's pause, or every pause.",
-		[][2]string{{"client", "An IP address or a [[clients]] name; absent: every pause."}}, filter.PauseAnswer{}},
+	"POST /api/filter/pause": {"Pauses filtering for everyone, one client or every client of a group; the pause ends by itself.",
+		[][2]string{{"minutes", "How long, 1 to 10080 minutes. Required."}, {"client", "An IP address or a [[clients]] name; absent: everyone."}, {"group", "A [[filter.groups]] name: every client of the group (default: every client), instead of client."}}, filter.PauseAnswer{}},
+	"POST /api/filter/resume": {"Ends that client's or group's pause, or every pause.",
+		[][2]string{{"client", "An IP address or a [[clients]] name; absent: every pause."}, {"group", "A [[filter.groups]] name, instead of client."}}, filter.PauseAnswer{}},
 	"GET /api/filter/check": {"What a query for the name would get now from this client, and why (explanation).",
 		[][2]string{{"name", "The domain name. Required."}, {"client", "An IP address or a [[clients]] name; absent: a client in no group."}}, filter.Decision{}},
 	"GET /api/filter/lists": {"Each filter list: rules, lines taken, ignored and rejected, when the copy in use was loaded, the last refresh error, queries blocked.",
@@ -109,6 +112,10 @@ var cacheDocs = map[string]struct {
 }{
 	"POST /api/cache/flush": {"Removes the cached answers for a name and every name below it, or every entry without name.",
 		[][2]string{{"name", "The domain name to flush (and the names below it); absent: every entry."}}, CacheFlushAnswer{}, true},
+	"GET /api/peers/state": {"This node's replicated dashboard state (allowed names, pauses) with each key's stamp, and its digest: what a [[peers]] peer pulls (docs/how-to/two-pis.md). 404 without [[peers]].",
+		nil, peers.State{}, false},
+	"GET /api/peers": {"Each [[peers]] peer: its last good pull, the last error, and whether its state equalled this node's then (in_sync). 404 without [[peers]].",
+		nil, peers.StatusAnswer{}, false},
 	"GET /api/cache/entry": {"The cached entries for a name (each type and DO/CD variant), explained: age, TTL after the clamps, origin, fresh or stale.",
 		[][2]string{{"name", "The domain name. Required."}, {"type", "A DNS type (A, AAAA, MX, …); absent: every type."}}, CacheEntryAnswer{}, false},
 }
@@ -192,12 +199,19 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 			}
 			params = append(params, map[string]any{"name": p, "in": "query", "required": false, "description": desc, "schema": map[string]any{"type": "string"}})
 		}
+		ok := map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(routeDocs[r].body))}}}
+		if r == "GET /api/queries/export" {
+			ok = map[string]any{"description": "OK: a stream, one row per line", "content": map[string]any{
+				"application/x-ndjson": map[string]any{"schema": schemaOf(reflect.TypeOf(routeDocs[r].body))},
+				"text/csv":             map[string]any{"schema": map[string]any{"type": "string"}},
+			}}
+		}
 		op := map[string]any{
 			"summary": routeDocs[r].summary,
 			"responses": map[string]any{
-				"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(routeDocs[r].body))}}},
+				"200": ok,
 				"400": map[string]any{"description": "A parameter is unknown, repeated, malformed or out of range; the body says which.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}},
-				"401": map[string]any{"description": "web.password_file is set and the request has no session: log in at /login."},
+				"401": map[string]any{"description": "web.password_file is set and the request has no session (log in at /login) and no API token; or its Authorization: Bearer token is unknown, revoked or expired."},
 				"403": map[string]any{"description": "No password is set and web.listen is not a loopback address."},
 			},
 		}
@@ -234,7 +248,7 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 		responses := map[string]any{
 			"200": map[string]any{"description": "OK", "content": map[string]any{"application/json": map[string]any{"schema": schemaOf(reflect.TypeOf(doc.body))}}},
 			"400": map[string]any{"description": doc.bad, "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}},
-			"401": map[string]any{"description": "web.password_file is set and the request has no session: log in at /login."},
+			"401": map[string]any{"description": "web.password_file is set and the request has no session (log in at /login) and no API token; or its Authorization: Bearer token is unknown, revoked or expired."},
 			"403": map[string]any{"description": "No password is set and web.listen is not a loopback address."},
 		}
 		if _, isCache := cacheDocs[r]; isCache {
@@ -247,7 +261,7 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 			responses["404"] = map[string]any{"description": "No device with that key has been seen (or it was forgotten).", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}
 		}
 		if r == "POST /api/filter/pause" || r == "POST /api/filter/resume" {
-			responses["404"] = map[string]any{"description": "client is neither an IP address nor a [[clients]] name (nor one with a pause): it would pause nobody; the body says so.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}
+			responses["404"] = map[string]any{"description": "client is neither an IP address nor a [[clients]] name (nor one with a pause), or group is not a [[filter.groups]] name: it would pause nobody; the body says so.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}
 		}
 		op := map[string]any{"summary": doc.summary, "responses": responses}
 		if params != nil {
@@ -260,7 +274,7 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 		"info": map[string]any{
 			"title":       "nxdns API: history, dashboard data, filter and cache",
 			"version":     "1",
-			"description": "Served on web.listen. With web.password_file set every route needs the session cookie of a login at /login (mutating routes also the X-CSRF-Token header); without one they are served only on a loopback web.listen. Generated from internal/dashboard, internal/filter and internal/cache by the dashboard's OpenAPI test; internal/app's test checks that it lists every /api route the binary serves. /metrics and /api/health are described in docs/reference/http.md.",
+			"description": "Served on web.listen. With web.password_file set every route needs the session cookie of a login at /login (mutating routes also the X-CSRF-Token header) or an API token (Authorization: Bearer, nxdns token add; read for reading routes, control for mutating ones); without one they are served only on a loopback web.listen. Generated from internal/dashboard, internal/filter and internal/cache by the dashboard's OpenAPI test; internal/app's test checks that it lists every /api route the binary serves. /metrics and /api/health are described in docs/reference/http.md.",
 		},
 		"paths": paths,
 	}
@@ -316,6 +330,9 @@ func schemaOf(t reflect.Type) map[string]any {
 func TestOpenAPI_servedFieldsAreTheDocumentedOnes(t *testing.T) {
 	base, _ := serve(t, 20)
 	for r, doc := range routeDocs {
+		if r == "GET /api/queries/export" {
+			continue // a stream of rows, not one object: TestExport_* read it
+		}
 		_, path, _ := strings.Cut(r, " ")
 		var got map[string]any
 		getJSON(t, base+path, 200, &got)

@@ -222,6 +222,7 @@ func (e *Engine) Allow(name string) (string, bool, error) {
 	added, err := e.allow.add(n)
 	if added {
 		e.log.Info("name allowed from the dashboard", zap.String("name", n), zap.Error(err))
+		e.stateChanged(allowKey+n, "1")
 	}
 	return n, added, err
 }
@@ -235,6 +236,7 @@ func (e *Engine) Unallow(name string) (string, bool, error) {
 	removed, err := e.allow.remove(n)
 	if removed {
 		e.log.Info("name no longer allowed from the dashboard", zap.String("name", n), zap.Error(err))
+		e.stateChanged(allowKey+n, "")
 	}
 	return n, removed, err
 }

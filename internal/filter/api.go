@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +90,13 @@ func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request, s *Stage) {
 		httpError(w, http.StatusBadRequest, "minutes: want a whole number from 1 to "+strconv.Itoa(maxPauseMinutes))
 		return
 	}
+	if group, ok := e.groupParam(w, r, s); ok {
+		if group != "" {
+			until := e.PauseGroup(group, time.Duration(minutes)*time.Minute)
+			writeJSON(w, PauseAnswer{Paused: true, Group: group, Until: until})
+		}
+		return
+	}
 	client := strings.TrimSpace(q.Get("client"))
 	if e.unknownClient(w, client, s) {
 		return
@@ -100,11 +108,39 @@ func (e *Engine) handlePause(w http.ResponseWriter, r *http.Request, s *Stage) {
 // PauseAnswer is what POST /api/filter/pause and /resume answer.
 type PauseAnswer struct {
 	Paused bool      `json:"paused"`
-	Client string    `json:"client"` // "": everyone
+	Client string    `json:"client"`          // "": everyone
+	Group  string    `json:"group,omitempty"` // a group's pause (group=)
 	Until  time.Time `json:"until,omitzero"`
 }
 
+// groupParam handles group= of pause and resume: ok when the request
+// names a group (group is "" when it was refused and answered), for a
+// group the configuration has.
+func (e *Engine) groupParam(w http.ResponseWriter, r *http.Request, s *Stage) (group string, ok bool) {
+	q := r.URL.Query()
+	if !q.Has("group") {
+		return "", false
+	}
+	group = strings.TrimSpace(q.Get("group"))
+	switch {
+	case q.Has("client"):
+		httpError(w, http.StatusBadRequest, "group and client: give one")
+		return "", true
+	case s == nil || !slices.Contains(s.policy.Groups(), group):
+		httpError(w, http.StatusNotFound, "group: "+strconv.Quote(group)+" is not a [[filter.groups]] name")
+		return "", true
+	}
+	return group, true
+}
+
 func (e *Engine) handleResume(w http.ResponseWriter, r *http.Request, s *Stage) {
+	if group, ok := e.groupParam(w, r, s); ok {
+		if group != "" {
+			e.ResumeGroup(group)
+			writeJSON(w, PauseAnswer{Group: group})
+		}
+		return
+	}
 	client := strings.TrimSpace(r.URL.Query().Get("client"))
 	if e.unknownClient(w, client, s) {
 		return
@@ -248,11 +284,39 @@ func (e *Engine) Pause(client string, d time.Duration) time.Time {
 	until := e.now().Add(d)
 	e.pauses.pause(clientKey(client), until)
 	e.log.Info("filtering paused", zap.String("client", client), zap.Time("until", until))
+	e.stateChanged(pauseKey(clientKey(client)), until.UTC().Format(time.RFC3339Nano))
 	return until
+}
+
+// PauseGroup pauses filtering for every client of group (Policy.Member)
+// for d; it ends by itself. The dashboard's pause with group= and the Home
+// Assistant switch both come here.
+func (e *Engine) PauseGroup(group string, d time.Duration) time.Time {
+	until := e.now().Add(d)
+	e.pauses.pauseGroup(group, until)
+	e.log.Info("filtering paused for a group", zap.String("group", group), zap.Time("until", until))
+	e.stateChanged(pauseGroupKey+group, until.UTC().Format(time.RFC3339Nano))
+	return until
+}
+
+// ResumeGroup ends group's pause.
+func (e *Engine) ResumeGroup(group string) {
+	e.pauses.resumeGroup(group)
+	e.log.Info("filtering resumed for a group", zap.String("group", group))
+	e.stateChanged(pauseGroupKey+group, "")
+}
+
+// GroupPaused reports whether group's pause runs now, and until when.
+func (e *Engine) GroupPaused(group string) (time.Time, bool) {
+	return e.pauses.groupUntil(group, e.now())
 }
 
 // Resume ends client's pause, or every pause for "".
 func (e *Engine) Resume(client string) {
+	ended := e.pauses.keys(clientKey(client))
 	e.pauses.resume(clientKey(client))
 	e.log.Info("filtering resumed", zap.String("client", client))
+	for _, k := range ended {
+		e.stateChanged(k, "")
+	}
 }

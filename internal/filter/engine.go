@@ -65,6 +65,9 @@ type Engine struct {
 	overrides       overrides
 	servicesBlocked [catalog.MaxServices]atomic.Uint64
 	safeSearched    [8]atomic.Uint64
+	// onChange is told of every dashboard-state change made here
+	// (replicate.go); nil: nobody listens.
+	onChange atomic.Pointer[func(key, value string)]
 
 	blocked [MaxLists]atomic.Uint64 // by list bit
 

@@ -138,3 +138,52 @@ func TestAPI_pauseOfAnUnknownClientNameIs404(t *testing.T) {
 		}
 	}
 }
+
+// TestAPI_groupPauseUnfiltersTheGroupsClientsUntilItEnds: pause with
+// group=kids unfilters the kids' tablet (every list, the default group's
+// too) and nobody else, ends by itself at its time, and resume ends it
+// early; an unknown group is 404, group with client 400.
+func TestAPI_groupPauseUnfiltersTheGroupsClientsUntilItEnds(t *testing.T) {
+	cfg := schoolCfg(t)
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC).UnixNano())
+	e, s, mux := clockedAPI(t, cfg, &clock)
+	post := func(path string) (int, string) {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest("POST", path, nil))
+		return w.Code, w.Body.String()
+	}
+	blocked := func(client, name string) bool {
+		_, ev := ask(t, s, &next{}, client, name, dns.TypeA)
+		return ev.Filter.Blocked
+	}
+	if !blocked("192.168.1.30", "games.example") || !blocked("192.168.1.30", "ads.example") {
+		t.Fatal("the tablet is not filtered before the pause")
+	}
+	if code, body := post("/api/filter/pause?minutes=30&group=kids"); code != 200 || !strings.Contains(body, `"group":"kids"`) {
+		t.Fatalf("pause group=kids: %d %s", code, body)
+	}
+	if blocked("192.168.1.30", "games.example") || blocked("192.168.1.30", "ads.example") {
+		t.Error("the kids' tablet is still filtered during the group's pause")
+	}
+	if !blocked("192.168.1.40", "ads.example") {
+		t.Error("a client outside the group was unfiltered")
+	}
+	if until, ok := e.GroupPaused("kids"); !ok || until.Sub(time.Unix(0, clock.Load())) != 30*time.Minute {
+		t.Errorf("GroupPaused: %v %v", until, ok)
+	}
+	clock.Add(int64(31 * time.Minute))
+	if !blocked("192.168.1.30", "games.example") {
+		t.Error("the group's pause did not end by itself")
+	}
+	post("/api/filter/pause?minutes=30&group=kids")
+	if code, _ := post("/api/filter/resume?group=kids"); code != 200 || !blocked("192.168.1.30", "games.example") {
+		t.Error("resume group=kids did not end the pause")
+	}
+	if code, body := post("/api/filter/pause?minutes=5&group=teens"); code != 404 || !strings.Contains(body, "not a [[filter.groups]] name") {
+		t.Errorf("unknown group: %d %s", code, body)
+	}
+	if code, _ := post("/api/filter/pause?minutes=5&group=kids&client=1.2.3.4"); code != 400 {
+		t.Errorf("group and client: %d, want 400", code)
+	}
+}

@@ -215,6 +215,31 @@ func (p *Policy) resolve(client netip.Addr, name string, newDev bool, now time.T
 	return mask, first
 }
 
+// Member reports whether a client belongs to group: a group of its own
+// that lists its address or name, or `default`, whose lists apply to every
+// client (Lists). Schedules do not matter: a paused group's clients are
+// unfiltered whether or not its window is on.
+func (p *Policy) Member(group string, client netip.Addr, name string) bool {
+	client = client.Unmap()
+	for i := range p.groups {
+		g := &p.groups[i]
+		if g.name != group {
+			continue
+		}
+		return i == p.fallback || g.has(client, name)
+	}
+	return false
+}
+
+// Groups are the configured groups' names, in the file's order.
+func (p *Policy) Groups() []string {
+	out := make([]string, len(p.groups))
+	for i := range p.groups {
+		out[i] = p.groups[i].name
+	}
+	return out
+}
+
 // Knows reports whether name is a client name of this configuration: a
 // [[clients]] name or a name a group lists.
 func (p *Policy) Knows(name string) bool {

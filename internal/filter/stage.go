@@ -86,7 +86,7 @@ func (s *Stage) Check(name string, client netip.Addr, clientName string, now tim
 	mask, group := s.policy.Lists(client, clientName, now)
 	d.Group = group
 	d.Pool = s.policy.Pool(client, clientName, now) // pools.go
-	if until, ok := s.e.pauses.paused(client, clientName, now); ok {
+	if until, ok := s.paused(client, clientName, now); ok {
 		d.Paused, d.PausedUntil = true, until
 	}
 	if m, ok := s.e.allow.match(name); ok {
@@ -217,7 +217,7 @@ type check struct {
 // for this name to work, whatever its lists and its CNAME chain say).
 func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 	now := s.e.timeOf(ev)
-	if _, paused := s.e.pauses.paused(ev.Client, ev.ClientName, now); paused {
+	if _, paused := s.paused(ev.Client, ev.ClientName, now); paused {
 		return check{}, false
 	}
 	if _, ok := s.e.allow.match(name); ok {
@@ -228,6 +228,24 @@ func (s *Stage) checks(ev *query.Event, name string) (check, bool) {
 	c.ov = s.e.overrides.load()
 	c.swNeeded = s.switchesOn || len(c.ov) > 0
 	return c, true
+}
+
+// paused reports whether filtering is paused for a client at now: for
+// everyone, for the client, or for a group it belongs to (Policy.Member).
+func (s *Stage) paused(client netip.Addr, name string, now time.Time) (time.Time, bool) {
+	if until, ok := s.e.pauses.paused(client, name, now); ok {
+		return until, true
+	}
+	g := s.e.pauses.groups.Load()
+	if g == nil || len(*g) == 0 {
+		return time.Time{}, false
+	}
+	for group, until := range *g {
+		if now.Before(until) && s.policy.Member(group, client, name) {
+			return until, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // cloaked is the verdict on an answer's CNAME targets (CNAME cloaking: a
@@ -324,3 +342,7 @@ func (s *Stage) soa(name string) dns.RR {
 }
 
 var _ query.Passer = (*Stage)(nil)
+
+// Groups are the configured [[filter.groups]] names (for Home Assistant's
+// switches, internal/mqtt).
+func (s *Stage) Groups() []string { return s.policy.Groups() }

@@ -237,14 +237,7 @@ func TestStage_pauseAndCheck(t *testing.T) {
 	cfg := filterCfg(t)
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
-	e := New(Options{Now: func() time.Time { return time.Unix(0, clock.Load()) }})
-	t.Cleanup(e.Close)
-	e.Update(cfg.Filter)
-	s := e.NewStage(cfg, time.UTC)
-	mux := http.NewServeMux()
-	for _, r := range e.Routes(func() *Stage { return s }) {
-		mux.Handle(r.Pattern, r.Handler)
-	}
+	_, s, mux := clockedAPI(t, cfg, &clock)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	get := func(method, path string) string {
@@ -316,4 +309,19 @@ func TestBits_renamedListsNeverExhaustTheBits(t *testing.T) {
 			t.Fatalf("reload %d: the renamed list got no bit", i)
 		}
 	}
+}
+
+// clockedAPI is an engine on the settable clock, its stage for cfg, and
+// the filter's routes on a mux.
+func clockedAPI(t *testing.T, cfg config.Config, clock *atomic.Int64) (*Engine, *Stage, *http.ServeMux) {
+	t.Helper()
+	e := New(Options{Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+	t.Cleanup(e.Close)
+	e.Update(cfg.Filter)
+	s := e.NewStage(cfg, time.UTC)
+	mux := http.NewServeMux()
+	for _, r := range e.Routes(func() *Stage { return s }) {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+	return e, s, mux
 }

@@ -102,7 +102,6 @@ func sampleSources() Sources {
 			return history.Stats{Recorded: 53, Dropped: 2, Lost: 3, BytesWritten: 59 << 10, WriteErrors: 1, Pruned: 61, UsedBytes: 67 << 10, Degraded: true}
 		},
 		Filter: func() filter.Snapshot { return filterSnap },
-		Web:    func() WebState { return WebState{LoginRateLimited: 41, LoginEpisodes: 2} },
 		DNSSEC: func() dnssec.Snapshot {
 			return dnssec.Snapshot{Secure: 71, Insecure: 73, Bogus: 2, Indeterminate: 1, Enforced: 1}
 		},
@@ -112,6 +111,15 @@ func sampleSources() Sources {
 		},
 		Neighbours: func() (devices.NeighbourStats, bool) {
 			return devices.NeighbourStats{Entries: 30, Flaps: 2, Dropped: 1, Rescans: 3, Failures: 0}, true
+		},
+		Peers: func() []PeerState {
+			return []PeerState{{URL: "http://192.168.1.3:9153", InSync: true, Pulls: 10, Failures: 1, Changes: 2}}
+		},
+		MQTT: func() MQTTState {
+			return MQTTState{Enabled: true, Connected: true, Published: 120, Dropped: 3, ConnectionsLost: 1, Applied: 4, Invalid: 2}
+		},
+		Web: func() WebState {
+			return WebState{LoginRateLimited: 41, LoginEpisodes: 2, Tokens: []TokenCount{{Name: "ha", Result: "ok", N: 3}}}
 		},
 	}
 }

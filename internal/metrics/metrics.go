@@ -57,6 +57,8 @@ type Sources struct {
 	// neighbours' ok is false while no table is read.
 	Devices    func() devices.Stats
 	Neighbours func() (devices.NeighbourStats, bool)
+	MQTT       func() MQTTState
+	Peers      func() []PeerState
 }
 
 // New returns a registry holding nxdns's collectors for src plus the Go
@@ -114,6 +116,12 @@ func nxdnsCollectors(src Sources) []prometheus.Collector {
 	}
 	if src.Devices != nil {
 		cs = append(cs, devicesCollector{src.Devices, src.Neighbours, src.Server})
+	}
+	if src.MQTT != nil {
+		cs = append(cs, mqttCollector{src.MQTT})
+	}
+	if src.Peers != nil {
+		cs = append(cs, peersCollector{src.Peers})
 	}
 	return cs
 }

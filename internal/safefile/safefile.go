@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -95,4 +96,41 @@ func kind(m fs.FileMode) string {
 		return "a socket"
 	}
 	return m.Type().String()
+}
+
+// WriteFile replaces the named file with data atomically: a temporary file
+// in the same directory, written and synced with mode perm, then renamed
+// over path, and the directory synced. A crash leaves the old file or the
+// new one, never half of one; a reader (ReadFile) sees one or the other.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(perm)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil { // the rename itself survives a power cut
+		d.Sync()
+		d.Close()
+	}
+	return nil
 }

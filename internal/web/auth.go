@@ -125,10 +125,17 @@ func (s *Server) guard(h http.Handler, access Access) http.Handler {
 		// Both listeners: an HTTPS one on the LAN makes the endpoint
 		// reachable from the LAN whatever web.listen is.
 		loopback := isLoopbackListen(s.addr) && (s.tlsAddr == "" || isLoopbackListen(s.tlsAddr))
-		if access == Mutating && !sameOrigin(r) {
+		if access.mutating() && !sameOrigin(r) {
 			// A page of another site posting through the operator's
 			// browser: refused whether or not a login exists.
 			http.Error(w, "cross-origin request refused", http.StatusForbidden)
+			return
+		}
+		if _, ok := r.Header["Authorization"]; ok {
+			// Judged by the token alone (tokenauth.go): no session
+			// cookie is looked at, so a token request is never mistaken
+			// for a browser's, nor a browser's exempted from CSRF.
+			s.tokenGuard(h, access, w, r)
 			return
 		}
 		l := s.login.Load()
@@ -145,7 +152,7 @@ func (s *Server) guard(h http.Handler, access Access) http.Handler {
 			unauthorized(w, r)
 			return
 		}
-		if access == Mutating && !validCSRF(r, sess.csrf) {
+		if access.mutating() && !validCSRF(r, sess.csrf) {
 			http.Error(w, "missing or wrong CSRF token", http.StatusForbidden)
 			return
 		}

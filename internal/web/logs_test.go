@@ -67,6 +67,7 @@ func TestLogsReference_matchesRealLines(t *testing.T) {
 		Router:   router{pool: pool},
 		Allow:    []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Names:    namesFunc(func(netip.Addr) string { return "laptop" }),
+		Devices:  everyDeviceField{},
 		QueryLog: true,
 		Stages:   []nxquery.Stage{blockStage{}},
 	})
@@ -171,6 +172,16 @@ func readLogsReference(t *testing.T) map[string]loggedLine {
 		}
 	}
 	return out
+}
+
+// everyDeviceField stands for the device view (internal/devices): it names
+// every query's device with every field the query line can carry, as a
+// new device behind a trusted forwarder that sent its MAC, with a ClientID.
+type everyDeviceField struct{}
+
+func (everyDeviceField) Identify(ev *nxquery.Event) {
+	ev.ClientName, ev.ClientMAC, ev.ClientID = "laptop", "02:00:5e:00:53:01", "laptop"
+	ev.Via, ev.NewDevice = netip.MustParseAddr("127.0.0.2"), true
 }
 
 // blockStage stands for the filter (internal/filter) on one name, so the

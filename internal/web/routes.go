@@ -24,7 +24,15 @@ const (
 	// a name); they take POST or DELETE, never GET, and need the same
 	// protection as Private plus CSRF protection once a login exists.
 	Mutating
+	// SessionRead and SessionWrite are Private and Mutating for a browser
+	// session only: an API token is refused (the tokens page, which must
+	// not let a token make or revoke tokens).
+	SessionRead
+	SessionWrite
 )
+
+// mutating reports whether a route changes state (POST or DELETE, CSRF).
+func (a Access) mutating() bool { return a == Mutating || a == SessionWrite }
 
 // Handle adds a feature's route (a net/http pattern such as
 // "POST /api/cache/flush") with the access it needs. Call it before Start.
@@ -38,7 +46,7 @@ const (
 func (s *Server) Handle(pattern string, h http.Handler, access Access) {
 	switch access {
 	case Public:
-	case Private, Mutating:
+	case Private, Mutating, SessionRead, SessionWrite:
 		h = s.guard(h, access)
 	default:
 		panic("web: Handle with an unknown Access")

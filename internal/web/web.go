@@ -83,6 +83,10 @@ type Server struct {
 	limited *limitEpisodes        // login rate limiting, logged per episode (limitlog.go)
 	login   atomic.Pointer[login] // nil without web.password_file (auth.go)
 
+	// tokens judges bearer tokens (tokenauth.go); nil refuses them. Set
+	// before Start, read-only after.
+	tokens *Tokens
+
 	// tlsAddr and getCert serve the endpoint over HTTPS too (SetTLS,
 	// web.tls_listen); set before Start, read-only after.
 	tlsAddr string

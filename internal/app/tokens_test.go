@@ -1,0 +1,84 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/nxdns/nxdns/internal/web"
+)
+
+// The dashboard's Tokens page through the real App with a password: a
+// logged-in browser adds a token (shown once on the answer, never on the
+// page again, the file holding its hash), the token reads /api/overview,
+// the page revokes it and it is refused from the next request; the form
+// without the session's CSRF token is refused; a request with the token
+// and the browser's session cookie together is judged by the token alone.
+func TestTokens_dashboardPageAddsShowsOnceAndRevokes(t *testing.T) {
+	r := newRig(t)
+	cfg, _, webPort := webConfig(t, r)
+	hash, err := web.HashPassword([]byte("pw-long-enough"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Web.PasswordFile = r.write(t, hash+"\n")
+	cfg.Filter.StateDir = t.TempDir()
+	r.start(t, cfg)
+	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	s := login(t, base, "pw-long-enough")
+	post := func(path string, form url.Values) (int, string) {
+		resp, err := s.c.PostForm(base+path, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := post("/tokens", url.Values{"name": {"ha"}, "scope": {"read"}}); code != http.StatusForbidden {
+		t.Errorf("add without the CSRF token: %d, want 403", code)
+	}
+	code, body := post("/tokens", url.Values{"csrf": {s.csrf}, "name": {"ha"}, "scope": {"read"}})
+	m := regexp.MustCompile(`id="new-token">(nxdns_[0-9a-f]{64})<`).FindStringSubmatch(body)
+	if code != http.StatusOK || m == nil {
+		t.Fatalf("add: %d, no token shown:\n%s", code, body)
+	}
+	token := m[1]
+	if _, page := s.do(t, "GET", "/tokens", false); strings.Contains(page, token) || !strings.Contains(page, "<td>ha</td>") {
+		t.Error("the tokens page shows the token again, or not its name")
+	}
+	if b, _ := os.ReadFile(cfg.Filter.StateDir + "/" + web.TokensFile); strings.Contains(string(b), token[len(web.TokenPrefix):]) {
+		t.Error("the state directory holds the token itself")
+	}
+	bearer := func(cookie bool) int {
+		req, _ := http.NewRequest("GET", base+"/api/overview", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		c := http.DefaultClient
+		if cookie {
+			c = s.c // the logged-in browser's jar
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := bearer(false); code != http.StatusOK {
+		t.Fatalf("the new token on /api/overview: %d", code)
+	}
+	if code, _ := post("/tokens/revoke", url.Values{"csrf": {s.csrf}, "name": {"ha"}}); code != http.StatusOK { // 303 to /tokens, followed
+		t.Fatalf("revoke: %d", code)
+	}
+	if code := bearer(false); code != http.StatusUnauthorized {
+		t.Errorf("the revoked token: %d, want 401", code)
+	}
+	if code := bearer(true); code != http.StatusUnauthorized {
+		t.Errorf("the revoked token beside a live session cookie: %d, want 401 (judged by the token alone)", code)
+	}
+}

@@ -1,0 +1,130 @@
+package filter
+
+import (
+	"maps"
+	"strings"
+	"time"
+)
+
+// Dashboard state as keys and values, for replication between two nxdns
+// (internal/peers, docs/how-to/two-pis.md): every change made here is told
+// to the OnChange hook as one key and its new value, and ApplyReplicated
+// applies a peer's, without telling the hook again.
+//
+//	allow/NAME          "1" allowed, "" not
+//	pause/all           RFC 3339 end of a pause for everyone, "" none
+//	pause/client/KEY    the same for a client (an address or a [[clients]] name)
+//	pause/group/NAME    the same for a group
+const (
+	allowKey       = "allow/"
+	pauseAllKey    = "pause/all"
+	pauseClientKey = "pause/client/"
+	pauseGroupKey  = "pause/group/"
+)
+
+func pauseKey(client string) string {
+	if client == "" {
+		return pauseAllKey
+	}
+	return pauseClientKey + client
+}
+
+// OnChange sets the hook told of every dashboard-state change made here;
+// nil removes it. It is called after the change applied, on the caller's
+// goroutine, and must not call back into the Engine's changes.
+func (e *Engine) OnChange(fn func(key, value string)) {
+	if fn == nil {
+		e.onChange.Store(nil)
+		return
+	}
+	e.onChange.Store(&fn)
+}
+
+func (e *Engine) stateChanged(key, value string) {
+	if fn := e.onChange.Load(); fn != nil {
+		(*fn)(key, value)
+	}
+}
+
+// ApplyReplicated applies a peer's change of key to value, as the
+// dashboard action would but without telling OnChange. A key or value it
+// does not understand is ignored and reported false: a newer peer's key,
+// or garbage, changes nothing.
+func (e *Engine) ApplyReplicated(key, value string) bool {
+	switch {
+	case strings.HasPrefix(key, allowKey):
+		n, ok := normalise(key[len(allowKey):], Subtree)
+		if !ok || n != key[len(allowKey):] {
+			return false
+		}
+		var err error
+		if value == "1" {
+			_, err = e.allow.add(n)
+		} else if value == "" {
+			_, err = e.allow.remove(n)
+		} else {
+			return false
+		}
+		return err != ErrAllowFull // a save error leaves the change applied
+	case key == pauseAllKey, strings.HasPrefix(key, pauseClientKey), strings.HasPrefix(key, pauseGroupKey):
+		var until time.Time
+		if value != "" {
+			t, err := time.Parse(time.RFC3339Nano, value)
+			if err != nil {
+				return false
+			}
+			until = t
+		}
+		e.pauses.set(key, until)
+		return true
+	}
+	return false
+}
+
+// keys are the replication keys of the pauses resume(client) ends: for ""
+// every pause there is.
+func (p *pauses) keys(client string) []string {
+	if client != "" {
+		return []string{pauseClientKey + client}
+	}
+	out := []string{pauseAllKey}
+	if m := p.clients.Load(); m != nil {
+		for k := range *m {
+			out = append(out, pauseClientKey+k)
+		}
+	}
+	if m := p.groups.Load(); m != nil {
+		for k := range *m {
+			out = append(out, pauseGroupKey+k)
+		}
+	}
+	return out
+}
+
+// set applies one pause key: until zero ends it.
+func (p *pauses) set(key string, until time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if key == pauseAllKey {
+		var n int64
+		if !until.IsZero() {
+			n = until.UnixNano()
+		}
+		p.all.Store(n)
+		return
+	}
+	m, name := &p.clients, strings.TrimPrefix(key, pauseClientKey)
+	if strings.HasPrefix(key, pauseGroupKey) {
+		m, name = &p.groups, strings.TrimPrefix(key, pauseGroupKey)
+	}
+	next := map[string]time.Time{}
+	if cur := m.Load(); cur != nil {
+		maps.Copy(next, *cur)
+	}
+	if until.IsZero() {
+		delete(next, name)
+	} else {
+		next[name] = until
+	}
+	m.Store(&next)
+}

@@ -1,0 +1,167 @@
+package web
+
+import (
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tokenServer is loginServer's routes with API tokens kept in a fresh
+// state directory, plus a session-only route.
+func tokenServer(t *testing.T) (*Server, string) {
+	t.Helper()
+	s, _ := loginServer(t)
+	dir := t.TempDir()
+	s.tokens = NewTokens()
+	s.tokens.Configure(dir, false)
+	return s, dir
+}
+
+// serveAs runs one request through the guard of route as if it came from
+// remote, over TLS when tls is set, and returns the status and body.
+func serveAs(s *Server, method, path, remote, token string, overTLS bool, hdr map[string]string) (int, string) {
+	r := httptest.NewRequest(method, path, nil)
+	r.RemoteAddr = remote
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	if overTLS {
+		r.TLS = &tls.ConnectionState{}
+	}
+	w := httptest.NewRecorder()
+	s.mux.ServeHTTP(w, r)
+	return w.Code, w.Body.String()
+}
+
+// A bearer request is judged by its token alone: a valid session cookie
+// beside a wrong token does not let it in, and a control token needs no
+// CSRF token (it is not a browser's ambient credential). Over plain HTTP a
+// token from another host is refused (and counted) unless
+// web.tokens_over_http; over HTTPS or from loopback it is accepted. An
+// expired token is refused; a session-only route refuses any token.
+func TestTokens_judgedByTheTokenAloneAndNotOverPlainLANHTTP(t *testing.T) {
+	s, dir := tokenServer(t)
+	s.Handle("GET /admin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), SessionRead)
+	now := time.Now()
+	ctl, err := AddToken(dir, "ctl", ScopeControl, 0, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := AddToken(dir, "old", ScopeRead, time.Minute, now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const loop, lan = "127.0.0.1:4000", "192.168.1.20:4000"
+	for _, tc := range []struct {
+		name, method, path, remote, token string
+		tls                               bool
+		hdr                               map[string]string
+		want                              int
+		body                              string
+	}{
+		{"control token, no CSRF", "POST", "/api/act", loop, ctl, false, nil, 200, "done"},
+		{"wrong token beside a cookie", "GET", "/api/private", loop, "nxdns_x", false, map[string]string{"Cookie": sessionCookie + "=" + strings.Repeat("a", 64)}, 401, "unknown API token"},
+		{"plain HTTP from the LAN", "GET", "/api/private", lan, ctl, false, nil, 403, "plain HTTP"},
+		{"HTTPS from the LAN", "GET", "/api/private", lan, ctl, true, nil, 200, ""},
+		{"expired", "GET", "/api/private", loop, old, false, nil, 401, "expired"},
+		{"session-only route", "GET", "/admin", loop, ctl, false, nil, 403, "browser login"},
+		{"not Bearer", "GET", "/api/private", loop, "", false, map[string]string{"Authorization": "Basic YTpi"}, 401, "Bearer"},
+	} {
+		code, body := serveAs(s, tc.method, tc.path, tc.remote, tc.token, tc.tls, tc.hdr)
+		if code != tc.want || !strings.Contains(body, tc.body) {
+			t.Errorf("%s: %d %q, want %d with %q", tc.name, code, body, tc.want, tc.body)
+		}
+		if strings.Contains(body, ctl) {
+			t.Errorf("%s: the answer echoes the token", tc.name)
+		}
+	}
+	s.tokens.Configure(dir, true) // web.tokens_over_http
+	if code, body := serveAs(s, "GET", "/api/private", lan, ctl, false, nil); code != 200 {
+		t.Errorf("plain HTTP from the LAN with tokens_over_http: %d %q", code, body)
+	}
+	got := map[[2]string]uint64{}
+	for _, c := range s.tokens.Counts() {
+		got[[2]string{c.Name, c.Result}] = c.N
+	}
+	for k, want := range map[[2]string]uint64{
+		{"ctl", TokenOK}: 3, {"ctl", TokenPlainHTTP}: 1, {"ctl", TokenScope}: 1,
+		{"unknown", TokenUnknown}: 1, {"old", TokenExpired}: 1,
+	} {
+		if got[k] != want {
+			t.Errorf("count %v: %d, want %d (all: %v)", k, got[k], want, got)
+		}
+	}
+}
+
+// The file keeps hashes only, with mode 0600; adds from two processes at
+// once (the CLI and the dashboard) both land; a damaged file keeps the last
+// good table rather than letting everything in or out.
+func TestTokens_fileHoldsHashesAndConcurrentAddsLand(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	tokens := make([]string, 8)
+	for i := range tokens {
+		wg.Go(func() {
+			tok, err := AddToken(dir, "t"+string(rune('a'+i)), ScopeRead, 0, time.Now())
+			if err != nil {
+				t.Error(err)
+			}
+			tokens[i] = tok
+		})
+	}
+	wg.Wait()
+	entries, err := ReadTokens(dir)
+	if err != nil || len(entries) != len(tokens) {
+		t.Fatalf("%d entries, %v; want %d", len(entries), err, len(tokens))
+	}
+	path := filepath.Join(dir, TokensFile)
+	b, _ := os.ReadFile(path)
+	for _, tok := range tokens {
+		if strings.Contains(string(b), tok) || strings.Contains(string(b), tok[len(TokenPrefix):]) {
+			t.Fatal("the file holds a token, not its hash")
+		}
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
+	}
+	if os.Geteuid() == 0 { // as `sudo nxdns token add` into a service's directory
+		owned := t.TempDir()
+		if err := os.Chown(owned, 4242, 4243); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := AddToken(owned, "svc", ScopeRead, 0, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(filepath.Join(owned, TokensFile))
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 4242 || st.Gid != 4243 {
+			t.Errorf("written by root into a directory of 4242:4243: owned by %d:%d, want the directory's owner", st.Uid, st.Gid)
+		}
+	}
+	tt := NewTokens()
+	tt.Configure(dir, false)
+	if _, r := tt.check(tokens[0], time.Now()); r != TokenOK {
+		t.Fatalf("a listed token: %s", r)
+	}
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, r := tt.check(tokens[0], time.Now()); r != TokenOK {
+		t.Errorf("after the file was damaged: %s, want the last good table", r)
+	}
+	if _, err := AddToken(dir, "Bad Name", ScopeRead, 0, time.Now()); err == nil {
+		t.Error("a name with a space and capitals was accepted")
+	}
+	if _, err := AddToken(dir, "x", "admin", 0, time.Now()); err == nil {
+		t.Error("scope admin was accepted")
+	}
+}
