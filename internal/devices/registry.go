@@ -396,6 +396,27 @@ func (v *View) Identify(ev *query.Event) {
 	}
 }
 
+// Uncount takes back the query Identify counted for ev's device: the UDP
+// fast path identifies a query before it knows whether the cache answers
+// it, and one it hands to the general path is identified, and counted,
+// there again. It never waits.
+func (v *View) Uncount(ev *query.Event) {
+	var k devKey
+	if ev.ClientID != "" {
+		k.id = strings.ToLower(ev.ClientID)
+	} else if mac, ok := ParseMAC(ev.ClientMAC); ok {
+		k.mac = mac
+	} else {
+		return
+	}
+	v.reg.mu.RLock()
+	rec := v.reg.devs[k]
+	v.reg.mu.RUnlock()
+	if rec != nil && rec.queries.Load() > 0 {
+		rec.queries.Add(^uint64(0))
+	}
+}
+
 // learned is a self-chosen name (a ClientID, a lease's host name, a PTR
 // name) if it may be used: not a configured client or group name.
 func (v *View) learned(name string) string {
