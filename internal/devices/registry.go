@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // DefaultMaxDevices bounds the devices remembered (by MAC or ClientID). A
 // household has tens; a LAN of forged MACs (from a trusted forwarder, or a
 // flooded neighbour table) costs at most this many records, ~200 B each,
-// the least recently seen going first.
+// the least recently seen unacknowledged ones going first (evictLocked).
 const DefaultMaxDevices = 4096
 
 // Device is one device as the API and the dashboard list it.
@@ -212,19 +213,33 @@ func (r *Registry) logBudgetLocked(now time.Time) bool {
 	return false
 }
 
-// evictLocked forgets the eighth of the devices seen longest ago.
+// evictLocked forgets the eighth of the devices seen longest ago, of the
+// unacknowledged ones while there are any: a flood of self-chosen
+// identities (ClientIDs, a forwarder's forged MACs) is all unacknowledged,
+// and an acknowledged device it pushed out would be new again on its next
+// query, back in the devices.new_devices group.
 func (r *Registry) evictLocked() {
-	seen := make([]int64, 0, len(r.devs))
-	for _, rec := range r.devs {
-		seen = append(seen, rec.lastSeen.Load())
+	type cand struct {
+		k     devKey
+		seen  int64
+		acked bool // read once: an Ack may land meanwhile (it holds no lock)
 	}
-	slices.Sort(seen)
-	cutoff := seen[max(len(seen)/8, 1)-1]
+	all := make([]cand, 0, len(r.devs))
+	unacked := 0
 	for k, rec := range r.devs {
-		if rec.lastSeen.Load() <= cutoff {
-			delete(r.devs, k)
-			r.evicted.Add(1)
+		c := cand{k, rec.lastSeen.Load(), rec.acked.Load()}
+		if !c.acked {
+			unacked++
 		}
+		all = append(all, c)
+	}
+	if unacked > 0 {
+		all = slices.DeleteFunc(all, func(c cand) bool { return c.acked })
+	}
+	slices.SortFunc(all, func(a, b cand) int { return cmp.Compare(a.seen, b.seen) })
+	for _, c := range all[:min(max(len(r.devs)/8, 1), len(all))] {
+		delete(r.devs, c.k)
+		r.evicted.Add(1)
 	}
 }
 

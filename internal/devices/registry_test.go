@@ -158,6 +158,32 @@ func TestRegistry_bounded(t *testing.T) {
 	}
 }
 
+// TestRegistry_floodKeepsAcknowledgedDevices: a flood of self-chosen
+// identities (ClientIDs over DoH, which any client may send, or forged
+// MACs from a forwarder) past the bound evicts the flood's own new
+// devices, not an acknowledged device that has been quiet longer: were it
+// forgotten, its next query would make it new again, and put it back in
+// the devices.new_devices group (another device's settings changed by
+// the flood; issue 32's bad input).
+func TestRegistry_floodKeepsAcknowledgedDevices(t *testing.T) {
+	reg := NewRegistry(nil)
+	reg.max = 64
+	v := NewView(reg, ViewOptions{})
+	tv := &query.Event{Time: time.Unix(1000, 0), Client: netip.MustParseAddr("192.168.1.20"), ClientMAC: "02:00:5e:00:53:20"}
+	v.Identify(tv)
+	if !tv.NewDevice || !reg.Ack("mac:02:00:5e:00:53:20") {
+		t.Fatalf("the TV: new %v, want new and then acknowledged", tv.NewDevice)
+	}
+	for i := range 1000 {
+		v.Identify(&query.Event{Time: time.Unix(2000+int64(i), 0), Client: netip.MustParseAddr("192.168.1.66"), ClientID: fmt.Sprintf("flood-%d", i)})
+	}
+	tv = &query.Event{Time: time.Unix(5000, 0), Client: netip.MustParseAddr("192.168.1.20"), ClientMAC: "02:00:5e:00:53:20"}
+	v.Identify(tv)
+	if tv.NewDevice {
+		t.Errorf("the acknowledged TV is new again after a flood of %d ClientIDs (stats %+v)", 1000, reg.Stats())
+	}
+}
+
 // TestValidClientID: one DNS label; markup and 10 kB are refused whole.
 func TestValidClientID(t *testing.T) {
 	for id, want := range map[string]bool{
