@@ -355,7 +355,7 @@ func NewView(reg *Registry, opts ViewOptions) *View {
 // name is, first found: the [[clients]] entry of its ClientID, of its MAC,
 // of its address; the ClientID itself; its lease name by MAC, by address;
 // its PTR name. A ClientID, lease or PTR name equal to a [[clients]] or
-// group name is not used (it would give one device another's settings:
+// group name, or that is an IP address, is not used (it would give one device another's settings:
 // a device chooses its own DHCP host name, which the router's DNS then
 // serves) and is counted. It never waits: map lookups, a read lock and atomics.
 func (v *View) Identify(ev *query.Event) {
@@ -433,12 +433,14 @@ func (v *View) Uncount(ev *query.Event) {
 }
 
 // learned is a self-chosen name (a ClientID, a lease's host name, a PTR
-// name) if it may be used: not a configured client or group name.
+// name) if it may be used: not a configured client or group name, nor an
+// IP address (a per-client pause is kept by address or name in one map:
+// internal/filter's pauses).
 func (v *View) learned(name string) string {
 	if name == "" {
 		return ""
 	}
-	if v.static.Reserved[name] {
+	if _, err := netip.ParseAddr(name); err == nil || v.static.Reserved[name] {
 		v.reg.collisions.Add(1)
 		return ""
 	}

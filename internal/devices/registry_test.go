@@ -80,6 +80,31 @@ func TestView_namePrecedence(t *testing.T) {
 	}
 }
 
+// TestView_learnedNameThatIsAnAddress: a host name a device chose that is
+// an IP address (an ISC dhcpd client-hostname is the client's own text)
+// is not used as its name: a client's name and its address share one
+// namespace where a per-client pause is kept (internal/filter's pauses,
+// keyed by address or name), so the kid's tablet named "192.168.1.50"
+// would be unfiltered whenever dad's laptop at 192.168.1.50 is paused.
+// It is counted as a collision.
+func TestView_learnedNameThatIsAnAddress(t *testing.T) {
+	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
+	os.WriteFile(leases, []byte("1 02:00:5e:00:00:21 192.168.1.21 192.168.1.50\n1 02:00:5e:00:00:22 192.168.1.22 fd00::50\n"), 0o600)
+	reg := NewRegistry(nil)
+	v := NewView(reg, ViewOptions{Leases: NewLeases([]LeaseFile{{Format: FormatDnsmasq, Path: leases}}, nil, false),
+		PTR: func(a netip.Addr) string { return "10.0.0.1" }})
+	for _, addr := range []string{"192.168.1.21", "192.168.1.22"} {
+		ev := &query.Event{Client: netip.MustParseAddr(addr)}
+		v.Identify(ev)
+		if ev.ClientName != "" {
+			t.Errorf("%s: name %q, want none (an address is no device name)", addr, ev.ClientName)
+		}
+	}
+	if s := reg.Stats(); s.Collisions < 4 {
+		t.Errorf("Collisions = %d, want ≥ 4 (two lease names, two PTR names)", s.Collisions)
+	}
+}
+
 // TestRegistry_newDeviceOnceAckedAndKept: a device seen for the first
 // time is new, logged and counted once however often it asks; an
 // acknowledgement clears it; a restart (a new registry over the same
