@@ -23,8 +23,9 @@ var dnsmasqForwarder = []string{"--add-mac", "--add-subnet=32,128", "--strip-mac
 // forwards a LAN client's query that carries a made-up option 65001 of its
 // own (another device's MAC): nxdns must not name the device by it. dnsmasq
 // with add-mac alone passes a client's option on untouched when it finds
-// no MAC for the client (and keeps it when it does), so without strip-mac
-// any client behind the router could take another device's settings.
+// no MAC for the client (here: a loopback client has none), so without
+// strip-mac any client behind the router could take another device's
+// settings.
 func TestRealDnsmasqForwarder_clientsOwnMACIsNotPassedOn(t *testing.T) {
 	skipShort(t)
 	kdig := tool(t, "kdig", "knot-dnsutils")
