@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // DefaultMaxDevices bounds the devices remembered (by MAC or ClientID). A
 // household has tens; a LAN of forged MACs (from a trusted forwarder, or a
 // flooded neighbour table) costs at most this many records, ~200 B each,
-// the least recently seen going first.
+// the least recently seen unacknowledged ones going first (evictLocked).
 const DefaultMaxDevices = 4096
 
 // Device is one device as the API and the dashboard list it.
@@ -212,19 +213,33 @@ func (r *Registry) logBudgetLocked(now time.Time) bool {
 	return false
 }
 
-// evictLocked forgets the eighth of the devices seen longest ago.
+// evictLocked forgets the eighth of the devices seen longest ago, of the
+// unacknowledged ones while there are any: a flood of self-chosen
+// identities (ClientIDs, a forwarder's forged MACs) is all unacknowledged,
+// and an acknowledged device it pushed out would be new again on its next
+// query, back in the devices.new_devices group.
 func (r *Registry) evictLocked() {
-	seen := make([]int64, 0, len(r.devs))
-	for _, rec := range r.devs {
-		seen = append(seen, rec.lastSeen.Load())
+	type cand struct {
+		k     devKey
+		seen  int64
+		acked bool // read once: an Ack may land meanwhile (it holds no lock)
 	}
-	slices.Sort(seen)
-	cutoff := seen[max(len(seen)/8, 1)-1]
+	all := make([]cand, 0, len(r.devs))
+	unacked := 0
 	for k, rec := range r.devs {
-		if rec.lastSeen.Load() <= cutoff {
-			delete(r.devs, k)
-			r.evicted.Add(1)
+		c := cand{k, rec.lastSeen.Load(), rec.acked.Load()}
+		if !c.acked {
+			unacked++
 		}
+		all = append(all, c)
+	}
+	if unacked > 0 {
+		all = slices.DeleteFunc(all, func(c cand) bool { return c.acked })
+	}
+	slices.SortFunc(all, func(a, b cand) int { return cmp.Compare(a.seen, b.seen) })
+	for _, c := range all[:min(max(len(r.devs)/8, 1), len(all))] {
+		delete(r.devs, c.k)
+		r.evicted.Add(1)
 	}
 }
 
@@ -340,7 +355,7 @@ func NewView(reg *Registry, opts ViewOptions) *View {
 // name is, first found: the [[clients]] entry of its ClientID, of its MAC,
 // of its address; the ClientID itself; its lease name by MAC, by address;
 // its PTR name. A ClientID, lease or PTR name equal to a [[clients]] or
-// group name is not used (it would give one device another's settings:
+// group name, or that is an IP address, is not used (it would give one device another's settings:
 // a device chooses its own DHCP host name, which the router's DNS then
 // serves) and is counted. It never waits: map lookups, a read lock and atomics.
 func (v *View) Identify(ev *query.Event) {
@@ -396,13 +411,36 @@ func (v *View) Identify(ev *query.Event) {
 	}
 }
 
+// Uncount takes back the query Identify counted for ev's device: the UDP
+// fast path identifies a query before it knows whether the cache answers
+// it, and one it hands to the general path is identified, and counted,
+// there again. It never waits.
+func (v *View) Uncount(ev *query.Event) {
+	var k devKey
+	if ev.ClientID != "" {
+		k.id = strings.ToLower(ev.ClientID)
+	} else if mac, ok := ParseMAC(ev.ClientMAC); ok {
+		k.mac = mac
+	} else {
+		return
+	}
+	v.reg.mu.RLock()
+	rec := v.reg.devs[k]
+	v.reg.mu.RUnlock()
+	if rec != nil && rec.queries.Load() > 0 {
+		rec.queries.Add(^uint64(0))
+	}
+}
+
 // learned is a self-chosen name (a ClientID, a lease's host name, a PTR
-// name) if it may be used: not a configured client or group name.
+// name) if it may be used: not a configured client or group name, nor an
+// IP address (a per-client pause is kept by address or name in one map:
+// internal/filter's pauses).
 func (v *View) learned(name string) string {
 	if name == "" {
 		return ""
 	}
-	if v.static.Reserved[name] {
+	if _, err := netip.ParseAddr(name); err == nil || v.static.Reserved[name] {
 		v.reg.collisions.Add(1)
 		return ""
 	}

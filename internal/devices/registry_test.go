@@ -80,6 +80,31 @@ func TestView_namePrecedence(t *testing.T) {
 	}
 }
 
+// TestView_learnedNameThatIsAnAddress: a host name a device chose that is
+// an IP address (an ISC dhcpd client-hostname is the client's own text)
+// is not used as its name: a client's name and its address share one
+// namespace where a per-client pause is kept (internal/filter's pauses,
+// keyed by address or name), so the kid's tablet named "192.168.1.50"
+// would be unfiltered whenever dad's laptop at 192.168.1.50 is paused.
+// It is counted as a collision.
+func TestView_learnedNameThatIsAnAddress(t *testing.T) {
+	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
+	os.WriteFile(leases, []byte("1 02:00:5e:00:00:21 192.168.1.21 192.168.1.50\n1 02:00:5e:00:00:22 192.168.1.22 fd00::50\n"), 0o600)
+	reg := NewRegistry(nil)
+	v := NewView(reg, ViewOptions{Leases: NewLeases([]LeaseFile{{Format: FormatDnsmasq, Path: leases}}, nil, false),
+		PTR: func(a netip.Addr) string { return "10.0.0.1" }})
+	for _, addr := range []string{"192.168.1.21", "192.168.1.22"} {
+		ev := &query.Event{Client: netip.MustParseAddr(addr)}
+		v.Identify(ev)
+		if ev.ClientName != "" {
+			t.Errorf("%s: name %q, want none (an address is no device name)", addr, ev.ClientName)
+		}
+	}
+	if s := reg.Stats(); s.Collisions < 4 {
+		t.Errorf("Collisions = %d, want ≥ 4 (two lease names, two PTR names)", s.Collisions)
+	}
+}
+
 // TestRegistry_newDeviceOnceAckedAndKept: a device seen for the first
 // time is new, logged and counted once however often it asks; an
 // acknowledgement clears it; a restart (a new registry over the same
@@ -155,6 +180,32 @@ func TestRegistry_bounded(t *testing.T) {
 	}
 	if s := reg.Stats(); s.Devices > 64 || s.Evicted == 0 {
 		t.Errorf("stats %+v: want at most 64 devices and some evicted", s)
+	}
+}
+
+// TestRegistry_floodKeepsAcknowledgedDevices: a flood of self-chosen
+// identities (ClientIDs over DoH, which any client may send, or forged
+// MACs from a forwarder) past the bound evicts the flood's own new
+// devices, not an acknowledged device that has been quiet longer: were it
+// forgotten, its next query would make it new again, and put it back in
+// the devices.new_devices group (another device's settings changed by
+// the flood; issue 32's bad input).
+func TestRegistry_floodKeepsAcknowledgedDevices(t *testing.T) {
+	reg := NewRegistry(nil)
+	reg.max = 64
+	v := NewView(reg, ViewOptions{})
+	tv := &query.Event{Time: time.Unix(1000, 0), Client: netip.MustParseAddr("192.168.1.20"), ClientMAC: "02:00:5e:00:53:20"}
+	v.Identify(tv)
+	if !tv.NewDevice || !reg.Ack("mac:02:00:5e:00:53:20") {
+		t.Fatalf("the TV: new %v, want new and then acknowledged", tv.NewDevice)
+	}
+	for i := range 1000 {
+		v.Identify(&query.Event{Time: time.Unix(2000+int64(i), 0), Client: netip.MustParseAddr("192.168.1.66"), ClientID: fmt.Sprintf("flood-%d", i)})
+	}
+	tv = &query.Event{Time: time.Unix(5000, 0), Client: netip.MustParseAddr("192.168.1.20"), ClientMAC: "02:00:5e:00:53:20"}
+	v.Identify(tv)
+	if tv.NewDevice {
+		t.Errorf("the acknowledged TV is new again after a flood of %d ClientIDs (stats %+v)", 1000, reg.Stats())
 	}
 }
 

@@ -16,6 +16,12 @@ var _ query.Pooler = (*Stage)(nil)
 // pool. A group's upstreams follow its schedule as its lists do: outside
 // its windows the client is served as if it were not in the group.
 func (p *Policy) Pool(client netip.Addr, name string, now time.Time) string {
+	return p.pool(client, name, false, now)
+}
+
+// pool is Pool; newDev puts the client in the new_devices group too, as
+// for its lists (newdevices.go).
+func (p *Policy) pool(client netip.Addr, name string, newDev bool, now time.Time) string {
 	if !p.pooled {
 		return ""
 	}
@@ -23,7 +29,7 @@ func (p *Policy) Pool(client netip.Addr, name string, now time.Time) string {
 	local := now.In(p.loc)
 	for i := range p.groups {
 		g := &p.groups[i]
-		if i != p.fallback && g.pooled && g.has(client, name) && g.activeAt(local) {
+		if i != p.fallback && g.pooled && (g.has(client, name) || newDev && i == p.newGroup) && g.activeAt(local) {
 			return g.name
 		}
 	}
@@ -36,12 +42,13 @@ func (p *Policy) Pool(client netip.Addr, name string, now time.Time) string {
 }
 
 // PoolOf is the pool of the query of ev (query.Pooler): Policy.Pool for
-// its client at its arrival. It costs nothing when no group has upstreams.
+// its client at its arrival, a new device in the new_devices group. It
+// costs nothing when no group has upstreams.
 func (s *Stage) PoolOf(ev *query.Event) string {
 	if !s.policy.pooled {
 		return ""
 	}
-	return s.policy.Pool(ev.Client, ev.ClientName, s.e.timeOf(ev))
+	return s.policy.pool(ev.Client, ev.ClientName, ev.NewDevice, s.e.timeOf(ev))
 }
 
 // DashboardAllows reports whether name, or a name above it, was allowed

@@ -65,6 +65,14 @@ func TestCheck_cases(t *testing.T) {
 		{"allowed from the dashboard", "dash.example.", []dns.RR{a("dash.example.", "10.0.0.1")}, false},
 		{"HTTPS address hint", "evil.example.", []dns.RR{https("evil.example.", "192.168.1.1")}, true},
 		{"no address", "evil.example.", []dns.RR{cname("evil.example.", "nas.lan.")}, false},
+		// The issue's bad input (issue 32): an allowed name is a whole
+		// label's suffix, never a string's; case never hides an address.
+		{"allowed name without a dot boundary", "evilplex.direct.", []dns.RR{a("evilplex.direct.", "10.0.0.1")}, true},
+		{"upper-case name", "EVIL.EXAMPLE.", []dns.RR{a("EVIL.EXAMPLE.", "10.0.0.1")}, true},
+		{"IPv4-mapped AAAA", "evil.example.", []dns.RR{aaaa("evil.example.", "::ffff:192.168.1.1")}, true},
+		{"DNS64 of a private address", "evil.example.", []dns.RR{aaaa("evil.example.", "64:ff9b::c0a8:101")}, true},
+		{"SVCB IPv6 hint", "_dns.evil.example.", []dns.RR{&dns.SVCB{Hdr: dns.RR_Header{Name: "_dns.evil.example.", Rrtype: dns.TypeSVCB, Class: dns.ClassINET, Ttl: 60},
+			Priority: 1, Target: ".", Value: []dns.SVCBKeyValue{&dns.SVCBIPv6Hint{Hint: []net.IP{net.ParseIP("fe80::1")}}}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := new(dns.Msg).SetQuestion(tc.qname, dns.TypeA)

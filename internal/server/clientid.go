@@ -20,6 +20,13 @@ type Identifier interface {
 	Identify(ev *query.Event)
 }
 
+// uncounter is an Identifier that counts each query of a device
+// (devices.View): the UDP fast path takes back the count of a query it
+// identified and then hands to the general path, which counts it again.
+type uncounter interface {
+	Uncount(ev *query.Event)
+}
+
 // optionMAC is the EDNS0 option dnsmasq's add-mac puts the client's MAC in
 // (six raw bytes; a code from the local/experimental range, RFC 6891 §9).
 const optionMAC = 65001

@@ -120,6 +120,9 @@ func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, clien
 	out, ok := f.answer.AnswerWire(dst, wq, ev, f.passers)
 	if !ok {
 		g.st.Limit.refund(client) // the general path takes its own token
+		if u, ok := g.st.Devices.(uncounter); ok {
+			u.Uncount(ev) // and identifies, and counts, the query again
+		}
 		return nil, nil, false
 	}
 	ev.Rcode = int(out[3] & 0xF)
