@@ -6,6 +6,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/upstream"
 	"github.com/nxdns/nxdns/internal/web"
@@ -70,6 +71,9 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 		Cache:    a.cache.Snapshot,
 		Episodes: a.episodes.List,
 		Devices:  a.devices.List,
+		// The DNSSEC page and banner (docs/dnssec.md).
+		DNSSECBogus: func() []dnssec.Episode { return a.dnssec.Snapshot().Recent },
+		NTAs:        a.filter.NTAs,
 	})
 }
 

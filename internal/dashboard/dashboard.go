@@ -21,6 +21,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/devices"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
@@ -48,6 +49,11 @@ type Deps struct {
 	// FilterNow is what the filter does for a client now (its group, a
 	// pause), for the client page; may be nil.
 	FilterNow func(client netip.Addr) filter.Decision
+	// DNSSECBogus is the last bogus verdicts, newest last, and NTAs the
+	// negative trust anchors set from the dashboard, for the DNSSEC page
+	// and the banner (docs/dnssec.md); either may be nil.
+	DNSSECBogus func() []dnssec.Episode
+	NTAs        func() []filter.NTA
 }
 
 // Dashboard serves the pages and the API.

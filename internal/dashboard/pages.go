@@ -43,7 +43,7 @@ var funcs = template.FuncMap{
 // pages are parsed once: the layout plus one page each.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices", "changes"} {
+	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices", "changes", "dnssec"} {
 		out[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
 	}
 	return out
@@ -61,6 +61,7 @@ func (d *Dashboard) pageRoutes() map[string]http.HandlerFunc {
 		"GET /devices":          d.pageDevices, // devices.go
 		"GET /status/banner":    d.pageBanner,
 		"GET /changes":          d.pageChanges,
+		"GET /dnssec":           d.pageDNSSEC, // dnssec_page.go
 	}
 }
 
