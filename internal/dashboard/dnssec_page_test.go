@@ -106,7 +106,7 @@ func TestDNSSECPage_listsVerdictsAndNTAsWithTheirButtons(t *testing.T) {
 	if strings.Contains(body, "<b>x</b>") || strings.Contains(body, `"zone"`) {
 		t.Error("a name unescaped, or raw JSON, on the page")
 	}
-	if strings.Contains(body, `data-name=""`) {
+	if strings.Contains(body, `data-name=""`) || !strings.Contains(body, "zone the root") {
 		t.Error("a button to stop validating the root")
 	}
 	if i, j := strings.Index(body, "expired.<wbr>test"), strings.Index(body, "www.<wbr>bogus"); i < 0 || j < 0 || i > j {
