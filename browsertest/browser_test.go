@@ -369,6 +369,7 @@ func TestBrowser_loginOverviewSearchActionLogout(t *testing.T) {
 	refreshAList(t, ctx, s)
 	noSidewaysScroll(t, ctx, s)
 	blockFromTheQueryLog(t, ctx, s)
+	ntaOnTheDNSSECPage(t, ctx, s)
 	screenshots(t, ctx, s)
 	bannerFollowsTheUpstream(t, ctx, s)
 
@@ -415,7 +416,7 @@ var widths = []int64{390, 768, 1280, 1920}
 // (a table too wide scrolls inside its own box, names wrap).
 func noSidewaysScroll(t *testing.T, ctx context.Context, s *stack) {
 	t.Helper()
-	pages := []string{"/", "/queries", "/clients", "/clients/127.0.0.1", "/upstreams", "/lists", "/cache", "/changes"}
+	pages := []string{"/", "/queries", "/clients", "/clients/127.0.0.1", "/upstreams", "/lists", "/cache", "/changes", "/dnssec"}
 	for _, w := range widths {
 		do(t, ctx, chromedp.EmulateViewport(w, 900))
 		for _, p := range pages {
@@ -458,6 +459,19 @@ func blockFromTheQueryLog(t *testing.T, ctx context.Context, s *stack) {
 	if got := s.lookup(t, "site3.example."); got == "0.0.0.0" || got == "" {
 		t.Fatalf("site3.example after the drop: %q, want the upstream's answer", got)
 	}
+}
+
+// ntaOnTheDNSSECPage: a negative trust anchor set through the route the
+// "stop validating ZONE for 24 h" buttons post to (docs/dnssec.md) is
+// listed on the DNSSEC page, and its "validate again" button ends it.
+func ntaOnTheDNSSECPage(t *testing.T, ctx context.Context, s *stack) {
+	t.Helper()
+	do(t, ctx, chromedp.Navigate(s.web+"/dnssec"), chromedp.WaitVisible(css("#dnssec-nta")))
+	get(t, ctx, chromedp.Evaluate[string](`fetch("/api/dnssec/nta?name=nta.example&minutes=1440", {method: "POST", headers: {"X-CSRF-Token": document.querySelector('meta[name="csrf-token"]').content}}).then(function (r) { window.ntaStatus = r.status; }), "sent"`))
+	poll(t, ctx, `window.ntaStatus === 200`)
+	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(css(`#dnssec-nta button[data-name="nta.example"]`)),
+		chromedp.Click(css(`#dnssec-nta button[data-name="nta.example"]`)))
+	poll(t, ctx, `document.querySelector('#dnssec-nta button[data-name="nta.example"]') === null`) // ended, and the page reloaded
 }
 
 // screenshots are the docs' pictures (docs/img, named in docs/dashboard.md):

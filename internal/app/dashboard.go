@@ -6,6 +6,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/dashboard"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/upstream"
@@ -75,6 +76,9 @@ func (a *App) newDashboard() *dashboard.Dashboard {
 		Services: a.filter.Services,
 		Tokens:   a.tokens,
 		Peers:    a.peerStatus,
+		// The DNSSEC page and banner (docs/dnssec.md).
+		DNSSECBogus: func() []dnssec.Episode { return a.dnssec.Snapshot().Recent },
+		NTAs:        a.filter.NTAs,
 	})
 }
 

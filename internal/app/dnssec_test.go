@@ -349,11 +349,37 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test. after the button", dns.RcodeSuccess, false)
 	})
 
+	t.Run("the DNSSEC page lists shadow's bogus answers and the NTA its button sets", func(t *testing.T) {
+		webPort := testutil.FreePort(t)
+		_, addr, _, _ := w.nxdnsWith(t, `mode = "shadow"`, true, func(c *config.Config) { c.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort) })
+		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test.", dns.RcodeSuccess, false)
+		base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+		if b := get(t, base+"/status/banner", http.StatusOK); !strings.Contains(b, "1 answer failed secure-DNS checks") || !strings.Contains(b, `href="/dnssec"`) {
+			t.Errorf("the banner does not tell of the bogus answer:\n%s", b)
+		}
+		page := get(t, base+"/dnssec", http.StatusOK)
+		if !strings.Contains(page, `data-post="/api/dnssec/nta" data-name="bogus.test" data-minutes="1440"`) || !strings.Contains(page, "given anyway") {
+			t.Fatalf("the DNSSEC page offers no NTA for bogus.test:\n%s", page)
+		}
+		resp, err := http.Post(base+"/api/dnssec/nta?name=bogus.test&minutes=1440", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if page := get(t, base+"/dnssec", http.StatusOK); !strings.Contains(page, `data-post="/api/dnssec/nta" data-method="DELETE" data-name="bogus.test"`) {
+			t.Errorf("the DNSSEC page does not list the NTA set:\n%s", page)
+		}
+	})
+
 	t.Run("enforce waits for the clock", func(t *testing.T) {
-		a, addr, timesync, _ := w.nxdnsWith(t, `mode = "enforce"`, false)
+		webPort := testutil.FreePort(t)
+		a, addr, timesync, _ := w.nxdnsWith(t, `mode = "enforce"`, false, func(c *config.Config) { c.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort) })
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test. before the clock is set", dns.RcodeSuccess, false)
 		if h := a.health(); h.DNSSEC == nil || !h.DNSSEC.WaitingForClock || h.DNSSEC.Enforcing {
 			t.Errorf("/api/health dnssec %+v, want waiting for the clock", h.DNSSEC)
+		}
+		if b := get(t, fmt.Sprintf("http://127.0.0.1:%d/status/banner", webPort), http.StatusOK); !strings.Contains(b, "waiting for this device&#39;s clock") {
+			t.Errorf("the banner does not say enforce waits for the clock:\n%s", b)
 		}
 		if err := os.WriteFile(filepath.Join(timesync, "synchronized"), nil, 0o644); err != nil {
 			t.Fatal(err)

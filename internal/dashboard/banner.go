@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nxdns/nxdns/internal/clock"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/web"
 )
 
@@ -55,7 +56,12 @@ func (d *Dashboard) banner() []bannerLine {
 	if d.deps.Health == nil {
 		return nil
 	}
-	return bannerFrom(d.deps.Health())
+	h := d.deps.Health()
+	var recent []dnssec.Episode
+	if d.deps.DNSSECBogus != nil && h.DNSSEC != nil && h.DNSSEC.Mode == "shadow" {
+		recent = d.deps.DNSSECBogus()
+	}
+	return append(bannerFrom(h), dnssecBanner(h.DNSSEC, recent, d.now())...) // dnssec_page.go
 }
 
 // pageBanner answers GET /status/banner with the banner's inner HTML

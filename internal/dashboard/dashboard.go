@@ -21,6 +21,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/devices"
+	"github.com/nxdns/nxdns/internal/dnssec"
 	"github.com/nxdns/nxdns/internal/episodes"
 	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
@@ -55,6 +56,11 @@ type Deps struct {
 	Services func() filter.ServicesAnswer
 	Tokens   *web.Tokens               // the API tokens (tokens.go); nil: the page says they are off
 	Peers    func() []peers.PeerStatus // the [[peers]] and whether each is in sync; may be nil
+	// DNSSECBogus is the last bogus verdicts, newest last, and NTAs the
+	// negative trust anchors set from the dashboard, for the DNSSEC page
+	// and the banner (docs/dnssec.md); either may be nil.
+	DNSSECBogus func() []dnssec.Episode
+	NTAs        func() []filter.NTA
 }
 
 // Dashboard serves the pages and the API.

@@ -43,7 +43,7 @@ var funcs = template.FuncMap{
 // pages are parsed once: the layout plus one page each.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices", "changes", "groups", "tokens", "peers"} {
+	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices", "changes", "groups", "tokens", "peers", "dnssec"} {
 		out[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
 	}
 	return out
@@ -62,6 +62,7 @@ func (d *Dashboard) pageRoutes() map[string]http.HandlerFunc {
 		"GET /status/banner":    d.pageBanner,
 		"GET /changes":          d.pageChanges,
 		"GET /groups":           d.pageGroups,
+		"GET /dnssec":           d.pageDNSSEC, // dnssec_page.go
 	}
 }
 

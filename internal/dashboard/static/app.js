@@ -37,6 +37,7 @@
     if (typeof j.paused === "boolean") return j.paused ? "Blocking paused until " + new Date(j.until).toLocaleTimeString() : "Blocking resumed";
     if (Array.isArray(j.entries)) return j.entries.length + " cached entries";
     if (Array.isArray(j.lists)) return j.lists.map(function (l) { return l.name + (l.ok ? ": " + l.rules + " rules" : ": failed, the last good copy is kept (" + l.error + ")"); }).join("; ") || "no list has a url";
+    if (typeof j.changed === "boolean" && j.name && j.allowed === undefined && j.blocked === undefined && !j.until) return "DNSSEC validation of " + j.name + " and the names below it is back on" + (j.changed ? "" : " (no change)") + (j.save_error ? "; not saved: " + j.save_error : "");
     if (j.until && j.name) return "DNSSEC validation of " + j.name + " and the names below it stops until " + new Date(j.until).toLocaleString() + (j.save_error ? "; not saved: " + j.save_error : "");
     return null;
   }
