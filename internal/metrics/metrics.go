@@ -55,6 +55,7 @@ func New(src Sources) *prometheus.Registry {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		diskIOCollector{"/proc/self/io"},
 	)
 	reg.MustRegister(nxdnsCollectors(src)...)
 	return reg
