@@ -3,7 +3,8 @@
 # (docs/testing-vm.md), built with debootstrap from Debian's mirror only and
 # cached by content: the cache key is the hash of this script, the
 # architecture, the suite, the mirror and the package list, so a change to
-# any of them builds a new tree and an unchanged one is reused as is.
+# any of them (or of scripts/vm/vminit, the arm64 initramfs) builds a new
+# tree and an unchanged one is reused as is.
 #
 #   scripts/vm/rootfs.sh [amd64|arm64]   prints the cached tree's directory
 #
@@ -28,7 +29,7 @@ mirror=$(vm_mirror)
 # dynamic user has a name; procps for ps.
 packages=systemd,systemd-sysv,udev,dbus,libnss-systemd,"$kernel",initramfs-tools,iproute2,knot-dnsutils,procps,kmod,e2fsprogs
 
-key=$(printf '%s\n' "$arch" "$suite" "$mirror" "$packages" | cat - "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
+key=$(printf '%s\n' "$arch" "$suite" "$mirror" "$packages" | cat - "${BASH_SOURCE[0]}" "$here/vminit/main.go" | sha256sum | cut -c1-16)
 dir=$(vm_cache)/rootfs-$arch-$key
 if [ -f "$dir/.complete" ]; then
   echo "$dir"
@@ -55,23 +56,60 @@ r=$dir.tmp
 echo nxdns-vm >"$r/etc/hostname"
 printf '127.0.0.1 localhost\n127.0.1.1 nxdns-vm\n' >"$r/etc/hosts"
 printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$r/etc/fstab"
+mkdir -p "$r/etc/systemd/network"
 cat >"$r/etc/systemd/network/10-en.network" <<'NET'
 [Match]
 Name=en* eth*
 [Network]
 DHCP=ipv4
 NET
-if [ -z "${foreign[*]}" ]; then
-  chroot "$r" systemctl enable systemd-networkd >/dev/null 2>&1
-  chroot "$r" passwd -d root >/dev/null
-else
-  mkdir -p "$r/etc/systemd/system/multi-user.target.wants"
-  ln -sf /lib/systemd/system/systemd-networkd.service "$r/etc/systemd/system/multi-user.target.wants/"
-fi
 # The guest answers DNS itself on 127.0.0.1:53 once nxdns runs, and needs no
 # other resolver (the VM has no network beyond the host's forwarded ports).
-: >"$r/etc/resolv.conf"
-rm -f "$r"/var/cache/apt/archives/*.deb
+post='systemctl enable systemd-networkd >/dev/null 2>&1
+passwd -d root >/dev/null
+rm -f /var/cache/apt/archives/*.deb
+: >/etc/resolv.conf'
+if [ -z "${foreign[*]}" ]; then
+  chroot "$r" /bin/sh -c "$post"
+else
+  # Another architecture: debootstrap's second stage must run on it. It runs
+  # in a VM of that architecture, booted with scripts/vm/vminit as its
+  # initramfs (the tree has none yet, and nothing here could make one);
+  # vminit stays the initramfs of every later boot, so update-initramfs is
+  # turned off in the guest. The result is cached as a disk image plus the
+  # kernel and that initramfs.
+  mkdir -p "$r/etc/initramfs-tools"
+  printf 'update_initramfs=no\n' >"$r/etc/initramfs-tools/update-initramfs.conf"
+  printf '%s\n' "$post" >"$r/vminit-post.sh"
+  kdeb=$(ls "$r"/var/cache/apt/archives/linux-image-[0-9]*_"$arch".deb | head -1)
+  k=$dir.kernel
+  rm -rf "$k"
+  mkdir -p "$k"
+  dpkg-deb -x "$kdeb" "$k"
+  release=$(ls "$k/lib/modules")
+  (cd "$here/../.." && CGO_ENABLED=0 GOARCH="$arch" go build -o "$k/vminit" ./scripts/vm/vminit &&
+    go run ./scripts/vm/vminit -pack "$k/initrd" "$k/vminit" "$k/lib/modules/$release")
+  truncate -s 3G "$dir.img"
+  mkfs.ext4 -q -F -L root -d "$r" "$dir.img"
+  echo "rootfs: debootstrap's second stage in a $arch VM (console: $log.console)" >&2
+  s0=$(date +%s)
+  timeout 5400 qemu-system-aarch64 -machine virt,accel=tcg -cpu cortex-a72 -m 1024 -smp 2 \
+    -nographic -no-user-config -nodefaults -monitor none -no-reboot -serial "file:$log.console" \
+    -kernel "$k/boot/vmlinuz-$release" -initrd "$k/initrd" -append "console=ttyAMA0 vminit.stage=second" \
+    -drive "file=$dir.img,format=raw,if=virtio" || true
+  echo "rootfs: second stage took $(($(date +%s) - s0)) s" >&2
+  if ! debugfs -R "stat /.second-stage-ok" "$dir.img" 2>/dev/null | grep -q Inode; then
+    tail -20 "$log.console" >&2
+    echo "rootfs: the second stage did not finish (console: $log.console)" >&2
+    exit 1
+  fi
+  rm -rf "$r"
+  mkdir -p "$r/boot"
+  mv "$dir.img" "$r/rootfs.img"
+  cp "$k/boot/vmlinuz-$release" "$r/boot/vmlinuz-$release"
+  cp "$k/initrd" "$r/boot/initrd.img-$release"
+  rm -rf "$k"
+fi
 touch "$r/.complete"
 mv "$dir.tmp" "$dir"
 echo "$dir"
