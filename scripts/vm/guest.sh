@@ -163,7 +163,7 @@ if [ "$phase" = 1 ]; then
   user=$(ps -o user= -p "$pid")
   echo "[$(now)] nxdns pid $pid uid $uid user $user"
   check "unit: runs as a dynamic user (uid 61184-65519, named nxdns)" \
-    bash -c "[ $uid -ge 61184 ] && [ $uid -le 65519 ] && [ '$user' = nxdns ] && ! getent passwd nxdns | grep -q '^nxdns:.*:/etc/passwd'"
+    bash -c "[ $uid -ge 61184 ] && [ $uid -le 65519 ] && [ '$user' = nxdns ] && ! grep -q '^nxdns:' /etc/passwd"
   grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/$pid/status >"$OUT/caps.txt"
   check "unit: holds CAP_NET_BIND_SERVICE and nothing else (permitted, effective, bounding, ambient)" \
     bash -c "grep -E '^Cap(Prm|Eff|Bnd|Amb):' '$OUT/caps.txt' | awk '{print \$2}' | sort -u | grep -qx 0000000000000400 &&
