@@ -4,8 +4,9 @@
 # real systemd and dpkg, and the netem field scenarios. Installs what it
 # needs from Debian (qemu-system-x86, debootstrap); the root filesystem is
 # cached by content in NXDNS_VM_CACHE (default ~/.cache/nxdns-vm), so only
-# the first run downloads Debian packages (about 10 minutes then, on 2
-# shared cores; the VM run itself about 9).
+# the first run downloads Debian packages. Measured on 2 shared cores at
+# host load 10-20: the root filesystem 10-25 minutes on the first run, the
+# VM run itself about 9 minutes (docs/testing-vm.md, "CI").
 #
 # The arm64 run (scripts/vm/run.sh arm64) is not part of CI: see
 # docs/testing-vm.md, "arm64", for when and how to run it.
