@@ -277,6 +277,9 @@ if [ "$phase" = 2 ]; then
   # lines of `systemctl status` can miss nxdns's reason; twenty hold it
   # (docs/testing-vm.md, "What an operator sees").
   SYSTEMD_COLORS=0 systemctl status nxdns --no-pager >"$OUT/status-broken-default.txt" 2>&1
+  # journald may not have the exited process's lines yet (seen under TCG):
+  # poll until status shows them, within a bound.
+  poll 30 bash -c "SYSTEMD_COLORS=0 systemctl status nxdns --no-pager -n 20 | grep -q budget_typo"
   SYSTEMD_COLORS=0 systemctl status nxdns --no-pager -n 20 >"$OUT/status-broken.txt" 2>&1
   check "broken at boot: systemctl status -n 20 shows the problem line" grep -q budget_typo "$OUT/status-broken.txt"
   check "broken at boot: systemctl status says it is failing (auto-restart, exit-code)" \
