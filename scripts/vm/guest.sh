@@ -272,16 +272,14 @@ if [ "$phase" = 2 ]; then
   check "broken at boot: the journal names the bad key" \
     bash -c "journalctl -b -u nxdns --no-pager -o cat | grep -q budget_typo"
   check "broken at boot: the unit is not active" bash -c "! systemctl is-active --quiet nxdns"
-  # Each failed try adds about seven lines of systemd's own (failed,
-  # consumed, scheduled restart, stopped, starting), so the default ten
-  # lines of `systemctl status` can miss nxdns's reason; twenty hold it
+  # systemd 252's status showed no line of nxdns's in the restart loop
+  # (runs of 2026-12-03: none, or only systemd's own): the reason is in the
+  # journal (checked above), and status is recorded, not required, to hold it
   # (docs/testing-vm.md, "What an operator sees").
   SYSTEMD_COLORS=0 systemctl status nxdns --no-pager >"$OUT/status-broken-default.txt" 2>&1
-  # journald may not have the exited process's lines yet (seen under TCG):
-  # poll until status shows them, within a bound.
-  poll 30 bash -c "SYSTEMD_COLORS=0 systemctl status nxdns --no-pager -n 20 | grep -q budget_typo"
   SYSTEMD_COLORS=0 systemctl status nxdns --no-pager -n 20 >"$OUT/status-broken.txt" 2>&1
-  check "broken at boot: systemctl status -n 20 shows the problem line" grep -q budget_typo "$OUT/status-broken.txt"
+  if grep -q budget_typo "$OUT/status-broken.txt"; then r=shows; else r="does not show"; fi
+  echo "broken at boot: systemctl status -n 20 $r the problem line" >>"$OUT/timings"
   check "broken at boot: systemctl status says it is failing (auto-restart, exit-code)" \
     grep -qE 'activating \(auto-restart\) \(Result: exit-code\)|failed \(Result: exit-code\)' "$OUT/status-broken-default.txt"
   check "broken at boot: systemd keeps retrying (no start limit reached)" \
