@@ -45,11 +45,6 @@
           # The Pi's binary cross-compiled on a PC (CGO off: no C toolchain).
           nxdns-aarch64 = pkgs.pkgsCross.aarch64-multiplatform.callPackage ./nix/package.nix stamp;
         }
-        // lib.optionalAttrs (pkgs.stdenv.hostPlatform.system == "aarch64-linux") {
-          # `nix build .#sd-image` on an aarch64 machine (or an x86_64 one
-          # with an aarch64 remote builder or binfmt emulation).
-          sd-image = self.nixosConfigurations.pi.config.system.build.sdImage;
-        }
       );
 
       # module.nix plus a default for services.nxdns.package, which nixpkgs
@@ -84,10 +79,10 @@
       checks.x86_64-linux = vmTests nixpkgs.legacyPackages.x86_64-linux;
 
       # The appliance around the module: the boot path that needs no DNS to
-      # set the clock, the SSH-key assertion, an image trimmed to a DNS
-      # server (nix/pi.nix). Import it in your own flake together with
-      # nixpkgs' installer/sd-card/sd-image-aarch64.nix (Pi 3, Pi 4, Zero 2,
-      # CM4), as nixosConfigurations.pi does (docs/how-to/deploy-on-a-pi.md).
+      # set the clock, SSH with a key and an assertion refusing an image
+      # without one, an image trimmed to a DNS server (nix/pi.nix). Import
+      # it together with nixpkgs' installer/sd-card/sd-image-aarch64.nix
+      # (Pi 3, Pi 4, Zero 2, CM4), as the `pi` template does.
       nixosModules.pi = {
         key = "nxdns#nixosModules.pi";
         _file = ./flake.nix;
@@ -97,19 +92,14 @@
         ];
       };
 
-      # An example Pi: flash it, boot, and it answers the LAN on port 53.
-      # It demands an SSH key (nix/pi-authorized-keys, one per line): an
-      # image nobody can log into is refused at evaluation.
-      nixosConfigurations.pi = nixpkgs.lib.nixosSystem {
-        modules = [
-          "${nixpkgs}/nixos/modules/installer/sd-card/sd-image-aarch64.nix"
-          self.nixosModules.pi
-          {
-            users.users.root.openssh.authorizedKeys.keys = lib.filter (
-              l: l != "" && !lib.hasPrefix "#" l
-            ) (lib.splitString "\n" (builtins.readFile ./nix/pi-authorized-keys));
-          }
-        ];
+      # A Pi of your own: `nix flake init -t github:nxdns/nxdns#pi`, put your
+      # SSH key in configuration.nix, build (docs/how-to/deploy-on-a-pi.md).
+      # A template rather than a nixosConfigurations output: that output
+      # would need a key this repository cannot ship, and without one its
+      # assertion would fail `nix flake check` on every fresh clone.
+      templates.pi = {
+        path = ./templates/pi;
+        description = "A Raspberry Pi running nxdns (fill in your SSH key and router)";
       };
 
       devShells = forAllSystems (pkgs: {

@@ -1,9 +1,9 @@
-# The example Raspberry Pi behind nixosConfigurations.pi, nixosModules.pi and
-# packages.aarch64-linux.sd-image. The SD-card layout, boot loader and
+# The Raspberry Pi appliance behind nixosModules.pi, which the flake's `pi`
+# template (templates/pi) imports. The SD-card layout, boot loader and
 # firmware come from nixpkgs' installer/sd-card/sd-image-aarch64.nix
 # (imported in flake.nix), which boots the Pi 3, Pi 4, Zero 2 W and CM4 —
 # not the Pi 5. For your network, set services.nxdns.pi.router and your SSH
-# key, and override what you like; see docs/how-to/deploy-on-a-pi.md.
+# key (the template's configuration.nix), and override what you like; see docs/how-to/deploy-on-a-pi.md.
 #
 # The boot path (docs/how-to/deploy-on-a-pi.md, "The clock"): a Pi has no
 # real-time clock, DoT/DoH need a correct clock to verify certificates, NTP
@@ -117,8 +117,8 @@ in
         message = ''
           The nxdns Pi image has no SSH key: password login is off and there is
           no console user, so nobody could log in. Put your public key in
-          nix/pi-authorized-keys (and `git add` it: a flake sees tracked files
-          only), or set users.users.root.openssh.authorizedKeys.keys.
+          users.users.root.openssh.authorizedKeys.keys (configuration.nix of
+          the `pi` template: docs/how-to/deploy-on-a-pi.md).
         '';
       }
     ];

@@ -70,6 +70,7 @@ func New(src Sources) *prometheus.Registry {
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		diskIOCollector{"/proc/self/io"},
 	)
 	reg.MustRegister(nxdnsCollectors(src)...)
 	return reg
