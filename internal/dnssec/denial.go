@@ -149,6 +149,14 @@ func cutAbove(bitmap []uint16) bool {
 	return hasType(bitmap, dns.TypeNS) && !hasType(bitmap, dns.TypeSOA) || hasType(bitmap, dns.TypeDNAME)
 }
 
+// parentSide reports whether a bitmap at a name is the parent's side of a
+// delegation (NS without SOA), which proves the absence of no type but DS
+// there: the child's records are in the child zone (RFC 6840 §4.1, RFC
+// 5155 §8.9).
+func parentSide(bitmap []uint16, qtype uint16) bool {
+	return qtype != dns.TypeDS && hasType(bitmap, dns.TypeNS) && !hasType(bitmap, dns.TypeSOA)
+}
+
 func (p *proofs) nsecAt(name string) *dns.NSEC {
 	for _, n := range p.nsec {
 		if canonical(n.Hdr.Name) == name {
@@ -278,6 +286,9 @@ func (p *proofs) noData(name string, qtype uint16) (proof, error) {
 		if qtype == dns.TypeDS && hasType(n.TypeBitMap, dns.TypeSOA) && name != "." {
 			return noProof("the NSEC at %s is the child zone's, not the parent's", name), nil
 		}
+		if parentSide(n.TypeBitMap, qtype) {
+			return noProof("the NSEC at %s is the parent's at a delegation, no proof for %s", name, dns.TypeToString[qtype]), nil
+		}
 		return proof{kind: proofSecure}, nil
 	}
 	if n := p.nsecCovering(name); n != nil {
@@ -299,6 +310,9 @@ func (p *proofs) noData(name string, qtype uint16) (proof, error) {
 	if m != nil {
 		if hasType(m.TypeBitMap, qtype) || hasType(m.TypeBitMap, dns.TypeCNAME) {
 			return noProof("the NSEC3 of %s lists %s", name, dns.TypeToString[qtype]), nil
+		}
+		if parentSide(m.TypeBitMap, qtype) {
+			return noProof("the NSEC3 of %s is the parent's at a delegation, no proof for %s", name, dns.TypeToString[qtype]), nil
 		}
 		return proof{kind: proofSecure}, nil
 	}

@@ -505,3 +505,22 @@ func TestSharedFetchNeverOutlastsTheDeadline(t *testing.T) {
 		t.Fatalf("the long query: %v, want secure", r)
 	}
 }
+
+// The parent's NSEC at a delegation (NS without SOA) says which types the
+// parent holds there, not the child's: replayed as a NODATA for another
+// type at the delegation's own name, it proves nothing (RFC 6840 §4.1,
+// RFC 5155 §8.9).
+func TestParentNSECAtADelegationProvesNoDataOnlyForDS(t *testing.T) {
+	w := newWorld(t)
+	test := w.add("test.", dns.ECDSAP256SHA256, true)
+	w.add("a.test.", dns.ED25519, true)
+	v := w.validator(t, nil)
+	delegation := nsec("a.test.", "b.test.", dns.TypeNS, dns.TypeDS, dns.TypeRRSIG, dns.TypeNSEC)
+	ns := append(test.sign(test.soa()), test.sign(delegation)...)
+	check(t, v, msg("a.test.", dns.TypeA, 0, nil, ns), Bogus, dns.ExtendedErrorCodeNSECMissing)
+	h := nsec3Hash("a.test.", 0)
+	n3 := nsec3("test.", h, h, 0, false, dns.TypeNS, dns.TypeDS, dns.TypeRRSIG)
+	ns3 := append(test.sign(test.soa()), test.sign(n3)...)
+	check(t, v, msg("a.test.", dns.TypeA, 0, nil, ns3), Bogus, dns.ExtendedErrorCodeNSECMissing)
+}
+
