@@ -377,7 +377,11 @@ func cutFromBitmap(name string, bitmap []uint16) proof {
 // wildcard proves that name, answered from a wildcard whose RRSIG counts
 // sigLabels labels, does not exist itself (RFC 4035 §5.3.4, RFC 5155 §8.8).
 func (p *proofs) wildcard(name string, sigLabels int) (proof, error) {
-	if p.nsecCovering(name) != nil {
+	// The covering NSEC must also show that the closest encloser is the
+	// wildcard's parent: one whose owner is a closer ancestor of name
+	// proves that ancestor exists, and so that this wildcard could not
+	// have answered.
+	if n := p.nsecCovering(name); n != nil && closestEncloserNSEC(n, name) == suffix(name, sigLabels) {
 		return proof{kind: proofSecure}, nil
 	}
 	if pr, done := p.noNSEC3(name + ", answered from a wildcard, does not exist"); done {

@@ -524,3 +524,20 @@ func TestParentNSECAtADelegationProvesNoDataOnlyForDS(t *testing.T) {
 	check(t, v, msg("a.test.", dns.TypeA, 0, nil, ns3), Bogus, dns.ExtendedErrorCodeNSECMissing)
 }
 
+// A wildcard answer needs the proof that no closer name exists: an NSEC
+// that covers the name asked but whose owner is the next closer name
+// proves that name exists, so the wildcard above it could not have
+// answered (RFC 4035 §5.3.4).
+func TestWildcardNSECMustProveNoCloserMatch(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	z := w.add("a.test.", dns.ED25519, true)
+	// Signed as *.a.test. (Labels 2), served as x.b.a.test.; b.a.test. exists.
+	signed := z.sign(rr("*.a.test. 300 IN A 192.0.2.9"))
+	ans := []dns.RR{rr("x.b.a.test. 300 IN A 192.0.2.9"), signed[1]}
+	ans[1].Header().Name = "x.b.a.test."
+	v := w.validator(t, nil)
+	check(t, v, msg("x.b.a.test.", dns.TypeA, 0, ans, z.sign(nsec("b.a.test.", "c.a.test.", dns.TypeA))), Bogus, dns.ExtendedErrorCodeNSECMissing)
+	// The right proof: an NSEC covering b.a.test. itself.
+	check(t, v, msg("x.b.a.test.", dns.TypeA, 0, ans, z.sign(nsec("a.a.test.", "c.a.test.", dns.TypeA))), Secure, 0)
+}
