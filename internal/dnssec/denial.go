@@ -175,6 +175,7 @@ func (p *proofs) hashOf(name string) (string, error) {
 	if !take(&p.w.hashes) {
 		return "", errBudget
 	}
+	p.w.hashed.Add(1)
 	h := dns.HashName(name, dns.SHA1, p.n3.iter, p.n3.salt)
 	p.hash[name] = h
 	return h, nil

@@ -286,6 +286,7 @@ func (v *Validator) verify(w *work, s *rrset, zone string, keys []*dns.DNSKEY, t
 				return nil, nil, errBudget
 			}
 			tries++
+			w.verified.Add(1)
 			if sig.Verify(k, s.rrs) == nil {
 				return sig, nil, nil
 			}

@@ -348,6 +348,11 @@ func TestKeyTrapIsBounded(t *testing.T) {
 		t.Fatalf("verdict %v after %d signature checks, want bogus within %d", r, sigs, MaxVerifications)
 	}
 	t.Logf("KeyTrap answer: %v after %d signature checks (bound %d per query, %d per RRset)", r, sigs, MaxVerifications, MaxKeyTries)
+	// With the chain's keys validated already, the trap RRset alone: the
+	// per-RRset bound.
+	if r, sigs, _ = v.ValidateCounted(context.Background(), m); r.Status != Bogus || sigs > MaxKeyTries {
+		t.Fatalf("warm: verdict %v after %d signature checks, want bogus within %d", r, sigs, MaxKeyTries)
+	}
 }
 
 // keyTrap is a world whose trap.test. has a DNSKEY set of 500 keys of alg,
