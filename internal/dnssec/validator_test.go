@@ -546,3 +546,17 @@ func TestWildcardNSECMustProveNoCloserMatch(t *testing.T) {
 	// The right proof: an NSEC covering b.a.test. itself.
 	check(t, v, msg("x.b.a.test.", dns.TypeA, 0, ans, z.sign(nsec("a.a.test.", "c.a.test.", dns.TypeA))), Secure, 0)
 }
+
+// A negative trust anchor covers its name and the names below it, label by
+// label: paypal.com. does not cover notpaypal.com. (RFC 7646 §1.1).
+func TestNegativeTrustAnchorMatchesWholeLabels(t *testing.T) {
+	v := newWorld(t).validator(t, func(c *Config) { c.NTAs = []string{"PayPal.com"} })
+	for name, want := range map[string]string{
+		"paypal.com.": "paypal.com.", "www.paypal.com.": "paypal.com.",
+		"notpaypal.com.": "", "paypal.com.evil.": "", "com.": "",
+	} {
+		if got := v.nta(name); got != want {
+			t.Errorf("nta(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
