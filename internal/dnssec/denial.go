@@ -312,6 +312,9 @@ func (p *proofs) noData(name string, qtype uint16) (proof, error) {
 		if hasType(m.TypeBitMap, qtype) || hasType(m.TypeBitMap, dns.TypeCNAME) {
 			return noProof("the NSEC3 of %s lists %s", name, dns.TypeToString[qtype]), nil
 		}
+		if qtype == dns.TypeDS && hasType(m.TypeBitMap, dns.TypeSOA) && name != "." {
+			return noProof("the NSEC3 of %s is the child zone's, not the parent's", name), nil
+		}
 		if parentSide(m.TypeBitMap, qtype) {
 			return noProof("the NSEC3 of %s is the parent's at a delegation, no proof for %s", name, dns.TypeToString[qtype]), nil
 		}

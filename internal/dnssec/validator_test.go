@@ -560,3 +560,18 @@ func TestNegativeTrustAnchorMatchesWholeLabels(t *testing.T) {
 		}
 	}
 }
+
+// A DS NODATA must come from the parent: the child's own NSEC or NSEC3 at
+// its apex (SOA in the bitmap) proves nothing of the DS set, which the
+// parent holds (RFC 4035 §5.4, RFC 5155 §8.6).
+func TestChildApexDenialProvesNoDSAbsence(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	z := w.add("a.test.", dns.ED25519, true)
+	v := w.validator(t, nil)
+	apexNSEC := nsec("a.test.", "b.a.test.", dns.TypeSOA, dns.TypeNS, dns.TypeDNSKEY, dns.TypeRRSIG, dns.TypeNSEC)
+	check(t, v, msg("a.test.", dns.TypeDS, 0, nil, append(z.sign(z.soa()), z.sign(apexNSEC)...)), Bogus, dns.ExtendedErrorCodeNSECMissing)
+	h := nsec3Hash("a.test.", 0)
+	apexNSEC3 := nsec3("a.test.", h, h, 0, false, dns.TypeSOA, dns.TypeNS, dns.TypeDNSKEY, dns.TypeRRSIG)
+	check(t, v, msg("a.test.", dns.TypeDS, 0, nil, append(z.sign(z.soa()), z.sign(apexNSEC3)...)), Bogus, dns.ExtendedErrorCodeNSECMissing)
+}
