@@ -30,6 +30,9 @@ type proofs struct {
 	n3    *nsec3Params // nil when there are no usable NSEC3 records
 	w     *work
 	hash  map[string]string
+	// until is the earliest expiration (Unix seconds) of the signatures
+	// over these records; 0 for none.
+	until int64
 }
 
 type nsec3Params struct {
@@ -49,8 +52,12 @@ func (v *Validator) denials(w *work, auth []*rrset, zone string, zk *zoneKeys) (
 		if !under(zone, s.name) {
 			continue // another zone's records: no part of this proof
 		}
-		if _, fail, err := v.verify(w, s, zone, zk.keys, zk.tags); err != nil || fail != nil {
+		sig, fail, err := v.verify(w, s, zone, zk.keys, zk.tags)
+		if err != nil || fail != nil {
 			return nil, fail, err
+		}
+		if exp := absTime(sig.Expiration, v.now().Unix()); p.until == 0 || exp < p.until {
+			p.until = exp
 		}
 		for _, rr := range s.rrs {
 			switch r := rr.(type) {

@@ -575,3 +575,18 @@ func TestChildApexDenialProvesNoDSAbsence(t *testing.T) {
 	apexNSEC3 := nsec3("a.test.", h, h, 0, false, dns.TypeSOA, dns.TypeNS, dns.TypeDNSKEY, dns.TypeRRSIG)
 	check(t, v, msg("a.test.", dns.TypeDS, 0, nil, append(z.sign(z.soa()), z.sign(apexNSEC3)...)), Bogus, dns.ExtendedErrorCodeNSECMissing)
 }
+
+// A secure negative answer is not kept past the expiration of the
+// signatures over its proof either (RFC 4035 §5.3.3): ValidUntil, which
+// the Guard caps the TTLs at, is set from them.
+func TestSecureDenialValidUntilItsSignatures(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	z := w.add("a.test.", dns.ED25519, true)
+	soon := time.Now().Add(10 * time.Minute)
+	ns := append(z.sign(z.soa()), z.signAt(time.Now().Add(-time.Hour), soon, nsec("www.a.test.", "x.a.test.", dns.TypeA))...)
+	r := check(t, w.validator(t, nil), msg("www.a.test.", dns.TypeAAAA, 0, nil, ns), Secure, 0)
+	if r.ValidUntil.IsZero() || r.ValidUntil.After(soon) {
+		t.Fatalf("ValidUntil %v, want by the NSEC's expiration %v", r.ValidUntil, soon)
+	}
+}
