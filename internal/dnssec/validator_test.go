@@ -590,3 +590,34 @@ func TestSecureDenialValidUntilItsSignatures(t *testing.T) {
 		t.Fatalf("ValidUntil %v, want by the NSEC's expiration %v", r.ValidUntil, soon)
 	}
 }
+
+// A bogus verdict is kept 30 seconds, however many zones below it are
+// asked for meanwhile: storing a child's verdict, which is the parent's,
+// must not push the parent's end further (nor write to a verdict other
+// queries read).
+func TestBogusVerdictEndsAfter30sWhateverIsAskedBelow(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	bad := w.add("bad.test.", dns.ED25519, true)
+	c1 := w.add("c1.bad.test.", dns.ED25519, true)
+	c2 := w.add("c2.bad.test.", dns.ED25519, true)
+	wrong, wrongPriv := genKey(t, "bad.test.", dns.ED25519, 257)
+	other := &tzone{name: "bad.test.", key: wrong, priv: wrongPriv, signed: true}
+	var broken atomic.Bool
+	broken.Store(true)
+	w.override = func(name string, qtype uint16) *dns.Msg {
+		if broken.Load() && name == "bad.test." && qtype == dns.TypeDNSKEY {
+			return msg(name, qtype, 0, other.sign(wrong), nil) // no key matches the DS
+		}
+		return nil
+	}
+	var now atomic.Int64
+	now.Store(time.Now().Unix())
+	v := w.validator(t, func(c *Config) { c.Now = func() time.Time { return time.Unix(now.Load(), 0) } })
+	check(t, v, msg("www.c1.bad.test.", dns.TypeA, 0, c1.sign(rr("www.c1.bad.test. 300 IN A 192.0.2.1")), nil), Bogus, dns.ExtendedErrorCodeDNSKEYMissing)
+	broken.Store(false) // the zone is fixed
+	now.Add(20)
+	check(t, v, msg("www.c2.bad.test.", dns.TypeA, 0, c2.sign(rr("www.c2.bad.test. 300 IN A 192.0.2.2")), nil), Bogus, dns.ExtendedErrorCodeDNSKEYMissing)
+	now.Add(15) // 35 s after the first verdict
+	check(t, v, msg("www.bad.test.", dns.TypeA, 0, bad.sign(rr("www.bad.test. 300 IN A 192.0.2.3")), nil), Secure, 0)
+}
