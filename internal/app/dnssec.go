@@ -46,11 +46,23 @@ func (a *App) attachDNSSEC(g *generation) error {
 	if last == "" { // the start: the cache file's entries are the last run's
 		last = cacheFileMode(g.cfg.DNS.CacheFile, c.Mode)
 	}
-	if last != c.Mode && a.cache != nil {
-		a.cache.Flush(".")
+	marker := c.Mode
+	if last != c.Mode {
+		if a.cache != nil {
+			a.cache.Flush(".")
+		}
+		// The file is next written minutes from now; until then it holds
+		// the old mode's entries, which the marker below would vouch for
+		// after a crash. If it cannot go, the marker vouches for nothing.
+		if f := g.cfg.DNS.CacheFile; f != "" {
+			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+				a.log.Warn("could not remove the cache file of another DNSSEC mode; the next start empties the cache", zap.Error(err))
+				marker = "unknown"
+			}
+		}
 	}
 	a.dnssecMode = c.Mode
-	a.markCacheFileMode(g.cfg.DNS.CacheFile, c.Mode)
+	a.markCacheFileMode(g.cfg.DNS.CacheFile, marker)
 	if c.Mode == config.DNSSECOff {
 		return nil
 	}

@@ -408,3 +408,46 @@ func TestDNSSEC_cacheFileFromAnotherModeIsNotServed(t *testing.T) {
 		t.Fatalf("a restart in shadow loaded %d entries stored under off, want 0", n)
 	}
 }
+
+// TestDNSSEC_crashAfterAModeChangeServesNoOldEntries: a start in a new mode
+// records that mode beside the cache file at once, but the file is next
+// written minutes later; a crash (a Pi unplugged, a crash loop) in between
+// must not leave the old mode's entries under the new mode's marker.
+func TestDNSSEC_crashAfterAModeChangeServesNoOldEntries(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	cfg.DNS.CacheFile = filepath.Join(t.TempDir(), "cache.bin")
+	start := func(mode string) *App {
+		t.Helper()
+		c := cfg
+		c.DNSSEC.Mode = mode
+		a, err := Start(c, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := start(config.DNSSECOff)
+	ask(t, addr, "kept.example.")
+	shutdown(t, a)
+	a = start(config.DNSSECShadow)
+	// What the disk holds if the machine stops now, before any save.
+	onDisk, err := os.ReadFile(cfg.DNS.CacheFile)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	shutdown(t, a)
+	if err == nil {
+		if err := os.WriteFile(cfg.DNS.CacheFile, onDisk, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		os.Remove(cfg.DNS.CacheFile)
+	}
+	a = start(config.DNSSECShadow)
+	defer shutdown(t, a)
+	if n := a.cache.Snapshot().Entries; n != 0 {
+		t.Fatalf("after a crash following the change to shadow, %d entries stored under off were loaded, want 0", n)
+	}
+}
