@@ -51,14 +51,8 @@ func (a *App) attachDNSSEC(g *generation) error {
 		if a.cache != nil {
 			a.cache.Flush(".")
 		}
-		// The file is next written minutes from now; until then it holds
-		// the old mode's entries, which the marker below would vouch for
-		// after a crash. If it cannot go, the marker vouches for nothing.
-		if f := g.cfg.DNS.CacheFile; f != "" {
-			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
-				a.log.Warn("could not remove the cache file of another DNSSEC mode; the next start empties the cache", zap.Error(err))
-				marker = "unknown"
-			}
+		if !a.dropCacheFile(g.cfg.DNS.CacheFile) {
+			marker = "unknown"
 		}
 	}
 	a.dnssecMode = c.Mode
@@ -116,6 +110,22 @@ func cacheFileMode(cacheFile, current string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// dropCacheFile deletes the cache file after the cache was emptied for
+// DNSSEC's sake: the file is next written minutes later, and until then it
+// holds the entries just dropped, which a crash would hand to the next
+// start under the current marker. It reports false when the file is still
+// there (the caller marks it "unknown", so the next start drops it).
+func (a *App) dropCacheFile(cacheFile string) bool {
+	if cacheFile == "" {
+		return true
+	}
+	if err := os.Remove(cacheFile); err != nil && !os.IsNotExist(err) {
+		a.log.Warn("could not remove the cache file after emptying the cache for DNSSEC; the next start empties the cache", zap.Error(err))
+		return false
+	}
+	return true
+}
+
 func (a *App) markCacheFileMode(cacheFile, mode string) {
 	if cacheFile == "" {
 		return
@@ -131,6 +141,9 @@ func (a *App) dnssecClockChanged(now clock.Reading) {
 	g := a.gen.Load()
 	if now.State == clock.Synchronized && g != nil && g.validator != nil && g.validator.Enforcing() {
 		n := a.cache.Flush(".")
+		if !a.dropCacheFile(g.cfg.DNS.CacheFile) {
+			a.markCacheFileMode(g.cfg.DNS.CacheFile, "unknown")
+		}
 		a.log.Info("DNSSEC enforce mode active: the system clock is set", zap.Int("cache_entries_dropped", n))
 	}
 }

@@ -451,3 +451,52 @@ func TestDNSSEC_crashAfterAModeChangeServesNoOldEntries(t *testing.T) {
 		t.Fatalf("after a crash following the change to shadow, %d entries stored under off were loaded, want 0", n)
 	}
 }
+
+// TestDNSSEC_crashAfterTheClockIsSetServesNoShadowEntries: enforce waits
+// for the clock, storing what it passed on meanwhile; once the clock is
+// set the cache is emptied, and the cache file must not keep those
+// entries for the next start until its next save.
+func TestDNSSEC_crashAfterTheClockIsSetServesNoShadowEntries(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	cfg.DNS.CacheFile = filepath.Join(t.TempDir(), "cache.bin")
+	cfg.DNSSEC.Mode = config.DNSSECEnforce
+	timesync := t.TempDir()
+	start := func() *App {
+		t.Helper()
+		a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel(), Clock: clock.NewWatcher(clock.Source{TimesyncDir: timesync}, 20*time.Millisecond)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := start()
+	ask(t, addr, "kept.example.")
+	shutdown(t, a) // saved while enforce waited for the clock
+	a = start()
+	if n := a.cache.Snapshot().Entries; n != 1 {
+		t.Fatalf("a restart with the clock still unset loaded %d entries, want 1", n)
+	}
+	if err := os.WriteFile(filepath.Join(timesync, "synchronized"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "enforce to begin", 5*time.Second, func() bool { return a.cache.Snapshot().Entries == 0 })
+	onDisk, err := os.ReadFile(cfg.DNS.CacheFile) // what a crash now leaves
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	shutdown(t, a)
+	if err == nil {
+		if err := os.WriteFile(cfg.DNS.CacheFile, onDisk, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		os.Remove(cfg.DNS.CacheFile)
+	}
+	a = start()
+	defer shutdown(t, a)
+	if n := a.cache.Snapshot().Entries; n != 0 {
+		t.Fatalf("after a crash once the clock was set, %d entries stored before it were loaded, want 0", n)
+	}
+}
