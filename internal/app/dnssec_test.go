@@ -418,34 +418,16 @@ func TestDNSSEC_crashAfterAModeChangeServesNoOldEntries(t *testing.T) {
 	addr := loopbackAddr(t)
 	cfg := r.config(t, addr, false)
 	cfg.DNS.CacheFile = filepath.Join(t.TempDir(), "cache.bin")
-	start := func(mode string) *App {
-		t.Helper()
-		c := cfg
-		c.DNSSEC.Mode = mode
-		a, err := Start(c, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	a := start(config.DNSSECOff)
+	cfg.DNSSEC.Mode = config.DNSSECOff
+	a := startCached(t, r, cfg, nil)
 	ask(t, addr, "kept.example.")
 	shutdown(t, a)
-	a = start(config.DNSSECShadow)
-	// What the disk holds if the machine stops now, before any save.
-	onDisk, err := os.ReadFile(cfg.DNS.CacheFile)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
+	cfg.DNSSEC.Mode = config.DNSSECShadow
+	a = startCached(t, r, cfg, nil)
+	crashed := diskNow(t, cfg.DNS.CacheFile) // what the disk holds if the machine stops now
 	shutdown(t, a)
-	if err == nil {
-		if err := os.WriteFile(cfg.DNS.CacheFile, onDisk, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		os.Remove(cfg.DNS.CacheFile)
-	}
-	a = start(config.DNSSECShadow)
+	crashed()
+	a = startCached(t, r, cfg, nil)
 	defer shutdown(t, a)
 	if n := a.cache.Snapshot().Entries; n != 0 {
 		t.Fatalf("after a crash following the change to shadow, %d entries stored under off were loaded, want 0", n)
@@ -463,18 +445,13 @@ func TestDNSSEC_crashAfterTheClockIsSetServesNoShadowEntries(t *testing.T) {
 	cfg.DNS.CacheFile = filepath.Join(t.TempDir(), "cache.bin")
 	cfg.DNSSEC.Mode = config.DNSSECEnforce
 	timesync := t.TempDir()
-	start := func() *App {
-		t.Helper()
-		a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel(), Clock: clock.NewWatcher(clock.Source{TimesyncDir: timesync}, 20*time.Millisecond)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
+	watcher := func() *clock.Watcher {
+		return clock.NewWatcher(clock.Source{TimesyncDir: timesync}, 20*time.Millisecond)
 	}
-	a := start()
+	a := startCached(t, r, cfg, watcher())
 	ask(t, addr, "kept.example.")
 	shutdown(t, a) // saved while enforce waited for the clock
-	a = start()
+	a = startCached(t, r, cfg, watcher())
 	if n := a.cache.Snapshot().Entries; n != 1 {
 		t.Fatalf("a restart with the clock still unset loaded %d entries, want 1", n)
 	}
@@ -482,21 +459,43 @@ func TestDNSSEC_crashAfterTheClockIsSetServesNoShadowEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, "enforce to begin", 5*time.Second, func() bool { return a.cache.Snapshot().Entries == 0 })
-	onDisk, err := os.ReadFile(cfg.DNS.CacheFile) // what a crash now leaves
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
+	crashed := diskNow(t, cfg.DNS.CacheFile)
 	shutdown(t, a)
-	if err == nil {
-		if err := os.WriteFile(cfg.DNS.CacheFile, onDisk, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	} else {
-		os.Remove(cfg.DNS.CacheFile)
-	}
-	a = start()
+	crashed()
+	a = startCached(t, r, cfg, watcher())
 	defer shutdown(t, a)
 	if n := a.cache.Snapshot().Entries; n != 0 {
 		t.Fatalf("after a crash once the clock was set, %d entries stored before it were loaded, want 0", n)
+	}
+}
+
+// startCached starts nxdns on cfg, with the clock watcher given (nil: the
+// system's).
+func startCached(t *testing.T, r *rig, cfg config.Config, w *clock.Watcher) *App {
+	t.Helper()
+	a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel(), Clock: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// diskNow reads path as a crash now would leave it, and returns what puts
+// it back so after a clean shutdown has written it.
+func diskNow(t *testing.T, path string) func() {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err != nil {
+			os.Remove(path)
+			return
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
