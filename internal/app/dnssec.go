@@ -152,7 +152,18 @@ func (a *App) dnssecClockChanged(now clock.Reading) {
 // resolver that answers name, with DO and CD set, with the query's own
 // context (and so its deadline and its client's share of the pool).
 func (g *generation) fetchDNSSEC(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
-	res, _ := g.resolverIn(name, "")
+	route := name
+	if qtype == dns.TypeDS && name != "." {
+		// A DS set lives in the parent zone (RFC 4035 §3.1.4.1): a forward
+		// zone's own server, authoritative for the child alone, answers
+		// it from the child's side.
+		if i, end := dns.NextLabel(name, 0); !end {
+			route = name[i:]
+		} else {
+			route = "."
+		}
+	}
+	res, _ := g.resolverIn(route, "")
 	q := new(dns.Msg)
 	q.SetQuestion(name, qtype)
 	q.CheckingDisabled = true

@@ -349,6 +349,18 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test. after the button", dns.RcodeSuccess, false)
 	})
 
+	t.Run("a validated forward zone's DS comes from its parent", func(t *testing.T) {
+		// plain.test. forwarded to a server authoritative for it alone, as a
+		// router is for its own zone: the DS lives in test., which proves
+		// the delegation unsigned; the zone's own server has no say in it.
+		child := serveChildOnly(t, "plain.test.", "www.plain.test. 300 IN A 192.0.2.4")
+		yes := true
+		_, addr, _, _ := w.nxdnsWith(t, `mode = "enforce"`, true, func(c *config.Config) {
+			c.ForwardZones = append(c.ForwardZones, config.ForwardZone{Zone: "plain.test", Resolver: "udp://" + child, Validate: &yes})
+		})
+		wantAnswer(t, askFlags(t, addr, "www.plain.test.", "do"), "www.plain.test. through its validated forward zone", dns.RcodeSuccess, false)
+	})
+
 	t.Run("enforce waits for the clock", func(t *testing.T) {
 		a, addr, timesync, _ := w.nxdnsWith(t, `mode = "enforce"`, false)
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test. before the clock is set", dns.RcodeSuccess, false)
@@ -498,4 +510,42 @@ func diskNow(t *testing.T, path string) func() {
 			t.Fatal(err)
 		}
 	}
+}
+
+// serveChildOnly is an authoritative server on loopback for zone alone,
+// unsigned: the one record given, and NODATA or NXDOMAIN with the zone's
+// SOA for anything else (a DS query included, as the child side answers
+// it). It returns its address.
+func serveChildOnly(t testing.TB, zone, record string) string {
+	t.Helper()
+	rec, err := dns.NewRR(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	soa, _ := dns.NewRR(zone + " 300 IN SOA ns." + zone + " h." + zone + " 1 3600 900 604800 300")
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg).SetReply(q)
+		m.Authoritative = true
+		qq := q.Question[0]
+		switch {
+		case strings.EqualFold(qq.Name, rec.Header().Name) && qq.Qtype == rec.Header().Rrtype:
+			m.Answer = []dns.RR{rec}
+		case !strings.EqualFold(qq.Name, rec.Header().Name) && !strings.EqualFold(qq.Name, zone):
+			m.Rcode = dns.RcodeNameError
+			m.Ns = []dns.RR{soa}
+		default:
+			m.Ns = []dns.RR{soa}
+		}
+		if o := q.IsEdns0(); o != nil {
+			m.SetEdns0(1232, o.Do())
+		}
+		w.WriteMsg(m)
+	})}
+	go srv.ActivateAndServe()
+	t.Cleanup(func() { srv.Shutdown() })
+	return pc.LocalAddr().String()
 }
