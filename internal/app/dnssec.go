@@ -46,11 +46,17 @@ func (a *App) attachDNSSEC(g *generation) error {
 	if last == "" { // the start: the cache file's entries are the last run's
 		last = cacheFileMode(g.cfg.DNS.CacheFile, c.Mode)
 	}
-	if last != c.Mode && a.cache != nil {
-		a.cache.Flush(".")
+	marker := c.Mode
+	if last != c.Mode {
+		if a.cache != nil {
+			a.cache.Flush(".")
+		}
+		if !a.dropCacheFile(g.cfg.DNS.CacheFile) {
+			marker = "unknown"
+		}
 	}
 	a.dnssecMode = c.Mode
-	a.markCacheFileMode(g.cfg.DNS.CacheFile, c.Mode)
+	a.markCacheFileMode(g.cfg.DNS.CacheFile, marker)
 	if c.Mode == config.DNSSECOff {
 		return nil
 	}
@@ -104,6 +110,22 @@ func cacheFileMode(cacheFile, current string) string {
 	return strings.TrimSpace(string(b))
 }
 
+// dropCacheFile deletes the cache file after the cache was emptied for
+// DNSSEC's sake: the file is next written minutes later, and until then it
+// holds the entries just dropped, which a crash would hand to the next
+// start under the current marker. It reports false when the file is still
+// there (the caller marks it "unknown", so the next start drops it).
+func (a *App) dropCacheFile(cacheFile string) bool {
+	if cacheFile == "" {
+		return true
+	}
+	if err := os.Remove(cacheFile); err != nil && !os.IsNotExist(err) {
+		a.log.Warn("could not remove the cache file after emptying the cache for DNSSEC; the next start empties the cache", zap.Error(err))
+		return false
+	}
+	return true
+}
+
 func (a *App) markCacheFileMode(cacheFile, mode string) {
 	if cacheFile == "" {
 		return
@@ -119,6 +141,9 @@ func (a *App) dnssecClockChanged(now clock.Reading) {
 	g := a.gen.Load()
 	if now.State == clock.Synchronized && g != nil && g.validator != nil && g.validator.Enforcing() {
 		n := a.cache.Flush(".")
+		if !a.dropCacheFile(g.cfg.DNS.CacheFile) {
+			a.markCacheFileMode(g.cfg.DNS.CacheFile, "unknown")
+		}
 		a.log.Info("DNSSEC enforce mode active: the system clock is set", zap.Int("cache_entries_dropped", n))
 	}
 }
@@ -127,7 +152,18 @@ func (a *App) dnssecClockChanged(now clock.Reading) {
 // resolver that answers name, with DO and CD set, with the query's own
 // context (and so its deadline and its client's share of the pool).
 func (g *generation) fetchDNSSEC(ctx context.Context, name string, qtype uint16) (*dns.Msg, error) {
-	res, _ := g.resolverIn(name, "")
+	route := name
+	if qtype == dns.TypeDS && name != "." {
+		// A DS set lives in the parent zone (RFC 4035 §3.1.4.1): a forward
+		// zone's own server, authoritative for the child alone, answers
+		// it from the child's side.
+		if i, end := dns.NextLabel(name, 0); !end {
+			route = name[i:]
+		} else {
+			route = "."
+		}
+	}
+	res, _ := g.resolverIn(route, "")
 	q := new(dns.Msg)
 	q.SetQuestion(name, qtype)
 	q.CheckingDisabled = true

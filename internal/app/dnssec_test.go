@@ -371,6 +371,18 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 		}
 	})
 
+	t.Run("a validated forward zone's DS comes from its parent", func(t *testing.T) {
+		// plain.test. forwarded to a server authoritative for it alone, as a
+		// router is for its own zone: the DS lives in test., which proves
+		// the delegation unsigned; the zone's own server has no say in it.
+		child := serveChildOnly(t, "plain.test.", "www.plain.test. 300 IN A 192.0.2.4")
+		yes := true
+		_, addr, _, _ := w.nxdnsWith(t, `mode = "enforce"`, true, func(c *config.Config) {
+			c.ForwardZones = append(c.ForwardZones, config.ForwardZone{Zone: "plain.test", Resolver: "udp://" + child, Validate: &yes})
+		})
+		wantAnswer(t, askFlags(t, addr, "www.plain.test.", "do"), "www.plain.test. through its validated forward zone", dns.RcodeSuccess, false)
+	})
+
 	t.Run("enforce waits for the clock", func(t *testing.T) {
 		webPort := testutil.FreePort(t)
 		a, addr, timesync, _ := w.nxdnsWith(t, `mode = "enforce"`, false, func(c *config.Config) { c.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort) })
@@ -433,4 +445,133 @@ func TestDNSSEC_cacheFileFromAnotherModeIsNotServed(t *testing.T) {
 	if n := run(config.DNSSECShadow, false); n != 0 {
 		t.Fatalf("a restart in shadow loaded %d entries stored under off, want 0", n)
 	}
+}
+
+// TestDNSSEC_crashAfterAModeChangeServesNoOldEntries: a start in a new mode
+// records that mode beside the cache file at once, but the file is next
+// written minutes later; a crash (a Pi unplugged, a crash loop) in between
+// must not leave the old mode's entries under the new mode's marker.
+func TestDNSSEC_crashAfterAModeChangeServesNoOldEntries(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	cfg.DNS.CacheFile = filepath.Join(t.TempDir(), "cache.bin")
+	cfg.DNSSEC.Mode = config.DNSSECOff
+	a := startCached(t, r, cfg, nil)
+	ask(t, addr, "kept.example.")
+	shutdown(t, a)
+	cfg.DNSSEC.Mode = config.DNSSECShadow
+	a = startCached(t, r, cfg, nil)
+	crashed := diskNow(t, cfg.DNS.CacheFile) // what the disk holds if the machine stops now
+	shutdown(t, a)
+	crashed()
+	a = startCached(t, r, cfg, nil)
+	defer shutdown(t, a)
+	if n := a.cache.Snapshot().Entries; n != 0 {
+		t.Fatalf("after a crash following the change to shadow, %d entries stored under off were loaded, want 0", n)
+	}
+}
+
+// TestDNSSEC_crashAfterTheClockIsSetServesNoShadowEntries: enforce waits
+// for the clock, storing what it passed on meanwhile; once the clock is
+// set the cache is emptied, and the cache file must not keep those
+// entries for the next start until its next save.
+func TestDNSSEC_crashAfterTheClockIsSetServesNoShadowEntries(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	cfg := r.config(t, addr, false)
+	cfg.DNS.CacheFile = filepath.Join(t.TempDir(), "cache.bin")
+	cfg.DNSSEC.Mode = config.DNSSECEnforce
+	timesync := t.TempDir()
+	watcher := func() *clock.Watcher {
+		return clock.NewWatcher(clock.Source{TimesyncDir: timesync}, 20*time.Millisecond)
+	}
+	a := startCached(t, r, cfg, watcher())
+	ask(t, addr, "kept.example.")
+	shutdown(t, a) // saved while enforce waited for the clock
+	a = startCached(t, r, cfg, watcher())
+	if n := a.cache.Snapshot().Entries; n != 1 {
+		t.Fatalf("a restart with the clock still unset loaded %d entries, want 1", n)
+	}
+	if err := os.WriteFile(filepath.Join(timesync, "synchronized"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "enforce to begin", 5*time.Second, func() bool { return a.cache.Snapshot().Entries == 0 })
+	crashed := diskNow(t, cfg.DNS.CacheFile)
+	shutdown(t, a)
+	crashed()
+	a = startCached(t, r, cfg, watcher())
+	defer shutdown(t, a)
+	if n := a.cache.Snapshot().Entries; n != 0 {
+		t.Fatalf("after a crash once the clock was set, %d entries stored before it were loaded, want 0", n)
+	}
+}
+
+// startCached starts nxdns on cfg, with the clock watcher given (nil: the
+// system's).
+func startCached(t *testing.T, r *rig, cfg config.Config, w *clock.Watcher) *App {
+	t.Helper()
+	a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel(), Clock: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// diskNow reads path as a crash now would leave it, and returns what puts
+// it back so after a clean shutdown has written it.
+func diskNow(t *testing.T, path string) func() {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if err != nil {
+			os.Remove(path)
+			return
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// serveChildOnly is an authoritative server on loopback for zone alone,
+// unsigned: the one record given, and NODATA or NXDOMAIN with the zone's
+// SOA for anything else (a DS query included, as the child side answers
+// it). It returns its address.
+func serveChildOnly(t testing.TB, zone, record string) string {
+	t.Helper()
+	rec, err := dns.NewRR(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	soa, _ := dns.NewRR(zone + " 300 IN SOA ns." + zone + " h." + zone + " 1 3600 900 604800 300")
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg).SetReply(q)
+		m.Authoritative = true
+		qq := q.Question[0]
+		switch {
+		case strings.EqualFold(qq.Name, rec.Header().Name) && qq.Qtype == rec.Header().Rrtype:
+			m.Answer = []dns.RR{rec}
+		case !strings.EqualFold(qq.Name, rec.Header().Name) && !strings.EqualFold(qq.Name, zone):
+			m.Rcode = dns.RcodeNameError
+			m.Ns = []dns.RR{soa}
+		default:
+			m.Ns = []dns.RR{soa}
+		}
+		if o := q.IsEdns0(); o != nil {
+			m.SetEdns0(1232, o.Do())
+		}
+		w.WriteMsg(m)
+	})}
+	go srv.ActivateAndServe()
+	t.Cleanup(func() { srv.Shutdown() })
+	return pc.LocalAddr().String()
 }

@@ -134,6 +134,10 @@ func (e *entry) renderStale() *dns.Msg {
 	}
 	ede := &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeStaleAnswer, ExtraText: "served stale: no fresh answer in time"}
 	m := e.withTTLs(func(uint32) uint32 { return staleTTL }, ede)
+	// Past its TTL, which a validated answer's signatures capped, and after
+	// a refresh that failed (in enforce perhaps as bogus): served, but not
+	// as validated data (docs/dnssec.md).
+	m.AuthenticatedData = false
 	e.staleView.Store(m)
 	return m
 }

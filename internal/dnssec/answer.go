@@ -17,7 +17,8 @@ type answer struct {
 	verdict Result
 	proofs  map[string]*proofs // per signer, validated once
 	// validUntil is the earliest expiration (Unix seconds) of the
-	// signatures the answer section's RRsets verified with; 0 for none.
+	// signatures the answer section's RRsets and the denials that prove
+	// the answer verified with; 0 for none.
 	validUntil int64
 }
 
@@ -124,9 +125,7 @@ func (a *answer) checkSet(s *rrset) {
 		a.merge(*fail)
 		return
 	}
-	if exp := absTime(sig.Expiration, a.v.now().Unix()); a.validUntil == 0 || exp < a.validUntil {
-		a.validUntil = exp
-	}
+	a.until(absTime(sig.Expiration, a.v.now().Unix()))
 	if int(sig.Labels) < labels(s.name) {
 		p := a.proofsOf(signer, zk)
 		if p == nil {
@@ -177,7 +176,17 @@ func (a *answer) proofsOf(zone string, zk *zoneKeys) *proofs {
 		a.proofs = map[string]*proofs{}
 	}
 	a.proofs[zone] = p
+	if p != nil {
+		a.until(p.until)
+	}
 	return p
+}
+
+// until lowers validUntil to exp (Unix seconds; 0 is none).
+func (a *answer) until(exp int64) {
+	if exp != 0 && (a.validUntil == 0 || exp < a.validUntil) {
+		a.validUntil = exp
+	}
 }
 
 func (a *answer) mergeProof(zone string, pr proof, err error) {

@@ -30,6 +30,9 @@ type proofs struct {
 	n3    *nsec3Params // nil when there are no usable NSEC3 records
 	w     *work
 	hash  map[string]string
+	// until is the earliest expiration (Unix seconds) of the signatures
+	// over these records; 0 for none.
+	until int64
 }
 
 type nsec3Params struct {
@@ -49,8 +52,12 @@ func (v *Validator) denials(w *work, auth []*rrset, zone string, zk *zoneKeys) (
 		if !under(zone, s.name) {
 			continue // another zone's records: no part of this proof
 		}
-		if _, fail, err := v.verify(w, s, zone, zk.keys, zk.tags); err != nil || fail != nil {
+		sig, fail, err := v.verify(w, s, zone, zk.keys, zk.tags)
+		if err != nil || fail != nil {
 			return nil, fail, err
+		}
+		if exp := absTime(sig.Expiration, v.now().Unix()); p.until == 0 || exp < p.until {
+			p.until = exp
 		}
 		for _, rr := range s.rrs {
 			switch r := rr.(type) {
@@ -149,6 +156,14 @@ func cutAbove(bitmap []uint16) bool {
 	return hasType(bitmap, dns.TypeNS) && !hasType(bitmap, dns.TypeSOA) || hasType(bitmap, dns.TypeDNAME)
 }
 
+// parentSide reports whether a bitmap at a name is the parent's side of a
+// delegation (NS without SOA), which proves the absence of no type but DS
+// there: the child's records are in the child zone (RFC 6840 §4.1, RFC
+// 5155 §8.9).
+func parentSide(bitmap []uint16, qtype uint16) bool {
+	return qtype != dns.TypeDS && hasType(bitmap, dns.TypeNS) && !hasType(bitmap, dns.TypeSOA)
+}
+
 func (p *proofs) nsecAt(name string) *dns.NSEC {
 	for _, n := range p.nsec {
 		if canonical(n.Hdr.Name) == name {
@@ -167,6 +182,7 @@ func (p *proofs) hashOf(name string) (string, error) {
 	if !take(&p.w.hashes) {
 		return "", errBudget
 	}
+	p.w.hashed.Add(1)
 	h := dns.HashName(name, dns.SHA1, p.n3.iter, p.n3.salt)
 	p.hash[name] = h
 	return h, nil
@@ -278,6 +294,9 @@ func (p *proofs) noData(name string, qtype uint16) (proof, error) {
 		if qtype == dns.TypeDS && hasType(n.TypeBitMap, dns.TypeSOA) && name != "." {
 			return noProof("the NSEC at %s is the child zone's, not the parent's", name), nil
 		}
+		if parentSide(n.TypeBitMap, qtype) {
+			return noProof("the NSEC at %s is the parent's at a delegation, no proof for %s", name, dns.TypeToString[qtype]), nil
+		}
 		return proof{kind: proofSecure}, nil
 	}
 	if n := p.nsecCovering(name); n != nil {
@@ -299,6 +318,12 @@ func (p *proofs) noData(name string, qtype uint16) (proof, error) {
 	if m != nil {
 		if hasType(m.TypeBitMap, qtype) || hasType(m.TypeBitMap, dns.TypeCNAME) {
 			return noProof("the NSEC3 of %s lists %s", name, dns.TypeToString[qtype]), nil
+		}
+		if qtype == dns.TypeDS && hasType(m.TypeBitMap, dns.TypeSOA) && name != "." {
+			return noProof("the NSEC3 of %s is the child zone's, not the parent's", name), nil
+		}
+		if parentSide(m.TypeBitMap, qtype) {
+			return noProof("the NSEC3 of %s is the parent's at a delegation, no proof for %s", name, dns.TypeToString[qtype]), nil
 		}
 		return proof{kind: proofSecure}, nil
 	}
@@ -363,7 +388,11 @@ func cutFromBitmap(name string, bitmap []uint16) proof {
 // wildcard proves that name, answered from a wildcard whose RRSIG counts
 // sigLabels labels, does not exist itself (RFC 4035 §5.3.4, RFC 5155 §8.8).
 func (p *proofs) wildcard(name string, sigLabels int) (proof, error) {
-	if p.nsecCovering(name) != nil {
+	// The covering NSEC must also show that the closest encloser is the
+	// wildcard's parent: one whose owner is a closer ancestor of name
+	// proves that ancestor exists, and so that this wildcard could not
+	// have answered.
+	if n := p.nsecCovering(name); n != nil && closestEncloserNSEC(n, name) == suffix(name, sigLabels) {
 		return proof{kind: proofSecure}, nil
 	}
 	if pr, done := p.noNSEC3(name + ", answered from a wildcard, does not exist"); done {

@@ -77,6 +77,11 @@ func (v *Validator) store(key string, zk *zoneKeys) {
 	if zk.transient {
 		return
 	}
+	// A copy: zk may be another key's cached verdict (a child's status is
+	// often its parent's), which other queries read and whose end this
+	// must not move.
+	c := *zk
+	zk = &c
 	now := v.now()
 	switch {
 	case zk.Status == Bogus:
@@ -286,6 +291,7 @@ func (v *Validator) verify(w *work, s *rrset, zone string, keys []*dns.DNSKEY, t
 				return nil, nil, errBudget
 			}
 			tries++
+			w.verified.Add(1)
 			if sig.Verify(k, s.rrs) == nil {
 				return sig, nil, nil
 			}

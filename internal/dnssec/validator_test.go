@@ -348,6 +348,11 @@ func TestKeyTrapIsBounded(t *testing.T) {
 		t.Fatalf("verdict %v after %d signature checks, want bogus within %d", r, sigs, MaxVerifications)
 	}
 	t.Logf("KeyTrap answer: %v after %d signature checks (bound %d per query, %d per RRset)", r, sigs, MaxVerifications, MaxKeyTries)
+	// With the chain's keys validated already, the trap RRset alone: the
+	// per-RRset bound.
+	if r, sigs, _ = v.ValidateCounted(context.Background(), m); r.Status != Bogus || sigs > MaxKeyTries {
+		t.Fatalf("warm: verdict %v after %d signature checks, want bogus within %d", r, sigs, MaxKeyTries)
+	}
 }
 
 // keyTrap is a world whose trap.test. has a DNSKEY set of 500 keys of alg,
@@ -504,4 +509,115 @@ func TestSharedFetchNeverOutlastsTheDeadline(t *testing.T) {
 	if r := <-first; r.Status != Secure {
 		t.Fatalf("the long query: %v, want secure", r)
 	}
+}
+
+// The parent's NSEC at a delegation (NS without SOA) says which types the
+// parent holds there, not the child's: replayed as a NODATA for another
+// type at the delegation's own name, it proves nothing (RFC 6840 §4.1,
+// RFC 5155 §8.9).
+func TestParentNSECAtADelegationProvesNoDataOnlyForDS(t *testing.T) {
+	w := newWorld(t)
+	test := w.add("test.", dns.ECDSAP256SHA256, true)
+	w.add("a.test.", dns.ED25519, true)
+	v := w.validator(t, nil)
+	delegation := nsec("a.test.", "b.test.", dns.TypeNS, dns.TypeDS, dns.TypeRRSIG, dns.TypeNSEC)
+	ns := append(test.sign(test.soa()), test.sign(delegation)...)
+	check(t, v, msg("a.test.", dns.TypeA, 0, nil, ns), Bogus, dns.ExtendedErrorCodeNSECMissing)
+	h := nsec3Hash("a.test.", 0)
+	n3 := nsec3("test.", h, h, 0, false, dns.TypeNS, dns.TypeDS, dns.TypeRRSIG)
+	ns3 := append(test.sign(test.soa()), test.sign(n3)...)
+	check(t, v, msg("a.test.", dns.TypeA, 0, nil, ns3), Bogus, dns.ExtendedErrorCodeNSECMissing)
+}
+
+// A wildcard answer needs the proof that no closer name exists: an NSEC
+// that covers the name asked but whose owner is the next closer name
+// proves that name exists, so the wildcard above it could not have
+// answered (RFC 4035 §5.3.4).
+func TestWildcardNSECMustProveNoCloserMatch(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	z := w.add("a.test.", dns.ED25519, true)
+	// Signed as *.a.test. (Labels 2), served as x.b.a.test.; b.a.test. exists.
+	signed := z.sign(rr("*.a.test. 300 IN A 192.0.2.9"))
+	ans := []dns.RR{rr("x.b.a.test. 300 IN A 192.0.2.9"), signed[1]}
+	ans[1].Header().Name = "x.b.a.test."
+	v := w.validator(t, nil)
+	check(t, v, msg("x.b.a.test.", dns.TypeA, 0, ans, z.sign(nsec("b.a.test.", "c.a.test.", dns.TypeA))), Bogus, dns.ExtendedErrorCodeNSECMissing)
+	// The right proof: an NSEC covering b.a.test. itself.
+	check(t, v, msg("x.b.a.test.", dns.TypeA, 0, ans, z.sign(nsec("a.a.test.", "c.a.test.", dns.TypeA))), Secure, 0)
+}
+
+// A negative trust anchor covers its name and the names below it, label by
+// label: paypal.com. does not cover notpaypal.com. (RFC 7646 §1.1).
+func TestNegativeTrustAnchorMatchesWholeLabels(t *testing.T) {
+	v := newWorld(t).validator(t, func(c *Config) { c.NTAs = []string{"PayPal.com"} })
+	for name, want := range map[string]string{
+		"paypal.com.": "paypal.com.", "www.paypal.com.": "paypal.com.",
+		"notpaypal.com.": "", "paypal.com.evil.": "", "com.": "",
+	} {
+		if got := v.nta(name); got != want {
+			t.Errorf("nta(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// A DS NODATA must come from the parent: the child's own NSEC or NSEC3 at
+// its apex (SOA in the bitmap) proves nothing of the DS set, which the
+// parent holds (RFC 4035 §5.4, RFC 5155 §8.6).
+func TestChildApexDenialProvesNoDSAbsence(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	z := w.add("a.test.", dns.ED25519, true)
+	v := w.validator(t, nil)
+	apexNSEC := nsec("a.test.", "b.a.test.", dns.TypeSOA, dns.TypeNS, dns.TypeDNSKEY, dns.TypeRRSIG, dns.TypeNSEC)
+	check(t, v, msg("a.test.", dns.TypeDS, 0, nil, append(z.sign(z.soa()), z.sign(apexNSEC)...)), Bogus, dns.ExtendedErrorCodeNSECMissing)
+	h := nsec3Hash("a.test.", 0)
+	apexNSEC3 := nsec3("a.test.", h, h, 0, false, dns.TypeSOA, dns.TypeNS, dns.TypeDNSKEY, dns.TypeRRSIG)
+	check(t, v, msg("a.test.", dns.TypeDS, 0, nil, append(z.sign(z.soa()), z.sign(apexNSEC3)...)), Bogus, dns.ExtendedErrorCodeNSECMissing)
+}
+
+// A secure negative answer is not kept past the expiration of the
+// signatures over its proof either (RFC 4035 §5.3.3): ValidUntil, which
+// the Guard caps the TTLs at, is set from them.
+func TestSecureDenialValidUntilItsSignatures(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	z := w.add("a.test.", dns.ED25519, true)
+	soon := time.Now().Add(10 * time.Minute)
+	ns := append(z.sign(z.soa()), z.signAt(time.Now().Add(-time.Hour), soon, nsec("www.a.test.", "x.a.test.", dns.TypeA))...)
+	r := check(t, w.validator(t, nil), msg("www.a.test.", dns.TypeAAAA, 0, nil, ns), Secure, 0)
+	if r.ValidUntil.IsZero() || r.ValidUntil.After(soon) {
+		t.Fatalf("ValidUntil %v, want by the NSEC's expiration %v", r.ValidUntil, soon)
+	}
+}
+
+// A bogus verdict is kept 30 seconds, however many zones below it are
+// asked for meanwhile: storing a child's verdict, which is the parent's,
+// must not push the parent's end further (nor write to a verdict other
+// queries read).
+func TestBogusVerdictEndsAfter30sWhateverIsAskedBelow(t *testing.T) {
+	w := newWorld(t)
+	w.add("test.", dns.ECDSAP256SHA256, true)
+	bad := w.add("bad.test.", dns.ED25519, true)
+	c1 := w.add("c1.bad.test.", dns.ED25519, true)
+	c2 := w.add("c2.bad.test.", dns.ED25519, true)
+	wrong, wrongPriv := genKey(t, "bad.test.", dns.ED25519, 257)
+	other := &tzone{name: "bad.test.", key: wrong, priv: wrongPriv, signed: true}
+	var broken atomic.Bool
+	broken.Store(true)
+	w.override = func(name string, qtype uint16) *dns.Msg {
+		if broken.Load() && name == "bad.test." && qtype == dns.TypeDNSKEY {
+			return msg(name, qtype, 0, other.sign(wrong), nil) // no key matches the DS
+		}
+		return nil
+	}
+	var now atomic.Int64
+	now.Store(time.Now().Unix())
+	v := w.validator(t, func(c *Config) { c.Now = func() time.Time { return time.Unix(now.Load(), 0) } })
+	check(t, v, msg("www.c1.bad.test.", dns.TypeA, 0, c1.sign(rr("www.c1.bad.test. 300 IN A 192.0.2.1")), nil), Bogus, dns.ExtendedErrorCodeDNSKEYMissing)
+	broken.Store(false) // the zone is fixed
+	now.Add(20)
+	check(t, v, msg("www.c2.bad.test.", dns.TypeA, 0, c2.sign(rr("www.c2.bad.test. 300 IN A 192.0.2.2")), nil), Bogus, dns.ExtendedErrorCodeDNSKEYMissing)
+	now.Add(15) // 35 s after the first verdict
+	check(t, v, msg("www.bad.test.", dns.TypeA, 0, bad.sign(rr("www.bad.test. 300 IN A 192.0.2.3")), nil), Secure, 0)
 }
