@@ -71,7 +71,8 @@ func (a *App) attachDNSSEC(g *generation) error {
 	if err != nil {
 		return err
 	}
-	g.validator = dnssec.NewGuard(v, dnssec.Mode(c.Mode), a.clockSet, a.log.Named("dnssec"), &a.dnssec, g.drainBound()-drainMargin)
+	g.validator = dnssec.NewGuard(v, dnssec.Mode(c.Mode), a.clockSet, a.log.Named("dnssec"), &a.dnssec, g.drainBound()-drainMargin).
+		WithClockConfirmed(func() bool { return a.clock.Current().State == clock.Synchronized })
 	g.validating = map[server.Resolver]server.Resolver{g.pool: g.validator.Wrap(g.pool)}
 	// A group's own pool is validated like the main pool; the validator's
 	// DS and DNSKEY fetches go through the main pool (public data).

@@ -111,9 +111,12 @@ type Guard struct {
 	v        *Validator
 	mode     Mode
 	clockSet func() bool
-	log      *zap.Logger
-	stats    *Stats
-	budget   time.Duration
+	// clockConfirmed reports whether a time service vouches for the clock
+	// (WithClockConfirmed); nil: clockSet is taken as confirmation.
+	clockConfirmed func() bool
+	log            *zap.Logger
+	stats          *Stats
+	budget         time.Duration
 }
 
 // NewGuard makes a Guard. clockSet reports whether the system clock has
@@ -126,6 +129,30 @@ func NewGuard(v *Validator, mode Mode, clockSet func() bool, log *zap.Logger, st
 
 // Enforcing reports whether a bogus answer becomes SERVFAIL now.
 func (g *Guard) Enforcing() bool { return g.mode == Enforce && g.clockSet() }
+
+// WithClockConfirmed tells g how to know that a time service vouches for
+// the clock, and returns g. A clock that is plausible but that no time
+// service vouches for may be a Raspberry Pi's, restored at boot to the time
+// it was shut down: behind, so a fresh signature reads as not yet valid.
+// Refusing those answers would refuse the time servers' names too, and the
+// clock would never be set (docs/dnssec.md "The clock"); so in enforce a
+// verdict of "signature not yet valid" (EDE 8) is refused only with a
+// confirmed clock, and passed on, logged and counted, without one.
+func (g *Guard) WithClockConfirmed(f func() bool) *Guard {
+	g.clockConfirmed = f
+	return g
+}
+
+// enforces reports whether bogus verdict v becomes SERVFAIL now.
+func (g *Guard) enforces(v Result) bool {
+	if !g.Enforcing() {
+		return false
+	}
+	if v.EDE == dns.ExtendedErrorCodeSignatureNotYetValid && g.clockConfirmed != nil && !g.clockConfirmed() {
+		return false
+	}
+	return true
+}
 
 // Validator is the Guard's validator (for its negative trust anchors).
 func (g *Guard) Validator() *Validator { return g.v }
@@ -212,12 +239,14 @@ func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, err
 	if v.Status != Bogus {
 		return res, nil
 	}
-	enforced := r.g.Enforcing()
+	enforced := r.g.enforces(v)
 	e := Episode{Time: start, Name: q.Question[0].Name, Zone: v.Zone, Reason: v.Reason, EDE: v.EDE, Enforced: enforced}
 	if r.g.stats.bogus(e) {
 		what := "passed on (shadow)"
 		if enforced {
 			what = "answered SERVFAIL (enforce)"
+		} else if r.g.mode == Enforce && r.g.Enforcing() {
+			what = "passed on (a signature not yet valid by a clock no time service has confirmed)"
 		} else if r.g.mode == Enforce {
 			what = "passed on (enforce waits for the system clock to be set)"
 		}

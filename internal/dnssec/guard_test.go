@@ -112,3 +112,29 @@ func TestGuard_unvalidatedZoneLosesAD(t *testing.T) {
 		t.Errorf("an unvalidated answer was counted: %+v", s)
 	}
 }
+
+// A signature not yet valid by a clock nobody confirmed (a Pi restored to
+// its shutdown time, no time service) is passed on in enforce, with the
+// log line saying why, so the time servers' names still resolve; with the
+// clock confirmed it is refused like any bogus answer.
+func TestGuard_notYetValidRefusedOnlyWithAConfirmedClock(t *testing.T) {
+	for _, confirmed := range []bool{false, true} {
+		_, z, g, logs, st := guardWorld(t, Enforce, true)
+		g.WithClockConfirmed(func() bool { return confirmed })
+		ans := z.signAt(time.Now().Add(24*time.Hour), time.Now().Add(48*time.Hour), rr("www.a.test. 300 IN A 192.0.2.1"))
+		r := g.Wrap(exchangerFunc(func(*dns.Msg) *dns.Msg { return msg("www.a.test.", dns.TypeA, 0, ans, nil) }))
+		res, _ := r.Exchange(context.Background(), query("www.a.test.", true, false))
+		if got := res.Msg.Rcode == dns.RcodeServerFailure; got != confirmed {
+			t.Errorf("clock confirmed %v: SERVFAIL %v, want %v", confirmed, got, confirmed)
+		}
+		if res.Msg.AuthenticatedData {
+			t.Errorf("clock confirmed %v: a not-yet-valid answer has AD", confirmed)
+		}
+		if snap := st.Snapshot(); snap.Bogus != 1 {
+			t.Errorf("clock confirmed %v: bogus counted %d, want 1", confirmed, snap.Bogus)
+		}
+		if !confirmed && logs.FilterMessageSnippet("no time service has confirmed").Len() != 1 {
+			t.Errorf("no log line says why the answer was passed on: %v", logs.All())
+		}
+	}
+}
