@@ -33,6 +33,8 @@ func (a *answer) merge(r Result) {
 			return 2
 		case Insecure:
 			return 1
+		case Secure:
+			return 0
 		}
 		return 0
 	}

@@ -393,8 +393,9 @@ func (v *Validator) dsProof(ctx context.Context, w *work, name string) dsOutcome
 		return dsOutcome{zk: insecure(name, "%s", p.reason)}
 	case proofNotCut:
 		return dsOutcome{notCut: true, zk: pk}
+	default: // proofNone, proofSecure: no proof that the DS is absent
+		return dsOutcome{zk: bogus(signer, dns.ExtendedErrorCodeNSECMissing, "%s", p.reason)}
 	}
-	return dsOutcome{zk: bogus(signer, dns.ExtendedErrorCodeNSECMissing, "%s", p.reason)}
 }
 
 // enclosing is the status of the zone that holds name's records: that

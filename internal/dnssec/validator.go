@@ -30,6 +30,8 @@ func (s Status) String() string {
 		return "insecure"
 	case Bogus:
 		return "bogus"
+	case Indeterminate:
+		return "indeterminate"
 	}
 	return "indeterminate"
 }
