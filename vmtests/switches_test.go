@@ -7,8 +7,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nxdns/nxdns/internal/fakeup"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 // The household switches through the real binary (docs/filter.md "Blocked
@@ -63,9 +65,10 @@ youtube_mode = "moderate"
 		if !strings.Contains(out, addr) || up.counts().Queries-before != first {
 			t.Errorf("%s asked again: %d more upstream queries (want the cache's answer):\n%s", tc.name, up.counts().Queries-before-first, out)
 		}
-		if n := p.logs.count(`"name": "`+tc.name+`."`, `"reason": "safe search: `+tc.engine); n == 0 {
-			t.Errorf("%s: no query log line with the safe-search reason\n%s", tc.name, p.logs.String())
-		}
+		// A query's line is written after its answer was sent.
+		testutil.WaitFor(t, tc.name+"'s query log line with the safe-search reason", 10*time.Second, func() bool {
+			return p.logs.count(`"name": "`+tc.name+`."`, `"reason": "safe search: `+tc.engine) > 0
+		})
 	}
 	// A client in neither group gets the search engine itself.
 	if out := p.kdig(t, "127.0.0.1", "www.google.com", "A"); strings.Contains(out, "CNAME") || !strings.Contains(out, fakeup.AddressV4("www.google.com").String()) {
@@ -85,9 +88,9 @@ youtube_mode = "moderate"
 	if up.counts().Queries != before {
 		t.Error("a blocked service's query reached the upstream")
 	}
-	if n := p.logs.count(`"reason": "blocked service: TikTok (group kids)"`); n == 0 {
-		t.Errorf("no query log line saying blocked service: TikTok (group kids)\n%s", p.logs.String())
-	}
+	testutil.WaitFor(t, "the query log line saying blocked service: TikTok (group kids)", 10*time.Second, func() bool {
+		return p.logs.count(`"reason": "blocked service: TikTok (group kids)"`) > 0
+	})
 	var d struct {
 		Blocked     bool   `json:"blocked"`
 		Service     string `json:"service"`
