@@ -80,7 +80,23 @@ func (rw *RowWriter) Write(r *history.Row) error {
 	rec[8], rec[9], rec[10], rec[11] = q.Upstream, strings.Join(q.Tried, " "), q.Cache, strconv.FormatBool(q.Blocked)
 	rec[12], rec[13], rec[14], rec[15] = q.List, q.Rule, q.Group, q.Rcode
 	rec[16], rec[17], rec[18], rec[19], rec[20] = ede, q.EDEText, strconv.FormatFloat(q.DurationMS, 'f', 3, 64), q.Answer, q.Why
+	for i, c := range rec {
+		rec[i] = inertCell(c)
+	}
 	return rw.csv.Write(rec)
+}
+
+// inertCell keeps a spreadsheet from running a cell as a formula
+// (docs/history.md, "Export"): a queried name, a device's own name or an
+// answer's text is chosen by whoever controls it, and a cell starting with
+// =, +, -, @, a tab or a carriage return is one a spreadsheet may evaluate,
+// so such a cell is written with a leading '. No column of numbers,
+// times or addresses starts so; NDJSON keeps every value exact.
+func inertCell(c string) string {
+	if c != "" && strings.IndexByte("=+-@\t\r", c[0]) >= 0 {
+		return "'" + c
+	}
+	return c
 }
 
 // Flush writes what is buffered.
