@@ -29,6 +29,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -172,6 +173,11 @@ func (s *Store) tick() Stamp {
 	wall := s.now().UnixMilli()
 	if wall > s.clock.Wall {
 		s.clock = Stamp{Wall: wall, Node: s.node}
+	} else if s.clock.Seq == math.MaxUint32 {
+		// The counter at its top (only a lying peer's stamp puts it
+		// there): the next millisecond, rather than wrapping round to a
+		// stamp earlier than one already seen.
+		s.clock = Stamp{Wall: s.clock.Wall + 1, Node: s.node}
 	} else {
 		s.clock = Stamp{Wall: s.clock.Wall, Seq: s.clock.Seq + 1, Node: s.node}
 	}

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -155,5 +156,22 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 	}
 	if a.state["allow/theirs.example"] != "1" {
 		t.Error("the real peer's change was not applied")
+	}
+}
+
+// A peer that sends a stamp with the counter at its top (a lying or broken
+// peer: a real one never makes 2^32 changes in a millisecond) does not
+// wrap this node's clock round: a change made here after seeing it still
+// wins, on both nodes, rather than being undone at the next pull.
+func TestMerge_counterAtItsTopDoesNotWrapTheClock(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	a, b := newNode(t, t0), newNode(t, t0)
+	b.state["allow/x.example"] = "1" // the lying peer's value
+	a.s.Merge([]Entry{{Key: "allow/x.example", Value: "1", Stamp: Stamp{Wall: t0.UnixMilli(), Seq: math.MaxUint32, Node: b.s.Node()}}})
+	a.local("allow/x.example", "")
+	b.s.Merge(a.s.State().Entries)
+	a.s.Merge([]Entry{{Key: "allow/x.example", Value: "1", Stamp: Stamp{Wall: t0.UnixMilli(), Seq: math.MaxUint32, Node: b.s.Node()}}})
+	if a.state["allow/x.example"] != "" || b.state["allow/x.example"] != "" {
+		t.Errorf("a's later change: %q on a, %q on b; want \"\" on both", a.state["allow/x.example"], b.state["allow/x.example"])
 	}
 }
