@@ -46,8 +46,14 @@ import (
 const (
 	StateFile    = "peer-state.json"
 	NodeFile     = "peer-node-id"
-	maxStateFile = 8 << 20
-	maxEntries   = 20_000 // the allow set's 10 000 names and their removals, and the pauses
+	maxStateFile = 16 << 20 // maxEntries of the largest entries (maxKey, maxValue, maxNode) come to under 10 MB
+	maxEntries   = 20_000   // the allow set's 10 000 names and their removals, and the pauses
+	// maxKey, maxValue and maxNode bound one entry a peer sends: a key is
+	// a prefix and a name (at most 253 bytes), a value "1" or an RFC 3339
+	// time, a node id 16 hex digits. Past them an entry is not taken.
+	maxKey       = 300
+	maxValue     = 64
+	maxNode      = 64
 	pullInterval = 5 * time.Second
 	pullTimeout  = 10 * time.Second
 	// InSyncWithin: a peer last pulled longer ago than this is shown as
@@ -192,6 +198,11 @@ func (s *Store) Local(key, value string) {
 		s.log.Warn("replicated state full: change kept here only", zap.String("key", key))
 		return
 	}
+	if len(key) > maxKey || len(value) > maxValue {
+		// A [[filter.groups]] name of hundreds of bytes: a peer would not take it.
+		s.log.Warn("change too long to replicate: kept here only", zap.Int("key_bytes", len(key)))
+		return
+	}
 	s.entries[key] = Entry{Key: key, Value: value, Stamp: s.tick()}
 	s.saveLocked()
 }
@@ -203,6 +214,9 @@ func (s *Store) Merge(in []Entry) int {
 	defer s.mu.Unlock()
 	won := 0
 	for _, e := range in {
+		if len(e.Key) > maxKey || len(e.Value) > maxValue || len(e.Stamp.Node) > maxNode {
+			continue // not an entry an nxdns makes: it would grow the state without bound
+		}
 		if e.Stamp.After(s.clock) {
 			s.clock = Stamp{Wall: e.Stamp.Wall, Seq: e.Stamp.Seq, Node: s.node}
 		}

@@ -1,6 +1,7 @@
 package peers
 
 import (
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -173,5 +174,37 @@ func TestMerge_counterAtItsTopDoesNotWrapTheClock(t *testing.T) {
 	a.s.Merge([]Entry{{Key: "allow/x.example", Value: "1", Stamp: Stamp{Wall: t0.UnixMilli(), Seq: math.MaxUint32, Node: b.s.Node()}}})
 	if a.state["allow/x.example"] != "" || b.state["allow/x.example"] != "" {
 		t.Errorf("a's later change: %q on a, %q on b; want \"\" on both", a.state["allow/x.example"], b.state["allow/x.example"])
+	}
+}
+
+// What a peer sends is bounded per entry (a key as long as a name's, a
+// short value and node id), so a peer that is not nxdns, or lies, cannot
+// grow the kept state past what Open reads back: after it filled the table
+// with the longest entries it may send, a restart still opens the state.
+// An entry past the bounds is not taken.
+func TestMerge_peerEntriesAreBoundedSoTheStateOpensAgain(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, func(string, string) bool { return true }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := []Entry{
+		{Key: "pause/client/" + strings.Repeat("x", 4000), Value: "1", Stamp: Stamp{Wall: 1, Node: "b"}},
+		{Key: "allow/x.example", Value: strings.Repeat("1", 4000), Stamp: Stamp{Wall: 1, Node: "b"}},
+		{Key: "allow/y.example", Value: "1", Stamp: Stamp{Wall: 1, Node: strings.Repeat("b", 4000)}},
+	}
+	if won := s.Merge(long); won != 0 {
+		t.Errorf("%d entries past the bounds taken", won)
+	}
+	var in []Entry
+	for i := range maxEntries {
+		key := fmt.Sprintf("pause/client/%0*d", maxKey-len("pause/client/"), i)
+		in = append(in, Entry{Key: key, Value: "2026-12-03T12:00:00.123456789Z", Stamp: Stamp{Wall: 1 << 50, Seq: math.MaxUint32, Node: strings.Repeat("b", maxNode)}})
+	}
+	if won := s.Merge(in); won != maxEntries {
+		t.Fatalf("%d of %d entries at the bounds taken", won, maxEntries)
+	}
+	if _, err := Open(dir, func(string, string) bool { return true }, nil); err != nil {
+		t.Fatalf("the state a peer filled does not open again: %v", err)
 	}
 }
