@@ -386,5 +386,9 @@ func fetch(ctx context.Context, c *http.Client, p Peer) (State, error) {
 	if st.Node == "" || st.Digest == "" {
 		return State{}, errors.New("not an nxdns peer state: no node or digest")
 	}
+	if len(st.Node) > maxNode {
+		// The dashboard's Peers page shows it: a megabyte there is not an id.
+		return State{}, fmt.Errorf("not an nxdns peer state: a node id of %d bytes", len(st.Node))
+	}
 	return st, nil
 }

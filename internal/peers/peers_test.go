@@ -125,6 +125,9 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 		http.Error(w, `{"error":"unknown API token"}`, http.StatusUnauthorized)
 	})
 	self := serve(func(w http.ResponseWriter, r *http.Request) { a.s.Handler().ServeHTTP(w, r) })
+	huge := serve(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"node":"<b>%s</b>","digest":"d","entries":[]}`, strings.Repeat("x", 1<<20))
+	})
 	real := serve(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer t" {
 			http.Error(w, "no token", http.StatusUnauthorized)
@@ -133,7 +136,7 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 		b.s.Handler().ServeHTTP(w, r)
 	})
 	c := &http.Client{Timeout: 5 * time.Second}
-	for _, u := range []string{html, refused, self, real} {
+	for _, u := range []string{html, refused, self, huge, real} {
 		a.s.status[u] = &PeerStatus{URL: u}
 		a.s.pull(t.Context(), c, Peer{URL: u, Token: "t"})
 		if u != real && a.s.State().Digest != digest {
@@ -150,7 +153,7 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 			t.Errorf("the real peer: %+v, want in sync", p)
 		}
 	}
-	for u, want := range map[string]string{html: "not an nxdns peer state", refused: "401", self: "this node"} {
+	for u, want := range map[string]string{html: "not an nxdns peer state", refused: "401", self: "this node", huge: "node id"} {
 		if !strings.Contains(why[u], want) {
 			t.Errorf("peer %s: error %q, want it to say %q", u, why[u], want)
 		}
