@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/web"
 )
 
@@ -21,17 +22,7 @@ import (
 // without the session's CSRF token is refused; a request with the token
 // and the browser's session cookie together is judged by the token alone.
 func TestTokens_dashboardPageAddsShowsOnceAndRevokes(t *testing.T) {
-	r := newRig(t)
-	cfg, _, webPort := webConfig(t, r)
-	hash, err := web.HashPassword([]byte("pw-long-enough"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Web.PasswordFile = r.write(t, hash+"\n")
-	cfg.Filter.StateDir = t.TempDir()
-	r.start(t, cfg)
-	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
-	s := login(t, base, "pw-long-enough")
+	_, cfg, base, s := passwordApp(t)
 	post := func(path string, form url.Values) (int, string) {
 		resp, err := s.c.PostForm(base+path, form)
 		if err != nil {
@@ -91,17 +82,7 @@ func TestTokens_dashboardPageAddsShowsOnceAndRevokes(t *testing.T) {
 // The requests carry a live session cookie too, so a token is never
 // helped by a browser's login.
 func TestTokens_readTokenRefusedOnEveryMutatingRoute(t *testing.T) {
-	r := newRig(t)
-	cfg, _, webPort := webConfig(t, r)
-	hash, err := web.HashPassword([]byte("pw-long-enough"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Web.PasswordFile = r.write(t, hash+"\n")
-	cfg.Filter.StateDir = t.TempDir()
-	a := r.start(t, cfg)
-	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
-	s := login(t, base, "pw-long-enough")
+	a, cfg, base, s := passwordApp(t)
 	read, err := web.AddToken(cfg.Filter.StateDir, "reader", web.ScopeRead, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +140,21 @@ func TestTokens_readTokenRefusedOnEveryMutatingRoute(t *testing.T) {
 	if counts["reader/scope"] != uint64(mutating+sessionRoutes) || counts["reader/ok"] != 0 {
 		t.Errorf("counts %v: want every refusal of reader counted as scope", counts)
 	}
+}
+
+// passwordApp is a running App with a web password and a state directory
+// (where tokens are kept), and a browser logged in to it.
+func passwordApp(t *testing.T) (*App, config.Config, string, *session) {
+	t.Helper()
+	r := newRig(t)
+	cfg, _, webPort := webConfig(t, r)
+	hash, err := web.HashPassword([]byte("pw-long-enough"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Web.PasswordFile = r.write(t, hash+"\n")
+	cfg.Filter.StateDir = t.TempDir()
+	a := r.start(t, cfg)
+	base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	return a, cfg, base, login(t, base, "pw-long-enough")
 }
