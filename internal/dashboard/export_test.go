@@ -115,3 +115,31 @@ func TestExport_csvCellNeverStartsAFormula(t *testing.T) {
 		t.Errorf("ndjson: %+v, %v: want the values exact", q, err)
 	}
 }
+
+// The CSV has a column for every field of a query row in NDJSON (a field
+// added to QueryJSON, such as client_mac, is not left out of the CSV), and
+// a MAC reaches its column.
+func TestExport_csvHasEveryFieldOfTheRow(t *testing.T) {
+	row := history.Row{Time: time.Unix(1, 0), Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: "02:00:5e:00:53:01", Name: "a.example.", Qtype: 1, Qclass: 1}
+	var out bytes.Buffer
+	rw, _ := NewRowWriter(&out, FormatNDJSON)
+	rw.Write(&row)
+	rw.Flush()
+	var fields map[string]any
+	if err := json.Unmarshal(out.Bytes(), &fields); err != nil {
+		t.Fatal(err)
+	}
+	for k := range fields {
+		if !slices.Contains(CSVHeader, k) {
+			t.Errorf("NDJSON field %s has no CSV column", k)
+		}
+	}
+	out.Reset()
+	rw, _ = NewRowWriter(&out, FormatCSV)
+	rw.Write(&row)
+	rw.Flush()
+	recs, err := csv.NewReader(&out).ReadAll()
+	if i := slices.Index(CSVHeader, "client_mac"); err != nil || i < 0 || recs[1][i] != row.ClientMAC {
+		t.Errorf("client_mac column: %v %v", recs, err)
+	}
+}
