@@ -24,7 +24,7 @@ const (
 
 // CSVHeader is the export's CSV columns: QueryJSON's fields, tried joined
 // with spaces.
-var CSVHeader = []string{"time", "client", "client_name", "proto", "name", "type", "class", "source", "upstream", "tried", "cache", "blocked", "list", "rule", "group", "rcode", "ede_code", "ede_text", "duration_ms", "answer", "why"}
+var CSVHeader = []string{"time", "client", "client_name", "client_mac", "proto", "name", "type", "class", "source", "upstream", "tried", "cache", "blocked", "list", "rule", "group", "rcode", "ede_code", "ede_text", "duration_ms", "answer", "why"}
 
 // maxExports is how many exports run at once; more get 503. Each holds a
 // chunk of rows and a write buffer, and reads the store from start to end.
@@ -75,12 +75,28 @@ func (rw *RowWriter) Write(r *history.Row) error {
 		ede = strconv.Itoa(int(*q.EDECode))
 	}
 	rec := rw.record
-	rec[0], rec[1], rec[2], rec[3] = q.Time.Format(time.RFC3339Nano), q.Client, q.ClientName, q.Proto
-	rec[4], rec[5], rec[6], rec[7] = q.Name, q.Type, q.Class, q.Source
-	rec[8], rec[9], rec[10], rec[11] = q.Upstream, strings.Join(q.Tried, " "), q.Cache, strconv.FormatBool(q.Blocked)
-	rec[12], rec[13], rec[14], rec[15] = q.List, q.Rule, q.Group, q.Rcode
-	rec[16], rec[17], rec[18], rec[19], rec[20] = ede, q.EDEText, strconv.FormatFloat(q.DurationMS, 'f', 3, 64), q.Answer, q.Why
+	rec = append(rec[:0], q.Time.Format(time.RFC3339Nano), q.Client, q.ClientName, q.ClientMAC, q.Proto,
+		q.Name, q.Type, q.Class, q.Source,
+		q.Upstream, strings.Join(q.Tried, " "), q.Cache, strconv.FormatBool(q.Blocked),
+		q.List, q.Rule, q.Group, q.Rcode,
+		ede, q.EDEText, strconv.FormatFloat(q.DurationMS, 'f', 3, 64), q.Answer, q.Why)
+	for i, c := range rec {
+		rec[i] = inertCell(c)
+	}
 	return rw.csv.Write(rec)
+}
+
+// inertCell keeps a spreadsheet from running a cell as a formula
+// (docs/history.md, "Export"): a queried name, a device's own name or an
+// answer's text is chosen by whoever controls it, and a cell starting with
+// =, +, -, @, a tab or a carriage return is one a spreadsheet may evaluate,
+// so such a cell is written with a leading '. No column of numbers,
+// times or addresses starts so; NDJSON keeps every value exact.
+func inertCell(c string) string {
+	if c != "" && strings.IndexByte("=+-@\t\r", c[0]) >= 0 {
+		return "'" + c
+	}
+	return c
 }
 
 // Flush writes what is buffered.

@@ -1,7 +1,14 @@
 package dashboard
 
 import (
+	"bytes"
+	"encoding/csv"
 	"encoding/json"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/nxdns/nxdns/internal/history"
 	"io"
 	"net/http"
 	"strings"
@@ -54,5 +61,85 @@ func TestExport_ndjsonAndCSVWithTheSearchFilters(t *testing.T) {
 		if code, _, body := getBody(t, base+"/api/queries/export?"+q); code != 400 || !strings.Contains(body, want) {
 			t.Errorf("%s: %d %q, want 400 with %q", q, code, body, want)
 		}
+	}
+}
+
+// A CSV export is opened in a spreadsheet, which runs a cell starting with
+// =, +, -, @ (or a tab or carriage return before one) as a formula: a name
+// a LAN device asked for, the name it gives itself or an answer's text is
+// chosen by whoever controls them. Such a cell is written with a leading '
+// (docs/history.md, "Export"); NDJSON keeps every value exact.
+func TestExport_csvCellNeverStartsAFormula(t *testing.T) {
+	evil := []string{"=1+2.example.", "+cmd.example.", "-x.example.", "@sum.example.", "\t=x.example.", "\r=x.example."}
+	var rows []history.Row
+	for _, n := range evil {
+		rows = append(rows, history.Row{Time: time.Unix(1, 0), Client: netip.MustParseAddr("192.168.1.5"),
+			ClientName: `=HYPERLINK("http://127.0.0.1/","x")`, Name: n, Qtype: 1, Qclass: 1, Answer: "@" + n})
+	}
+	var out bytes.Buffer
+	rw, err := NewRowWriter(&out, FormatCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		if err := rw.Write(&rows[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&out).ReadAll()
+	if err != nil || len(recs) != len(evil)+1 {
+		t.Fatalf("%d records, %v", len(recs), err)
+	}
+	nameCol := slices.Index(CSVHeader, "name")
+	for i, rec := range recs[1:] {
+		for j, cell := range rec {
+			if cell != "" && strings.ContainsRune("=+-@\t\r", rune(cell[0])) {
+				t.Errorf("row %d, %s: %q starts a formula", i, CSVHeader[j], cell)
+			}
+		}
+		if rec[nameCol] != "'"+evil[i] {
+			t.Errorf("row %d name %q, want %q", i, rec[nameCol], "'"+evil[i])
+		}
+	}
+	out.Reset()
+	if rw, err = NewRowWriter(&out, FormatNDJSON); err != nil {
+		t.Fatal(err)
+	}
+	rw.Write(&rows[0])
+	rw.Flush()
+	var q QueryJSON
+	if err := json.Unmarshal(out.Bytes(), &q); err != nil || q.Name != evil[0] || q.ClientName != rows[0].ClientName {
+		t.Errorf("ndjson: %+v, %v: want the values exact", q, err)
+	}
+}
+
+// The CSV has a column for every field of a query row in NDJSON (a field
+// added to QueryJSON, such as client_mac, is not left out of the CSV), and
+// a MAC reaches its column.
+func TestExport_csvHasEveryFieldOfTheRow(t *testing.T) {
+	row := history.Row{Time: time.Unix(1, 0), Client: netip.MustParseAddr("192.168.1.5"), ClientMAC: "02:00:5e:00:53:01", Name: "a.example.", Qtype: 1, Qclass: 1}
+	var out bytes.Buffer
+	rw, _ := NewRowWriter(&out, FormatNDJSON)
+	rw.Write(&row)
+	rw.Flush()
+	var fields map[string]any
+	if err := json.Unmarshal(out.Bytes(), &fields); err != nil {
+		t.Fatal(err)
+	}
+	for k := range fields {
+		if !slices.Contains(CSVHeader, k) {
+			t.Errorf("NDJSON field %s has no CSV column", k)
+		}
+	}
+	out.Reset()
+	rw, _ = NewRowWriter(&out, FormatCSV)
+	rw.Write(&row)
+	rw.Flush()
+	recs, err := csv.NewReader(&out).ReadAll()
+	if i := slices.Index(CSVHeader, "client_mac"); err != nil || i < 0 || recs[1][i] != row.ClientMAC {
+		t.Errorf("client_mac column: %v %v", recs, err)
 	}
 }

@@ -187,3 +187,35 @@ func TestAPI_groupPauseUnfiltersTheGroupsClientsUntilItEnds(t *testing.T) {
 		t.Errorf("group and client: %d, want 400", code)
 	}
 }
+
+// A pause a peer replicates is bounded as a pause made here is, to a week
+// from this node's clock (docs/filter.md, "Replication"): a peer whose
+// clock runs a year ahead, or whose state was edited, cannot leave
+// filtering off here for a year. A pause that ended by this node's clock
+// has ended; one within the week keeps its end.
+func TestReplicate_pauseFromAPeerEndsWithinAWeek(t *testing.T) {
+	cfg := schoolCfg(t)
+	var clock atomic.Int64
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	clock.Store(now.UnixNano())
+	e, _, _ := clockedAPI(t, cfg, &clock)
+	week := time.Duration(maxPauseMinutes) * time.Minute
+	if !e.ApplyReplicated("pause/group/kids", now.AddDate(1, 0, 0).Format(time.RFC3339Nano)) {
+		t.Fatal("a replicated group pause was not applied")
+	}
+	if until, ok := e.GroupPaused("kids"); !ok || until.After(now.Add(week)) {
+		t.Errorf("group pause a year ahead: until %v (%v), want paused until at most %v", until, ok, now.Add(week))
+	}
+	e.ApplyReplicated("pause/all", now.AddDate(1, 0, 0).Format(time.RFC3339Nano))
+	if until, ok := e.PausedUntil(); !ok || until.After(now.Add(week)) {
+		t.Errorf("pause for all a year ahead: until %v (%v), want at most %v", until, ok, now.Add(week))
+	}
+	e.ApplyReplicated("pause/group/kids", now.Add(time.Hour).Format(time.RFC3339Nano))
+	if until, ok := e.GroupPaused("kids"); !ok || !until.Equal(now.Add(time.Hour)) {
+		t.Errorf("an hour's pause: until %v (%v), want %v", until, ok, now.Add(time.Hour))
+	}
+	clock.Add(int64(week + time.Hour))
+	if _, ok := e.PausedUntil(); ok {
+		t.Error("the replicated pause for all still runs past a week")
+	}
+}

@@ -73,7 +73,13 @@ func (e *Engine) ApplyReplicated(key, value string) bool {
 			if err != nil {
 				return false
 			}
+			// Bounded as a pause made here is (maxPauseMinutes): a peer's
+			// clock a year ahead, or an edited state file, must not leave
+			// filtering off here for a year (docs/filter.md).
 			until = t
+			if most := e.now().Add(maxPauseMinutes * time.Minute); until.After(most) {
+				until = most
+			}
 		}
 		e.pauses.set(key, until)
 		return true

@@ -231,12 +231,15 @@ func (b *Bridge) onConnect(c paho.Client) {
 }
 
 // onCommand reads a switch command; a full queue drops it (a flood), a
-// payload other than ON or OFF or an unknown switch is counted invalid.
+// payload other than ON or OFF or an unknown switch is counted invalid. So
+// is a retained command: the broker hands it to every new subscription,
+// and applying it would repeat a stale OFF at each reconnect, undoing what
+// the dashboard did since; a command counts when it is sent.
 func (b *Bridge) onCommand(_ paho.Client, m paho.Message) {
 	id, ok := strings.CutPrefix(m.Topic(), b.switchBase)
 	id, ok2 := strings.CutSuffix(id, "/set")
 	p := m.Payload()
-	if !ok || !ok2 || len(p) > maxPayload {
+	if !ok || !ok2 || len(p) > maxPayload || m.Retained() {
 		b.invalid.Add(1)
 		return
 	}

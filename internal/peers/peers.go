@@ -29,6 +29,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -45,8 +46,14 @@ import (
 const (
 	StateFile    = "peer-state.json"
 	NodeFile     = "peer-node-id"
-	maxStateFile = 8 << 20
-	maxEntries   = 20_000 // the allow set's 10 000 names and their removals, and the pauses
+	maxStateFile = 16 << 20 // maxEntries of the largest entries (maxKey, maxValue, maxNode) come to under 10 MB
+	maxEntries   = 20_000   // the allow set's 10 000 names and their removals, and the pauses
+	// maxKey, maxValue and maxNode bound one entry a peer sends: a key is
+	// a prefix and a name (at most 253 bytes), a value "1" or an RFC 3339
+	// time, a node id 16 hex digits. Past them an entry is not taken.
+	maxKey       = 300
+	maxValue     = 64
+	maxNode      = 64
 	pullInterval = 5 * time.Second
 	pullTimeout  = 10 * time.Second
 	// InSyncWithin: a peer last pulled longer ago than this is shown as
@@ -172,6 +179,11 @@ func (s *Store) tick() Stamp {
 	wall := s.now().UnixMilli()
 	if wall > s.clock.Wall {
 		s.clock = Stamp{Wall: wall, Node: s.node}
+	} else if s.clock.Seq == math.MaxUint32 {
+		// The counter at its top (only a lying peer's stamp puts it
+		// there): the next millisecond, rather than wrapping round to a
+		// stamp earlier than one already seen.
+		s.clock = Stamp{Wall: s.clock.Wall + 1, Node: s.node}
 	} else {
 		s.clock = Stamp{Wall: s.clock.Wall, Seq: s.clock.Seq + 1, Node: s.node}
 	}
@@ -186,6 +198,11 @@ func (s *Store) Local(key, value string) {
 		s.log.Warn("replicated state full: change kept here only", zap.String("key", key))
 		return
 	}
+	if len(key) > maxKey || len(value) > maxValue {
+		// A [[filter.groups]] name of hundreds of bytes: a peer would not take it.
+		s.log.Warn("change too long to replicate: kept here only", zap.Int("key_bytes", len(key)))
+		return
+	}
 	s.entries[key] = Entry{Key: key, Value: value, Stamp: s.tick()}
 	s.saveLocked()
 }
@@ -197,6 +214,9 @@ func (s *Store) Merge(in []Entry) int {
 	defer s.mu.Unlock()
 	won := 0
 	for _, e := range in {
+		if len(e.Key) > maxKey || len(e.Value) > maxValue || len(e.Stamp.Node) > maxNode {
+			continue // not an entry an nxdns makes: it would grow the state without bound
+		}
 		if e.Stamp.After(s.clock) {
 			s.clock = Stamp{Wall: e.Stamp.Wall, Seq: e.Stamp.Seq, Node: s.node}
 		}
@@ -365,6 +385,10 @@ func fetch(ctx context.Context, c *http.Client, p Peer) (State, error) {
 	}
 	if st.Node == "" || st.Digest == "" {
 		return State{}, errors.New("not an nxdns peer state: no node or digest")
+	}
+	if len(st.Node) > maxNode {
+		// The dashboard's Peers page shows it: a megabyte there is not an id.
+		return State{}, fmt.Errorf("not an nxdns peer state: a node id of %d bytes", len(st.Node))
 	}
 	return st, nil
 }

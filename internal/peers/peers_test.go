@@ -1,7 +1,9 @@
 package peers
 
 import (
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -123,6 +125,9 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 		http.Error(w, `{"error":"unknown API token"}`, http.StatusUnauthorized)
 	})
 	self := serve(func(w http.ResponseWriter, r *http.Request) { a.s.Handler().ServeHTTP(w, r) })
+	huge := serve(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"node":"<b>%s</b>","digest":"d","entries":[]}`, strings.Repeat("x", 1<<20))
+	})
 	real := serve(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer t" {
 			http.Error(w, "no token", http.StatusUnauthorized)
@@ -131,7 +136,7 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 		b.s.Handler().ServeHTTP(w, r)
 	})
 	c := &http.Client{Timeout: 5 * time.Second}
-	for _, u := range []string{html, refused, self, real} {
+	for _, u := range []string{html, refused, self, huge, real} {
 		a.s.status[u] = &PeerStatus{URL: u}
 		a.s.pull(t.Context(), c, Peer{URL: u, Token: "t"})
 		if u != real && a.s.State().Digest != digest {
@@ -148,12 +153,61 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 			t.Errorf("the real peer: %+v, want in sync", p)
 		}
 	}
-	for u, want := range map[string]string{html: "not an nxdns peer state", refused: "401", self: "this node"} {
+	for u, want := range map[string]string{html: "not an nxdns peer state", refused: "401", self: "this node", huge: "node id"} {
 		if !strings.Contains(why[u], want) {
 			t.Errorf("peer %s: error %q, want it to say %q", u, why[u], want)
 		}
 	}
 	if a.state["allow/theirs.example"] != "1" {
 		t.Error("the real peer's change was not applied")
+	}
+}
+
+// A peer that sends a stamp with the counter at its top (a lying or broken
+// peer: a real one never makes 2^32 changes in a millisecond) does not
+// wrap this node's clock round: a change made here after seeing it still
+// wins, on both nodes, rather than being undone at the next pull.
+func TestMerge_counterAtItsTopDoesNotWrapTheClock(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	a, b := newNode(t, t0), newNode(t, t0)
+	b.state["allow/x.example"] = "1" // the lying peer's value
+	a.s.Merge([]Entry{{Key: "allow/x.example", Value: "1", Stamp: Stamp{Wall: t0.UnixMilli(), Seq: math.MaxUint32, Node: b.s.Node()}}})
+	a.local("allow/x.example", "")
+	b.s.Merge(a.s.State().Entries)
+	a.s.Merge([]Entry{{Key: "allow/x.example", Value: "1", Stamp: Stamp{Wall: t0.UnixMilli(), Seq: math.MaxUint32, Node: b.s.Node()}}})
+	if a.state["allow/x.example"] != "" || b.state["allow/x.example"] != "" {
+		t.Errorf("a's later change: %q on a, %q on b; want \"\" on both", a.state["allow/x.example"], b.state["allow/x.example"])
+	}
+}
+
+// What a peer sends is bounded per entry (a key as long as a name's, a
+// short value and node id), so a peer that is not nxdns, or lies, cannot
+// grow the kept state past what Open reads back: after it filled the table
+// with the longest entries it may send, a restart still opens the state.
+// An entry past the bounds is not taken.
+func TestMerge_peerEntriesAreBoundedSoTheStateOpensAgain(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, func(string, string) bool { return true }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := []Entry{
+		{Key: "pause/client/" + strings.Repeat("x", 4000), Value: "1", Stamp: Stamp{Wall: 1, Node: "b"}},
+		{Key: "allow/x.example", Value: strings.Repeat("1", 4000), Stamp: Stamp{Wall: 1, Node: "b"}},
+		{Key: "allow/y.example", Value: "1", Stamp: Stamp{Wall: 1, Node: strings.Repeat("b", 4000)}},
+	}
+	if won := s.Merge(long); won != 0 {
+		t.Errorf("%d entries past the bounds taken", won)
+	}
+	var in []Entry
+	for i := range maxEntries {
+		key := fmt.Sprintf("pause/client/%0*d", maxKey-len("pause/client/"), i)
+		in = append(in, Entry{Key: key, Value: "2026-12-03T12:00:00.123456789Z", Stamp: Stamp{Wall: 1 << 50, Seq: math.MaxUint32, Node: strings.Repeat("b", maxNode)}})
+	}
+	if won := s.Merge(in); won != maxEntries {
+		t.Fatalf("%d of %d entries at the bounds taken", won, maxEntries)
+	}
+	if _, err := Open(dir, func(string, string) bool { return true }, nil); err != nil {
+		t.Fatalf("the state a peer filled does not open again: %v", err)
 	}
 }

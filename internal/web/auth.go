@@ -131,10 +131,12 @@ func (s *Server) guard(h http.Handler, access Access) http.Handler {
 			http.Error(w, "cross-origin request refused", http.StatusForbidden)
 			return
 		}
-		if _, ok := r.Header["Authorization"]; ok {
+		if isBearer(r) {
 			// Judged by the token alone (tokenauth.go): no session
 			// cookie is looked at, so a token request is never mistaken
-			// for a browser's, nor a browser's exempted from CSRF.
+			// for a browser's, nor a browser's exempted from CSRF. Another
+			// scheme (Basic from a reverse proxy's own password) is no
+			// token: that request is judged as a browser's below.
 			s.tokenGuard(h, access, w, r)
 			return
 		}

@@ -15,9 +15,9 @@ func (s *Server) SetTokens(t *Tokens) { s.tokens = t }
 // Every outcome past the header's form is counted under the token's name;
 // the token itself is never logged or echoed.
 func (s *Server) tokenGuard(h http.Handler, access Access, w http.ResponseWriter, r *http.Request) {
-	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	_, raw, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	raw = strings.TrimSpace(raw)
-	if !ok || raw == "" {
+	if raw == "" {
 		tokenError(w, http.StatusUnauthorized, "Authorization: want \"Bearer TOKEN\" with a token from nxdns token add")
 		return
 	}
@@ -54,6 +54,13 @@ func (s *Server) tokenGuard(h http.Handler, access Access, w http.ResponseWriter
 		return
 	}
 	h.ServeHTTP(w, r)
+}
+
+// isBearer reports whether r carries an API token: an Authorization
+// header of the Bearer scheme (its name case-insensitive, RFC 7235).
+func isBearer(r *http.Request) bool {
+	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.EqualFold(scheme, "Bearer")
 }
 
 func tokenError(w http.ResponseWriter, code int, msg string) {

@@ -75,7 +75,8 @@ func TestTokens_judgedByTheTokenAloneAndNotOverPlainLANHTTP(t *testing.T) {
 		{"HTTPS from the LAN", "GET", "/api/private", lan, ctl, true, nil, 200, ""},
 		{"expired", "GET", "/api/private", loop, old, false, nil, 401, "expired"},
 		{"session-only route", "GET", "/admin", loop, ctl, false, nil, 403, "browser login"},
-		{"not Bearer", "GET", "/api/private", loop, "", false, map[string]string{"Authorization": "Basic YTpi"}, 401, "Bearer"},
+		{"not Bearer", "GET", "/api/private", loop, "", false, map[string]string{"Authorization": "Basic YTpi"}, 401, "login required"},
+		{"Bearer without a token", "GET", "/api/private", loop, "", false, map[string]string{"Authorization": "Bearer "}, 401, "Bearer"},
 	} {
 		code, body := serveAs(s, tc.method, tc.path, tc.remote, tc.token, tc.tls, tc.hdr)
 		if code != tc.want || !strings.Contains(body, tc.body) {
@@ -163,5 +164,25 @@ func TestTokens_fileHoldsHashesAndConcurrentAddsLand(t *testing.T) {
 	}
 	if _, err := AddToken(dir, "x", "admin", 0, time.Now()); err == nil {
 		t.Error("scope admin was accepted")
+	}
+}
+
+// An Authorization header of another scheme (Basic, from a reverse proxy
+// with its own password in front of the dashboard, which passes the
+// header on) is not a token: the request is judged by its session as any
+// browser's, CSRF included, rather than every page answering 401.
+func TestTokens_otherAuthorizationSchemeIsJudgedAsABrowser(t *testing.T) {
+	s, _ := tokenServer(t)
+	cookie, sess := s.login.Load().create()
+	const loop = "127.0.0.1:4000"
+	basic := map[string]string{"Authorization": "Basic YTpi", "Cookie": sessionCookie + "=" + cookie}
+	if code, body := serveAs(s, "GET", "/api/private", loop, "", false, basic); code != 200 || body != sess.csrf {
+		t.Errorf("Basic beside a live session: %d %q, want the session's page", code, body)
+	}
+	if code, body := serveAs(s, "POST", "/api/act", loop, "", false, basic); code != http.StatusForbidden || !strings.Contains(body, "CSRF") {
+		t.Errorf("Basic beside a session, POST without the CSRF token: %d %q, want 403 CSRF", code, body)
+	}
+	if code, _ := serveAs(s, "GET", "/api/private", loop, "", false, map[string]string{"Authorization": "Basic YTpi"}); code != http.StatusUnauthorized {
+		t.Errorf("Basic alone: %d, want 401", code)
 	}
 }
