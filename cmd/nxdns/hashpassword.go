@@ -49,8 +49,14 @@ func cmdHashPassword(args []string, stdin io.Reader, stdout, stderr io.Writer) i
 	return exitOK
 }
 
-// promptTwice reads the password twice from the terminal fd without echo.
+// promptTwice reads the password twice from the terminal fd without echo,
+// echo off before the first prompt is shown (echoOff).
 func promptTwice(fd int, prompt io.Writer) (string, error) {
+	restore, err := echoOff(fd)
+	if err != nil {
+		return "", err
+	}
+	defer restore()
 	fmt.Fprint(prompt, "Dashboard password: ")
 	first, err := term.ReadPassword(fd)
 	fmt.Fprintln(prompt)

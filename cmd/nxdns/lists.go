@@ -123,6 +123,11 @@ func webBase(listen string) (string, error) {
 // terminal, else the first line of stdin.
 func readPassword(stdin io.Reader, prompt io.Writer) (string, error) {
 	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		restore, err := echoOff(int(f.Fd())) // before the prompt (echo_linux.go)
+		if err != nil {
+			return "", err
+		}
+		defer restore()
 		fmt.Fprint(prompt, "Dashboard password: ")
 		p, err := term.ReadPassword(int(f.Fd()))
 		fmt.Fprintln(prompt)
