@@ -558,7 +558,7 @@ func (a *App) logEffective(cfg config.Config) {
 	}
 	zones := make([]string, 0, len(cfg.ForwardZones))
 	for _, z := range cfg.ForwardZones {
-		zones = append(zones, z.FQDN()+"→"+z.Resolver)
+		zones = append(zones, z.FQDN()+"→"+upstream.RedactString(z.Resolver)) // a DoH zone's path may hold a token
 	}
 	fields := []zap.Field{
 		zap.Strings("listen", cfg.DNS.Listen),

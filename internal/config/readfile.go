@@ -44,6 +44,7 @@ func (c *Config) ReadFiles() Problems {
 		}
 		u.CA = pem
 	}
+	c.readZoneCAs(&ps)
 	if err := c.DNSSEC.readAnchors(); err != nil {
 		ps.add("dnssec.trust_anchors_file", CodeTrustAnchors, "%v", err)
 	}
