@@ -36,7 +36,7 @@ func checkZones(ps *Problems, zs []ForwardZone, listen []string) {
 		}
 		if z.Resolver == "" {
 			ps.add(path+".resolver", CodeRequired, "missing: a forward zone is a zone and a resolver")
-		} else if encryptedResolver(z.Resolver) {
+		} else if EncryptedResolver(z.Resolver) {
 			checkZoneTLS(ps, path, z)
 		} else if _, addr, code, msg := parseResolver(z.Resolver); code != "" {
 			ps.add(path+".resolver", code, "%q: %s", z.Resolver, msg)
@@ -53,7 +53,7 @@ func checkZones(ps *Problems, zs []ForwardZone, listen []string) {
 // not served.
 func checkLoops(ps *Problems, zs []ForwardZone, source string, listen []string) {
 	for i, z := range zs {
-		if encryptedResolver(z.Resolver) {
+		if EncryptedResolver(z.Resolver) {
 			continue // not a dns.listen address: see checkZoneTLS
 		}
 		if _, addr, code, _ := parseResolver(z.Resolver); code == "" {

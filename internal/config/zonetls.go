@@ -12,9 +12,11 @@ import (
 // resolves a resolver's name. tls_name and ca_file mean what they mean for
 // an upstream.
 
-// encryptedResolver reports whether a zone's resolver URL names an
-// encrypted scheme, case-insensitively as parseResolver reads udp and tcp.
-func encryptedResolver(s string) bool {
+// EncryptedResolver reports whether a zone's resolver URL names an
+// encrypted scheme (tls, https, quic), case-insensitively as parseResolver
+// reads udp and tcp. internal/forward routes on it too, so validation and
+// the zone table agree on which rules a URL gets.
+func EncryptedResolver(s string) bool {
 	scheme, _, ok := strings.Cut(s, "://")
 	if !ok {
 		return false
@@ -42,7 +44,7 @@ func checkZoneTLS(ps *Problems, path string, z ForwardZone) {
 // checkZonePlainTLSKeys reports tls_name or ca_file on a udp/tcp zone,
 // where nothing would use them.
 func checkZonePlainTLSKeys(ps *Problems, path string, z ForwardZone) {
-	if encryptedResolver(z.Resolver) {
+	if EncryptedResolver(z.Resolver) {
 		return
 	}
 	if z.TLSName != "" {

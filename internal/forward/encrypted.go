@@ -2,7 +2,6 @@ package forward
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nxdns/nxdns/internal/config"
@@ -16,19 +15,6 @@ import (
 // pool's. The zone keeps everything else of its own: one resolver, no
 // failover, the one read_timeout deadline of exchange, its counters and
 // health, and the router-aware cache rules keyed by the resolver URL.
-
-// encrypted reports whether a resolver URL names an encrypted scheme.
-func encrypted(raw string) bool {
-	scheme, _, ok := strings.Cut(raw, "://")
-	if !ok {
-		return false
-	}
-	switch upstream.Scheme(strings.ToLower(scheme)) {
-	case upstream.SchemeDoT, upstream.SchemeDoH, upstream.SchemeDoQ:
-		return true
-	}
-	return false
-}
 
 // newEncryptedZone builds a zone over an encrypted transport. The URL's host
 // must be an IP: a zone has no address key, and no resolver's name is

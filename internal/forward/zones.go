@@ -96,7 +96,7 @@ func newZone(fz config.ForwardZone, timeout time.Duration) (*Zone, error) {
 	if _, ok := dns.IsDomainName(name); !ok || fz.Zone == "" {
 		return nil, fmt.Errorf("zone: %q is not a valid domain name", fz.Zone)
 	}
-	if encrypted(fz.Resolver) {
+	if config.EncryptedResolver(fz.Resolver) {
 		return newEncryptedZone(name, fz, timeout)
 	}
 	network, addr, err := parseResolver(fz.Resolver)
