@@ -260,6 +260,10 @@ let
         DNS over HTTPS listeners (RFC 8484, path /dns-query), e.g.
         `[ "0.0.0.0:443" "[::]:443" ]`. `openFirewall` opens their ports (TCP).
       '';
+      doq_listen = optional (types.listOf hostPort) ''
+        DNS over QUIC listeners (RFC 9250), e.g. `[ "0.0.0.0:853" "[::]:853" ]`,
+        behind the same certificate. `openFirewall` opens their ports (UDP).
+      '';
     };
   };
 
@@ -574,6 +578,8 @@ let
   tlsPorts = openPorts (
     lib.defaultTo [ ] cfg.settings.tls.dot_listen ++ lib.defaultTo [ ] cfg.settings.tls.doh_listen
   );
+  # DoQ is UDP only.
+  doqPorts = openPorts (lib.defaultTo [ ] cfg.settings.tls.doq_listen);
   webPorts = openPorts (lib.optional (webListen != "") webListen);
   listensOnWildcard53 = lib.any (
     a:
@@ -626,7 +632,8 @@ in
       default = false;
       description = ''
         Open the DNS ports of `settings.dns.listen` (TCP and UDP) and of
-        `settings.tls.dot_listen` and `doh_listen` (TCP) in the firewall,
+        `settings.tls.dot_listen` and `doh_listen` (TCP) and `doq_listen`
+        (UDP) in the firewall,
         loopback addresses excluded. The web endpoint is not opened (see
         `web.openFirewall`).
       '';
@@ -759,7 +766,7 @@ in
       networking.firewall = lib.mkMerge [
         (lib.mkIf cfg.openFirewall {
           allowedTCPPorts = publicPorts ++ tlsPorts;
-          allowedUDPPorts = publicPorts;
+          allowedUDPPorts = publicPorts ++ doqPorts;
         })
         (lib.mkIf cfg.web.openFirewall { allowedTCPPorts = webPorts; })
       ];

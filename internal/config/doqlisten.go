@@ -3,8 +3,7 @@ package config
 import "fmt"
 
 // checkDoQListen applies tls.doq_listen's rules (docs/server.md "DNS over
-// QUIC"): valid IP:port addresses (853 when the port is left out, RFC 9250
-// §4.1.1), none twice, and none on a UDP port dns.listen binds. They are UDP
+// QUIC"): valid IP:port addresses (usually 853, RFC 9250 §4.1.1), none twice, and none on a UDP port dns.listen binds. They are UDP
 // sockets, so they do not collide with tls.dot_listen's TCP ones on the
 // same port: DoT and DoQ share 853 by design.
 func checkDoQListen(ps *Problems, addrs, dnsListen []string) {

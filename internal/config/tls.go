@@ -18,7 +18,9 @@ type TLS struct {
 }
 
 // Serving reports whether any DoT, DoH or DoQ listener is configured.
-func (t TLS) Serving() bool { return len(t.DoTListen) > 0 || len(t.DoHListen) > 0 || len(t.DoQListen) > 0 }
+func (t TLS) Serving() bool {
+	return len(t.DoTListen) > 0 || len(t.DoHListen) > 0 || len(t.DoQListen) > 0
+}
 
 // checkTLS applies [tls]'s rules: files absolute and both given when a
 // listener is; listen addresses valid, unique across both lists, and not a
