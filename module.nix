@@ -153,11 +153,17 @@ let
         description = "Names at or below this domain go to `resolver`.";
       };
       resolver = mkOption {
-        type = types.strMatching "^(udp|tcp)://.+:[0-9]+$";
+        type = types.strMatching "^((udp|tcp)://.+:[0-9]+|(tls|https|quic)://.+)$";
         example = "udp://192.168.1.1:53";
-        description = "The LAN resolver: `udp://IP:port` or `tcp://IP:port`.";
+        description = "The zone's resolver: `udp://IP:port` or `tcp://IP:port`, or encrypted `tls://IP[:port]`, `https://IP[:port]/path` or `quic://IP[:port]` (docs/forward.md).";
       };
       validate = optional types.bool "DNSSEC-validate this zone's answers as `dnssec.mode` says (default false: a router's local zone is unsigned).";
+      tls_name = optional types.str "An encrypted resolver: the name its certificate must carry (default: the URL's IP).";
+      ca_file = optional types.path ''
+        An encrypted resolver: PEM file of extra trust on top of the system
+        roots. A path outside the Nix store is not visible to the build-time
+        check: set `checkConfig = false` then.
+      '';
     };
   };
 
