@@ -309,6 +309,11 @@ func readDoQQuery(st *quic.Stream) ([]byte, error) {
 	return wire, nil
 }
 
+// doqSnapshot is the DoQ refusals, for TLSSnapshot.
+func (s *Server) doqSnapshot() FrontSnapshot {
+	return FrontSnapshot{RefusedNotAllowed: s.doq.refusedNotAllowed.Load(), RefusedShare: s.doq.refusedShare.Load()}
+}
+
 // DoQAddrs returns the bound UDP addresses of the current DoQ listeners, in
 // ListenDoQ order.
 func (s *Server) DoQAddrs() []net.Addr {

@@ -85,7 +85,7 @@ func TestDoQ_clientOutsideAllowIsRefusedBeforeTheHandshake(t *testing.T) {
 	if _, err := c.Exchange(ctx, newQuery("a.example.", dns.TypeA)); err == nil {
 		t.Fatal("a client outside dns.allow got an answer")
 	}
-	if s.doq.refusedNotAllowed.Load() == 0 {
+	if s.TLSSnapshot().DoQ.RefusedNotAllowed == 0 {
 		t.Error("no refusal counted at the first packet")
 	}
 	if n := protoCount(s, "doq"); n != 0 {
@@ -148,5 +148,50 @@ func TestDoQ_streamsPerConnectionAreBounded(t *testing.T) {
 	}
 	if _, err := c.OpenStream(); err == nil {
 		t.Fatalf("stream %d opened past the limit of %d", maxConnQueries+1, maxConnQueries)
+	}
+}
+
+// One client holds at most tcpClientShare DoQ connections; the next is
+// closed with DOQ_EXCESSIVE_LOAD and counted, and the earlier ones still
+// answer.
+func TestDoQ_connectionsPerClientAreBounded(t *testing.T) {
+	p := newTestPKI(t)
+	s, addr := startDoQServer(t, state(answerA("192.0.2.9")), p)
+	var conns []*quic.Conn
+	for range tcpClientShare {
+		conns = append(conns, dialRawDoQ(t, p, addr))
+	}
+	// The server admits each after its handshake: wait until it holds all.
+	key := clientKey(netip.MustParseAddr("127.0.0.1"))
+	waitFor(t, "every connection admitted", func() bool {
+		s.doq.conns.mu.Lock()
+		defer s.doq.conns.mu.Unlock()
+		return s.doq.conns.held[key] == tcpClientShare
+	})
+	extra := dialRawDoQ(t, p, addr)
+	select {
+	case <-extra.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection over the share stayed open")
+	}
+	var ae *quic.ApplicationError
+	if err := context.Cause(extra.Context()); !errors.As(err, &ae) || ae.ErrorCode != doqExcessiveLoad {
+		t.Fatalf("closed with %v, want DOQ_EXCESSIVE_LOAD", err)
+	}
+	if got := s.TLSSnapshot().DoQ.RefusedShare; got != 1 {
+		t.Errorf("client_share refusals %d, want 1", got)
+	}
+	st, err := conns[0].OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newQuery("a.example.", dns.TypeA)
+	q.Id = 0 // RFC 9250 §4.2.1
+	wire := mustPack(t, q)
+	st.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(wire))), wire...))
+	st.Close()
+	st.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if out, err := io.ReadAll(st); err != nil || len(out) < 2+12 {
+		t.Fatalf("an admitted connection: %d bytes, %v", len(out), err)
 	}
 }
