@@ -63,11 +63,6 @@ func (c *Config) readZoneCAs(ps *Problems) {
 		if z.CAFile == "" {
 			continue
 		}
-		pem, err := readCAFile(z.CAFile)
-		if err != nil {
-			ps.add(fmt.Sprintf("forward_zones[%d].ca_file", i), CodeCAFile, "%v", err)
-			continue
-		}
-		z.CA = pem
+		z.CA = readCA(ps, fmt.Sprintf("forward_zones[%d].ca_file", i), z.CAFile)
 	}
 }
