@@ -195,3 +195,54 @@ func TestDoQ_connectionsPerClientAreBounded(t *testing.T) {
 		t.Fatalf("an admitted connection: %d bytes, %v", len(out), err)
 	}
 }
+
+// RFC 9250 §4.2: a stream carries one query and then FIN; bytes after the
+// message are a protocol error that ends the connection.
+func TestDoQ_bytesAfterTheQueryCloseWithProtocolError(t *testing.T) {
+	p := newTestPKI(t)
+	s, addr := startDoQServer(t, state(answerA("192.0.2.9")), p)
+	c := dialRawDoQ(t, p, addr)
+	st, err := c.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newQuery("a.example.", dns.TypeA)
+	q.Id = 0
+	wire := mustPack(t, q)
+	st.Write(append(append(binary.BigEndian.AppendUint16(nil, uint16(len(wire))), wire...), 0xff))
+	st.Close()
+	st.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadAll(st)
+	var ae *quic.ApplicationError
+	if !errors.As(err, &ae) || ae.ErrorCode != doqProtocolError {
+		t.Fatalf("stream read: %v; want DOQ_PROTOCOL_ERROR", err)
+	}
+	if protoCount(s, "doq") != 0 {
+		t.Error("the malformed stream was answered")
+	}
+}
+
+// A reload that drops an address closes its listener and connections; one
+// that keeps it leaves it bound (the same socket, the same port).
+func TestDoQ_listenReconciles(t *testing.T) {
+	p := newTestPKI(t)
+	s, addr := startDoQServer(t, state(answerA("192.0.2.9")), p)
+	if err := s.ListenDoQ([]string{"127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.DoQAddrs(); len(got) != 1 || got[0].String() != addr.String() {
+		t.Fatalf("after a reload with the same address: %v, want %s kept", got, addr)
+	}
+	c := dialRawDoQ(t, p, addr)
+	if err := s.ListenDoQ(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.DoQAddrs(); len(got) != 0 {
+		t.Fatalf("after removing it: %v", got)
+	}
+	select {
+	case <-c.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection of the removed listener stayed open")
+	}
+}
