@@ -79,9 +79,11 @@ type doqListener struct {
 // is removed, and a failure changes nothing. It needs the certificate
 // ListenTLS was given.
 func (s *Server) ListenDoQ(addrs []string) error {
+	// Held throughout, as ListenTLS does: Shutdown sets closed under s.mu
+	// before stopDoQ, so no listener bound here outlives it.
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	closed, certs := s.closed, s.tls.certs.Load()
-	s.mu.Unlock()
 	if closed {
 		return errors.New("server: listen after shutdown")
 	}
