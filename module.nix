@@ -153,11 +153,17 @@ let
         description = "Names at or below this domain go to `resolver`.";
       };
       resolver = mkOption {
-        type = types.strMatching "^(udp|tcp)://.+:[0-9]+$";
+        type = types.strMatching "^((udp|tcp)://.+:[0-9]+|(tls|https|quic)://.+)$";
         example = "udp://192.168.1.1:53";
-        description = "The LAN resolver: `udp://IP:port` or `tcp://IP:port`.";
+        description = "The zone's resolver: `udp://IP:port` or `tcp://IP:port`, or encrypted `tls://IP[:port]`, `https://IP[:port]/path` or `quic://IP[:port]` (docs/forward.md).";
       };
       validate = optional types.bool "DNSSEC-validate this zone's answers as `dnssec.mode` says (default false: a router's local zone is unsigned).";
+      tls_name = optional types.str "An encrypted resolver: the name its certificate must carry (default: the URL's IP).";
+      ca_file = optional types.path ''
+        An encrypted resolver: PEM file of extra trust on top of the system
+        roots. A path outside the Nix store is not visible to the build-time
+        check: set `checkConfig = false` then.
+      '';
     };
   };
 
@@ -259,6 +265,10 @@ let
       doh_listen = optional (types.listOf hostPort) ''
         DNS over HTTPS listeners (RFC 8484, path /dns-query), e.g.
         `[ "0.0.0.0:443" "[::]:443" ]`. `openFirewall` opens their ports (TCP).
+      '';
+      doq_listen = optional (types.listOf hostPort) ''
+        DNS over QUIC listeners (RFC 9250), e.g. `[ "0.0.0.0:853" "[::]:853" ]`,
+        behind the same certificate. `openFirewall` opens their ports (UDP).
       '';
     };
   };
@@ -574,6 +584,8 @@ let
   tlsPorts = openPorts (
     lib.defaultTo [ ] cfg.settings.tls.dot_listen ++ lib.defaultTo [ ] cfg.settings.tls.doh_listen
   );
+  # DoQ is UDP only.
+  doqPorts = openPorts (lib.defaultTo [ ] cfg.settings.tls.doq_listen);
   webPorts = openPorts (lib.optional (webListen != "") webListen);
   listensOnWildcard53 = lib.any (
     a:
@@ -626,7 +638,8 @@ in
       default = false;
       description = ''
         Open the DNS ports of `settings.dns.listen` (TCP and UDP) and of
-        `settings.tls.dot_listen` and `doh_listen` (TCP) in the firewall,
+        `settings.tls.dot_listen` and `doh_listen` (TCP) and `doq_listen`
+        (UDP) in the firewall,
         loopback addresses excluded. The web endpoint is not opened (see
         `web.openFirewall`).
       '';
@@ -759,7 +772,7 @@ in
       networking.firewall = lib.mkMerge [
         (lib.mkIf cfg.openFirewall {
           allowedTCPPorts = publicPorts ++ tlsPorts;
-          allowedUDPPorts = publicPorts;
+          allowedUDPPorts = publicPorts ++ doqPorts;
         })
         (lib.mkIf cfg.web.openFirewall { allowedTCPPorts = webPorts; })
       ];

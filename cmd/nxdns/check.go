@@ -96,7 +96,7 @@ func summary(name string, cfg config.Config) string {
 	if len(cfg.ForwardZones) > 0 {
 		fmt.Fprintf(&b, "forward zones:\n")
 		for _, z := range cfg.ForwardZones {
-			fmt.Fprintf(&b, "  %s → %s\n", z.Zone, z.Resolver)
+			fmt.Fprintf(&b, "  %s → %s\n", z.Zone, upstream.RedactString(z.Resolver))
 		}
 	}
 	if f := cfg.Filter; len(f.Lists) > 0 || len(f.Block) > 0 || len(f.Allow) > 0 {

@@ -186,6 +186,9 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
 		return fail(explainListen(err))
 	}
+	if err := a.srv.ListenDoQ(cfg.TLS.DoQListen); err != nil {
+		return fail(explainListen(err))
+	}
 	ws, err := a.bindWeb(endpointOf(cfg.Web))
 	if err != nil {
 		return fail(explainListen(err))
@@ -277,6 +280,12 @@ func (a *App) reloadLocked(cfg config.Config) error {
 	// as the new file says, but keeps the running generation and TLS
 	// listeners, and the error says which address.
 	if err := a.srv.ListenTLS(cfg.TLS.DoTListen, cfg.TLS.DoHListen, certSource(store)); err != nil {
+		a.webHash = oldHash
+		a.abortWeb(ws)
+		gen.close()
+		return err
+	}
+	if err := a.srv.ListenDoQ(cfg.TLS.DoQListen); err != nil {
 		a.webHash = oldHash
 		a.abortWeb(ws)
 		gen.close()
@@ -558,7 +567,7 @@ func (a *App) logEffective(cfg config.Config) {
 	}
 	zones := make([]string, 0, len(cfg.ForwardZones))
 	for _, z := range cfg.ForwardZones {
-		zones = append(zones, z.FQDN()+"→"+z.Resolver)
+		zones = append(zones, z.FQDN()+"→"+upstream.RedactString(z.Resolver)) // a DoH zone's path may hold a token
 	}
 	fields := []zap.Field{
 		zap.Strings("listen", cfg.DNS.Listen),

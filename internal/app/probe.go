@@ -82,6 +82,7 @@ func probeZones(ctx context.Context, cfg config.Config) []ProbeResult {
 	if err != nil { // validated already; report rather than hide it
 		return []ProbeResult{{Zone: "forward_zones", Err: err}}
 	}
+	defer tab.Close() // an encrypted resolver's connection
 	var results []ProbeResult
 	for _, z := range tab.Zones() {
 		start := time.Now()

@@ -77,8 +77,11 @@ func (u UpstreamURL) IsEnabled() bool { return u.Enabled == nil || *u.Enabled }
 // ForwardZone sends names at or below Zone to one LAN resolver.
 type ForwardZone struct {
 	Zone     string `toml:"zone"`     // a domain, e.g. "lan" or "168.192.in-addr.arpa"
-	Resolver string `toml:"resolver"` // udp://IP:port or tcp://IP:port
+	Resolver string `toml:"resolver"` // udp://IP:port, tcp://IP:port, or tls://, https://, quic:// with an IP host (zonetls.go)
 	Validate *bool  `toml:"validate"` // DNSSEC-validate its answers; nil means false (docs/dnssec.md)
+	TLSName  string `toml:"tls_name"` // encrypted resolvers: the name the certificate must carry; defaults to the URL's host
+	CAFile   string `toml:"ca_file"`  // encrypted resolvers: extra PEM roots on top of the system's
+	CA       []byte `toml:"-"`        // CAFile's content as ReadFiles read it
 }
 
 // Client is a static name for a LAN client, shown in logs: the client at

@@ -37,17 +37,23 @@ func (c *Config) ReadFiles() Problems {
 		if u.CAFile == "" {
 			continue
 		}
-		pem, err := readCAFile(u.CAFile)
-		if err != nil {
-			ps.add(fmt.Sprintf("upstreams[%d].ca_file", i), CodeCAFile, "%v", err)
-			continue
-		}
-		u.CA = pem
+		u.CA = readCA(&ps, fmt.Sprintf("upstreams[%d].ca_file", i), u.CAFile)
 	}
+	c.readZoneCAs(&ps)
 	if err := c.DNSSEC.readAnchors(); err != nil {
 		ps.add("dnssec.trust_anchors_file", CodeTrustAnchors, "%v", err)
 	}
 	return ps
+}
+
+// readCA reads the ca_file at path for key, or adds its problem and
+// returns nil.
+func readCA(ps *Problems, key, path string) []byte {
+	pem, err := readCAFile(path)
+	if err != nil {
+		ps.add(key, CodeCAFile, "%v", err)
+	}
+	return pem
 }
 
 func readCAFile(path string) ([]byte, error) {

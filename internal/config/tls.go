@@ -14,10 +14,13 @@ type TLS struct {
 	KeyFile   string   `toml:"key_file"`   // PEM: the leaf's private key
 	DoTListen []string `toml:"dot_listen"` // IP:port each, usually 0.0.0.0:853 (RFC 7858)
 	DoHListen []string `toml:"doh_listen"` // IP:port each, usually 0.0.0.0:443, path /dns-query (RFC 8484)
+	DoQListen []string `toml:"doq_listen"` // IP:port each, UDP, usually 0.0.0.0:853 (RFC 9250; doqlisten.go)
 }
 
-// Serving reports whether any DoT or DoH listener is configured.
-func (t TLS) Serving() bool { return len(t.DoTListen) > 0 || len(t.DoHListen) > 0 }
+// Serving reports whether any DoT, DoH or DoQ listener is configured.
+func (t TLS) Serving() bool {
+	return len(t.DoTListen) > 0 || len(t.DoHListen) > 0 || len(t.DoQListen) > 0
+}
 
 // checkTLS applies [tls]'s rules: files absolute and both given when a
 // listener is; listen addresses valid, unique across both lists, and not a
@@ -29,7 +32,7 @@ func checkTLS(ps *Problems, t TLS, dnsListen []string) {
 	for _, f := range []struct{ path, value string }{{"tls.cert_file", t.CertFile}, {"tls.key_file", t.KeyFile}} {
 		switch {
 		case f.value == "" && t.Serving():
-			ps.add(f.path, CodeRequired, "missing: tls.dot_listen or tls.doh_listen is set, and serving TLS needs a certificate and its key")
+			ps.add(f.path, CodeRequired, "missing: tls.dot_listen, tls.doh_listen or tls.doq_listen is set, and serving TLS needs a certificate and its key")
 		case f.value != "" && !filepath.IsAbs(f.value):
 			ps.add(f.path, CodeTLSFile, "%q is not an absolute path (under systemd the working directory is /)", f.value)
 		}
@@ -42,6 +45,7 @@ func checkTLS(ps *Problems, t TLS, dnsListen []string) {
 	}
 	taken = checkTLSListen(ps, "tls.dot_listen", "853", t.DoTListen, taken)
 	checkTLSListen(ps, "tls.doh_listen", "443", t.DoHListen, taken)
+	checkDoQListen(ps, t.DoQListen, dnsListen)
 }
 
 // bound is a TCP address some listener of the file binds, and which key.

@@ -36,11 +36,14 @@ func checkZones(ps *Problems, zs []ForwardZone, listen []string) {
 		}
 		if z.Resolver == "" {
 			ps.add(path+".resolver", CodeRequired, "missing: a forward zone is a zone and a resolver")
+		} else if EncryptedResolver(z.Resolver) {
+			checkZoneTLS(ps, path, z)
 		} else if _, addr, code, msg := parseResolver(z.Resolver); code != "" {
 			ps.add(path+".resolver", code, "%q: %s", z.Resolver, msg)
 		} else {
 			checkLoop(ps, path, z.Resolver, addr, "dns.listen", listen)
 		}
+		checkZonePlainTLSKeys(ps, path, z)
 	}
 }
 
@@ -50,6 +53,9 @@ func checkZones(ps *Problems, zs []ForwardZone, listen []string) {
 // not served.
 func checkLoops(ps *Problems, zs []ForwardZone, source string, listen []string) {
 	for i, z := range zs {
+		if EncryptedResolver(z.Resolver) {
+			continue // not a dns.listen address: see checkZoneTLS
+		}
 		if _, addr, code, _ := parseResolver(z.Resolver); code == "" {
 			checkLoop(ps, fmt.Sprintf("forward_zones[%d]", i), z.Resolver, addr, source, listen)
 		}
@@ -126,7 +132,7 @@ func parseResolver(s string) (network string, addr netip.AddrPort, code Code, ms
 	switch network = strings.ToLower(scheme); network {
 	case NetworkUDP, NetworkTCP:
 	default:
-		return "", addr, CodeUnsupportedScheme, fmt.Sprintf("scheme %q: want udp:// or tcp://", scheme)
+		return "", addr, CodeUnsupportedScheme, fmt.Sprintf("scheme %q: want udp://, tcp://, tls://, https:// or quic://", scheme)
 	}
 	addr, err := netip.ParseAddrPort(rest)
 	if err != nil {

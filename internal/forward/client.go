@@ -103,6 +103,9 @@ func (z *Zone) exchange(parent context.Context, q *dns.Msg) (*dns.Msg, error) {
 // legs sends the query over UDP, retrying over TCP on TC=1 (RFC 7766 §5), or
 // over TCP alone for a tcp:// resolver. Both legs spend ctx's one deadline.
 func (z *Zone) legs(ctx context.Context, m *dns.Msg, wire []byte) (*dns.Msg, error) {
+	if z.client != nil {
+		return z.client.Exchange(ctx, m) // validated; it spends ctx's deadline too
+	}
 	if z.network == netUDP {
 		resp, err := z.udp(ctx, m, wire)
 		if err != nil || !resp.Truncated {

@@ -115,13 +115,17 @@ func (t *Table) Start(log *zap.Logger) {
 	}
 }
 
-// Close stops the probers and waits for them. Safe on a table never started.
+// Close stops the probers, waits for them, and closes the encrypted
+// resolvers' connections. Safe on a table never started.
 func (t *Table) Close() {
-	if t == nil || t.stop == nil {
+	if t == nil {
 		return
 	}
-	t.stop()
-	t.wg.Wait()
+	if t.stop != nil {
+		t.stop()
+		t.wg.Wait()
+	}
+	t.closeClients()
 }
 
 // probeLoop probes once, then for each episode logs its start, probes on

@@ -18,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/upstream"
 )
 
 // Resolver schemes (docs/design.md#config-upstreams forward_zones[].resolver).
@@ -37,6 +38,8 @@ type Zone struct {
 	udpAddr *net.UDPAddr   // addr, converted once for DialUDP
 	tcpAddr string         // addr, formatted once for the dialer
 	timeout time.Duration  // read_timeout: the whole exchange, every leg together
+
+	client upstream.Client // a tls://, https:// or quic:// resolver's transport (encrypted.go); nil for udp/tcp
 
 	queries   atomic.Uint64 // every Resolve call
 	failures  atomic.Uint64 // exchanges that failed on the resolver's account (peer faults)
@@ -74,9 +77,12 @@ func NewTable(zones []config.ForwardZone, readTimeout time.Duration) (*Table, er
 	for i, fz := range zones {
 		z, err := newZone(fz, readTimeout)
 		if err != nil {
+			t.closeClients()
 			return nil, fmt.Errorf("forward_zones[%d].%w", i, err) // err names the key
 		}
 		if _, dup := t.byName[z.name]; dup {
+			z.closeClient()
+			t.closeClients()
 			return nil, fmt.Errorf("forward_zones[%d].zone: %q is declared twice", i, z.name)
 		}
 		t.zones = append(t.zones, z)
@@ -89,6 +95,9 @@ func newZone(fz config.ForwardZone, timeout time.Duration) (*Zone, error) {
 	name := dns.CanonicalName(fz.Zone)
 	if _, ok := dns.IsDomainName(name); !ok || fz.Zone == "" {
 		return nil, fmt.Errorf("zone: %q is not a valid domain name", fz.Zone)
+	}
+	if config.EncryptedResolver(fz.Resolver) {
+		return newEncryptedZone(name, fz, timeout)
 	}
 	network, addr, err := parseResolver(fz.Resolver)
 	if err != nil {
@@ -106,7 +115,8 @@ func newZone(fz config.ForwardZone, timeout time.Duration) (*Zone, error) {
 	}, nil
 }
 
-// parseResolver accepts udp://IP:port or tcp://IP:port: an IP literal (nxdns
+// parseResolver accepts udp://IP:port or tcp://IP:port (encrypted schemes
+// go to newEncryptedZone first): an IP literal (nxdns
 // never resolves a resolver's name) and a mandatory port, nothing else.
 func parseResolver(raw string) (network string, addr netip.AddrPort, err error) {
 	u, err := url.Parse(raw)
@@ -114,7 +124,7 @@ func parseResolver(raw string) (network string, addr netip.AddrPort, err error) 
 		return "", netip.AddrPort{}, fmt.Errorf("invalid URL %q", raw)
 	}
 	if u.Scheme != netUDP && u.Scheme != netTCP {
-		return "", netip.AddrPort{}, fmt.Errorf("%q: scheme must be udp or tcp", raw)
+		return "", netip.AddrPort{}, fmt.Errorf("%q: scheme must be udp, tcp, tls, https or quic", raw)
 	}
 	if u.User != nil || u.Opaque != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
 		return "", netip.AddrPort{}, fmt.Errorf("%q: only scheme, IP and port are allowed", raw)

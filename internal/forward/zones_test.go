@@ -89,7 +89,7 @@ func TestNewTable_Rejects(t *testing.T) {
 		}, "forward_zones[1].zone"},
 		{"empty zone", []config.ForwardZone{{Zone: "", Resolver: "udp://127.0.0.1:53"}}, "forward_zones[0].zone"},
 		{"bad zone", []config.ForwardZone{{Zone: "a..b", Resolver: "udp://127.0.0.1:53"}}, "forward_zones[0].zone"},
-		{"scheme", []config.ForwardZone{{Zone: "lan", Resolver: "tls://127.0.0.1:853"}}, "scheme"},
+		{"scheme", []config.ForwardZone{{Zone: "lan", Resolver: "doq://127.0.0.1:853"}}, "scheme"},
 		{"host name", []config.ForwardZone{{Zone: "lan", Resolver: "udp://router.lan:53"}}, "IP literal"},
 		{"missing port", []config.ForwardZone{{Zone: "lan", Resolver: "udp://127.0.0.1"}}, "port"},
 		{"port zero", []config.ForwardZone{{Zone: "lan", Resolver: "udp://127.0.0.1:0"}}, "port"},

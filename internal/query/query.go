@@ -104,9 +104,10 @@ const (
 	TCP
 	DoT // RFC 7858, on tls.dot_listen (docs/design.md#tls-serving)
 	DoH // RFC 8484, on tls.doh_listen
+	DoQ // RFC 9250, on tls.doq_listen (docs/server.md "DNS over QUIC")
 )
 
-var protoNames = [...]string{UDP: "udp", TCP: "tcp", DoT: "dot", DoH: "doh"}
+var protoNames = [...]string{UDP: "udp", TCP: "tcp", DoT: "dot", DoH: "doh", DoQ: "doq"}
 
 func (p Proto) String() string {
 	if int(p) < len(protoNames) && protoNames[p] != "" {

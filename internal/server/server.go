@@ -176,6 +176,7 @@ type Server struct {
 	retiring sync.WaitGroup // goroutines closing removed listeners; Add only under mu, before closed
 
 	tls tlsFront // DoT and DoH listeners, their certificate and counters (tlsfront.go)
+	doq doqFront // DoQ listeners and their counters (doq.go)
 
 	udpCap   [numFamilies]capacity
 	tcpCap   [numFamilies]capacity
@@ -290,8 +291,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range ls {
 		l.stop()
 	}
+	s.stopDoQ()
 	done := make(chan struct{})
 	go func() { // owned here: Shutdown always waits for done below
+		s.doq.wg.Wait()
 		for _, l := range ls {
 			l.wg.Wait()
 		}

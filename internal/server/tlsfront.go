@@ -245,6 +245,7 @@ type StatusCount struct {
 // TLSSnapshot is the DoT and DoH counters.
 type TLSSnapshot struct {
 	DoT, DoH  FrontSnapshot
+	DoQ       FrontSnapshot // refusals only: quic-go runs the handshakes (doq.go)
 	DoHErrors []StatusCount // every status of dohStatuses, zero counts included
 }
 
@@ -257,7 +258,7 @@ func (s *Server) TLSSnapshot() TLSSnapshot {
 			HandshakeTimeouts: fc.handshakeTimeout.Load(), HandshakeFailures: fc.handshakeFailed.Load(),
 		}
 	}
-	snap := TLSSnapshot{DoT: front(&s.tls.stats.dot), DoH: front(&s.tls.stats.doh)}
+	snap := TLSSnapshot{DoT: front(&s.tls.stats.dot), DoH: front(&s.tls.stats.doh), DoQ: s.doqSnapshot()}
 	for i, st := range dohStatuses {
 		snap.DoHErrors = append(snap.DoHErrors, StatusCount{Status: st, Count: s.tls.stats.dohStatus[i].Load()})
 	}

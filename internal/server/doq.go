@@ -1,0 +1,329 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/nxdns/nxdns/internal/query"
+)
+
+// Serving DNS over QUIC (RFC 9250; docs/server.md "DNS over QUIC"). Each
+// tls.doq_listen address is a quic-go listener on its own UDP socket, behind
+// the DoT certificate source (so a renewal reaches new handshakes) with ALPN
+// "doq". The rules, each where RFC 9250 or the TCP front ends put it:
+//
+//   - dns.allow is checked when quic-go is about to create a connection for
+//     a client's first Initial packet (Config.GetConfigForClient), before any
+//     TLS work; a refused client gets a CONNECTION_REFUSED and no state.
+//   - A client holds at most tcpClientShare connections across the DoQ
+//     listeners, as on TCP; one more is closed with DOQ_EXCESSIVE_LOAD.
+//   - A connection has at most maxConnQueries streams open at once (QUIC's
+//     own stream limit, RFC 9000 §4.6: the peer cannot exceed it), as a TCP
+//     connection has that many pipelined queries; no unidirectional streams.
+//   - One stream carries one query: a 2-octet length, the message with ID 0,
+//     then FIN (RFC 9250 §4.2). Anything else is DOQ_PROTOCOL_ERROR and ends
+//     the connection (§4.3.3).
+//   - Queries run under the server's context and the client's DoH share
+//     (dohClientShare queries in flight), for the reason serveDoH gives: a
+//     reset stream must not free a place while its work goes on.
+//   - Answers take the common serve path with proto doq, so the query log,
+//     metrics and events are DoT's.
+//
+// No 0-RTT (Allow0RTT stays false): a replayed query could be answered twice.
+
+// The DoQ error codes (RFC 9250 §8.4), untyped: both connection and stream
+// errors carry them.
+const (
+	doqInternalError = 0x1
+	doqProtocolError = 0x2
+	doqExcessiveLoad = 0x4
+)
+
+// doqIdleTimeout closes a connection with no traffic for this long: the TCP
+// front ends' idle bound. RFC 9250 §5.5.1 leaves the value to the server.
+const doqIdleTimeout = tcpIdleTimeout
+
+// doqFront is the Server's state for DoQ.
+type doqFront struct {
+	mu    sync.Mutex     // guards ls and conf
+	ls    []*doqListener // the current ones, in ListenDoQ order
+	conf  *tls.Config    // built once; certificates read through tlsFront.certs
+	conns *clientShares  // connections per client, across the DoQ listeners
+	wg    sync.WaitGroup // every goroutine of every DoQ listener
+
+	refusedNotAllowed atomic.Uint64 // Initial packets from outside dns.allow
+	refusedShare      atomic.Uint64 // connections over the client's share
+	protocolErrors    atomic.Uint64 // connections closed with DOQ_PROTOCOL_ERROR
+}
+
+type doqListener struct {
+	addr string
+	udp  *net.UDPConn
+	tr   *quic.Transport
+	ln   *quic.Listener
+}
+
+// ListenDoQ makes the DoQ listeners match addrs (IP:port each), as
+// ListenTLS does for DoT: kept addresses stay, new ones are bound before any
+// is removed, and a failure changes nothing. It needs the certificate
+// ListenTLS was given.
+func (s *Server) ListenDoQ(addrs []string) error {
+	// Held throughout, as ListenTLS does: Shutdown sets closed under s.mu
+	// before stopDoQ, so no listener bound here outlives it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	closed, certs := s.closed, s.tls.certs.Load()
+	if closed {
+		return errors.New("server: listen after shutdown")
+	}
+	if len(addrs) > 0 && certs == nil {
+		return errors.New("server: DoQ listeners need a certificate")
+	}
+	d := &s.doq
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conf == nil {
+		d.conf = s.tlsConfig("doq") // RFC 9250 §4.1.1; QUIC itself requires TLS 1.3
+		d.conns = newClientShares(tcpClientShare)
+	}
+	cur := make(map[string]*doqListener, len(d.ls))
+	for _, l := range d.ls {
+		cur[l.addr] = l
+	}
+	var next, fresh []*doqListener
+	for _, a := range addrs {
+		if l, ok := cur[a]; ok {
+			next = append(next, l)
+			delete(cur, a)
+			continue
+		}
+		l, err := s.bindDoQ(a)
+		if err != nil {
+			for _, f := range fresh {
+				f.close()
+			}
+			return err
+		}
+		fresh = append(fresh, l)
+		next = append(next, l)
+	}
+	for _, l := range cur { // no longer listed
+		l.close()
+	}
+	for _, l := range fresh {
+		d.wg.Go(func() { s.acceptDoQ(l) })
+	}
+	d.ls = next
+	return nil
+}
+
+// bindDoQ opens the UDP socket of a DoQ address and its QUIC listener. The
+// error names addr.
+func (s *Server) bindDoQ(addr string) (*doqListener, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	network := "udp4"
+	if ap.Addr().Is6() && !ap.Addr().Is4In6() {
+		network = "udp6"
+	}
+	udp, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(ap))
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	conf := doqQUICConfig.Clone()
+	conf.GetConfigForClient = s.doqAdmit
+	ln, err := tr.Listen(s.doq.conf, conf)
+	if err != nil {
+		udp.Close()
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	return &doqListener{addr: addr, udp: udp, tr: tr, ln: ln}, nil
+}
+
+// doqQUICConfig is every DoQ connection's QUIC configuration. doqAdmit
+// returns it for each admitted client: quic-go uses its defaults (100
+// streams) for a connection whose GetConfigForClient returns nil.
+var doqQUICConfig = &quic.Config{
+	HandshakeIdleTimeout:  tlsHandshakeTimeout,
+	MaxIdleTimeout:        doqIdleTimeout,
+	MaxIncomingStreams:    maxConnQueries,
+	MaxIncomingUniStreams: -1, // RFC 9250 §4.2: DoQ uses bidirectional streams only
+}
+
+var errDoQNotAllowed = errors.New("client outside dns.allow")
+
+// doqAdmit runs on a client's first Initial packet, before the handshake:
+// a client outside dns.allow costs no TLS work.
+func (s *Server) doqAdmit(info *quic.ClientInfo) (*quic.Config, error) {
+	client := query.ClientOfRemote(info.RemoteAddr.String())
+	if !s.allowedNow(client) {
+		s.doq.refusedNotAllowed.Add(1)
+		return nil, errDoQNotAllowed
+	}
+	return doqQUICConfig, nil
+}
+
+func (l *doqListener) close() {
+	l.ln.Close()
+	l.tr.Close() // closes every connection of the listener
+	l.udp.Close()
+}
+
+// stopDoQ closes every DoQ listener and its connections; Shutdown waits for
+// their goroutines (doqFront.wg).
+func (s *Server) stopDoQ() {
+	d := &s.doq
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.ls {
+		l.close()
+	}
+	d.ls = nil
+}
+
+func (s *Server) acceptDoQ(l *doqListener) {
+	for {
+		c, err := l.ln.Accept(context.Background())
+		if err != nil {
+			return // the listener closed
+		}
+		client := query.ClientOfRemote(c.RemoteAddr().String())
+		key := clientKey(client)
+		if !s.doq.conns.tryAcquire(key) {
+			s.doq.refusedShare.Add(1)
+			c.CloseWithError(doqExcessiveLoad, "too many connections from this client")
+			continue
+		}
+		s.doq.wg.Go(func() {
+			defer s.doq.conns.release(key)
+			s.serveDoQConn(c, client)
+		})
+	}
+}
+
+// serveDoQConn answers each stream of c until the connection ends.
+func (s *Server) serveDoQConn(c *quic.Conn, client netip.Addr) {
+	var streams sync.WaitGroup
+	defer streams.Wait()
+	for {
+		st, err := c.AcceptStream(context.Background())
+		if err != nil {
+			return // closed by either side, idle, or the listener closed
+		}
+		streams.Go(func() { s.serveDoQStream(c, st, client) })
+	}
+}
+
+// serveDoQStream reads one query from st, answers it, and ends the stream.
+func (s *Server) serveDoQStream(c *quic.Conn, st *quic.Stream, client netip.Addr) {
+	wire, err := readDoQQuery(st)
+	if err != nil {
+		if errors.Is(err, errDoQFraming) {
+			s.doq.protocolErrors.Add(1)
+			c.CloseWithError(doqProtocolError, err.Error())
+		} else {
+			st.CancelRead(doqInternalError)
+			st.CancelWrite(doqInternalError)
+		}
+		return
+	}
+	key := clientKey(client)
+	if !s.dohShare.tryAcquire(key) {
+		st.CancelWrite(doqExcessiveLoad)
+		return
+	}
+	defer s.dohShare.release(key)
+	answered := false
+	s.serve(s.ctx, wire, client, query.DoQ, func(ans []byte) error {
+		answered = true
+		st.SetWriteDeadline(time.Now().Add(tcpWriteTimeout))
+		out := make([]byte, 2+len(ans)) // one write: the prefix and the message in one STREAM frame
+		binary.BigEndian.PutUint16(out, uint16(len(ans)))
+		copy(out[2:], ans)
+		if _, err := st.Write(out); err != nil {
+			return err
+		}
+		return st.Close() // FIN: the answer is complete (RFC 9250 §4.2)
+	})
+	if !answered {
+		st.CancelWrite(doqInternalError)
+	}
+}
+
+var errDoQFraming = errors.New("DoQ framing")
+
+// readDoQQuery reads the one length-prefixed query of a stream and its FIN,
+// within tcpIdleTimeout for the whole of it. A wrong length, bytes after
+// the message or a message ID other than 0 is errDoQFraming (RFC 9250
+// §4.2, §4.2.1); a query over maxTCPQuerySize is refused the same way, as
+// no real query comes near it.
+func readDoQQuery(st *quic.Stream) ([]byte, error) {
+	st.SetReadDeadline(time.Now().Add(tcpIdleTimeout))
+	var n [2]byte
+	if _, err := io.ReadFull(st, n[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: no length", errDoQFraming)
+		}
+		return nil, err
+	}
+	size := int(binary.BigEndian.Uint16(n[:]))
+	if size < 12 || size > maxTCPQuerySize {
+		return nil, fmt.Errorf("%w: query length %d", errDoQFraming, size)
+	}
+	wire := make([]byte, size)
+	if _, err := io.ReadFull(st, wire); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: the stream ended inside the query", errDoQFraming)
+		}
+		return nil, err
+	}
+	var extra [1]byte
+	switch k, err := st.Read(extra[:]); {
+	case k > 0:
+		return nil, fmt.Errorf("%w: bytes after the query", errDoQFraming)
+	case err == nil:
+		// Read may return 0, nil; one more read settles it.
+		if k, err = io.ReadFull(st, extra[:]); k > 0 {
+			return nil, fmt.Errorf("%w: bytes after the query", errDoQFraming)
+		} else if !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+	case !errors.Is(err, io.EOF):
+		return nil, err
+	}
+	if binary.BigEndian.Uint16(wire) != 0 {
+		return nil, fmt.Errorf("%w: message ID %d, want 0", errDoQFraming, binary.BigEndian.Uint16(wire))
+	}
+	return wire, nil
+}
+
+// doqSnapshot is the DoQ refusals, for TLSSnapshot.
+func (s *Server) doqSnapshot() FrontSnapshot {
+	return FrontSnapshot{RefusedNotAllowed: s.doq.refusedNotAllowed.Load(), RefusedShare: s.doq.refusedShare.Load()}
+}
+
+// DoQAddrs returns the bound UDP addresses of the current DoQ listeners, in
+// ListenDoQ order.
+func (s *Server) DoQAddrs() []net.Addr {
+	s.doq.mu.Lock()
+	defer s.doq.mu.Unlock()
+	var out []net.Addr
+	for _, l := range s.doq.ls {
+		out = append(out, l.udp.LocalAddr())
+	}
+	return out
+}
