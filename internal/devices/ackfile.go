@@ -107,7 +107,7 @@ func (s *ackStore) write() {
 		fmt.Fprintf(&b, "%s %d %s\n", rec.key, rec.firstSeen.Unix(), ack)
 	}
 	s.reg.mu.RUnlock()
-	if err := writeAtomic(s.path, b.Bytes()); err != nil {
+	if err := safefile.WriteFile(s.path, b.Bytes(), 0o600); err != nil {
 		s.reg.log.Warn("devices file not written", zap.String("path", s.path), zap.Error(err))
 	}
 }
@@ -153,25 +153,4 @@ func parseDevKey(s string) (devKey, bool) {
 		return devKey{mac: mac}, ok
 	}
 	return devKey{}, false
-}
-
-// writeAtomic writes b to path through a temporary file and a rename, so a
-// crash leaves the old file or the new one.
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // a no-op after the rename
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
