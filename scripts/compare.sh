@@ -18,6 +18,7 @@
 # Debian packages: dnsdist, knot-resolver, dnsperf, jq. Every load is bounded
 # in count and time; everything stays on 127.0.0.1.
 # Usage: scripts/compare.sh [TARGETS]   (default "nxdns dnsdist kresd")
+#   NXDNS_EXTRA=$'[dnssec]\nmode = "off"'  TOML appended to nxdns's configuration (a feature off against on)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=${1:-"nxdns dnsdist kresd"}
@@ -83,6 +84,7 @@ target() {
         printf '[[upstreams]]\nurl = "tls://127.0.0.1:%s"\ntls_name = "upstream.test"\nca_file = "%s"\npriority = %d\n' "$u" "$work/ca.pem" "$i"
         i=$((i + 1))
       done
+      printf '%s\n' "${NXDNS_EXTRA:-}"
     } >"$dir/nxdns.toml"
     "$work/nxdns" run --config "$dir/nxdns.toml" 2>"$dir/log" &
     ;;
