@@ -45,6 +45,7 @@ import (
 // The DoQ error codes (RFC 9250 §8.4), untyped: both connection and stream
 // errors carry them.
 const (
+	doqNoError       = 0x0
 	doqInternalError = 0x1
 	doqProtocolError = 0x2
 	doqExcessiveLoad = 0x4
@@ -72,6 +73,9 @@ type doqListener struct {
 	udp  *net.UDPConn
 	tr   *quic.Transport
 	ln   *quic.Listener
+
+	mu    sync.Mutex
+	conns map[*quic.Conn]struct{} // accepted and being served, for close
 }
 
 // ListenDoQ makes the DoQ listeners match addrs (IP:port each), as
@@ -151,7 +155,7 @@ func (s *Server) bindDoQ(addr string) (*doqListener, error) {
 		udp.Close()
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	return &doqListener{addr: addr, udp: udp, tr: tr, ln: ln}, nil
+	return &doqListener{addr: addr, udp: udp, tr: tr, ln: ln, conns: map[*quic.Conn]struct{}{}}, nil
 }
 
 // doqQUICConfig is every DoQ connection's QUIC configuration. doqAdmit
@@ -177,10 +181,38 @@ func (s *Server) doqAdmit(info *quic.ClientInfo) (*quic.Config, error) {
 	return doqQUICConfig, nil
 }
 
+// close ends the listener. Its connections are closed with DOQ_NO_ERROR
+// first, so their clients learn at once (RFC 9250 §4.3): closing the
+// transport alone drops them without telling the peer, which then waits
+// for its idle timeout.
 func (l *doqListener) close() {
 	l.ln.Close()
-	l.tr.Close() // closes every connection of the listener
+	l.mu.Lock()
+	for c := range l.conns {
+		c.CloseWithError(doqNoError, "listener removed")
+	}
+	l.conns = nil
+	l.mu.Unlock()
+	l.tr.Close()
 	l.udp.Close()
+}
+
+// track adds c to the listener's connections until it ends; false when
+// the listener is already closed.
+func (l *doqListener) track(c *quic.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns == nil {
+		return false
+	}
+	l.conns[c] = struct{}{}
+	return true
+}
+
+func (l *doqListener) untrack(c *quic.Conn) {
+	l.mu.Lock()
+	delete(l.conns, c)
+	l.mu.Unlock()
 }
 
 // stopDoQ closes every DoQ listener and its connections; Shutdown waits for
@@ -208,8 +240,14 @@ func (s *Server) acceptDoQ(l *doqListener) {
 			c.CloseWithError(doqExcessiveLoad, "too many connections from this client")
 			continue
 		}
+		if !l.track(c) {
+			s.doq.conns.release(key)
+			c.CloseWithError(doqNoError, "listener removed")
+			return
+		}
 		s.doq.wg.Go(func() {
 			defer s.doq.conns.release(key)
+			defer l.untrack(c)
 			s.serveDoQConn(c, client)
 		})
 	}

@@ -234,6 +234,22 @@ func TestDoQ_listenReconciles(t *testing.T) {
 		t.Fatalf("after a reload with the same address: %v, want %s kept", got, addr)
 	}
 	c := dialRawDoQ(t, p, addr)
+	// One query answered first: the server has accepted the connection and
+	// holds it, so the removal below is what must close it (a handshake the
+	// client finished may not yet be in the server's hands).
+	st, err := c.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newQuery("a.example.", dns.TypeA)
+	q.Id = 0
+	wire := mustPack(t, q)
+	st.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(wire))), wire...))
+	st.Close()
+	st.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(st); err != nil || len(b) < 2 {
+		t.Fatalf("the query before the removal: %d bytes, %v", len(b), err)
+	}
 	if err := s.ListenDoQ(nil); err != nil {
 		t.Fatal(err)
 	}
