@@ -388,7 +388,9 @@ publish_seconds = 5
 	}
 	testutil.WaitFor(t, "the DNSSEC mode sensor's state", 10*time.Second, func() bool { return ha.get("nxdns/sensor/dnssec_mode/state") == "off" })
 
-	blocked := func() bool { return strings.Contains(p.kdig(t, "127.0.0.2", "www.tiktok.com", "A", "+edns"), "EDE: 15") }
+	blocked := func() bool {
+		return strings.Contains(p.kdig(t, "127.0.0.2", "www.tiktok.com", "A", "+edns"), "EDE: 15")
+	}
 	if !blocked() {
 		t.Fatal("tiktok.com is not blocked for the kids before the switch")
 	}

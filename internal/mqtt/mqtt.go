@@ -87,8 +87,8 @@ type Sensors struct {
 	// DNSSEC is dnssec.mode as it applies (off, shadow, enforce, or
 	// waiting_for_clock while enforce waits for a trusted clock); "": no
 	// sensor.
-	DNSSEC string
-	UpstreamStates             []Upstream
+	DNSSEC         string
+	UpstreamStates []Upstream
 }
 
 // Device is a client as the new-device event names it.
