@@ -32,7 +32,7 @@ type nsPeer struct {
 	client    *http.Client
 }
 
-// nsWeb is where each peer's web.listen is, in its own namespace.
+// nsWebPort is where each peer's web.listen is, in its own namespace.
 const nsWebPort = 8080
 
 func newNSPeer(p *nxdnsProc, ns, token string) *nsPeer {
@@ -89,7 +89,7 @@ func (n *nsPeer) replicated(t *testing.T) (string, map[string]string, map[string
 	return st.Digest, values, walls
 }
 
-// kdig asks the peer's own DNS listener from inside its namespace, as a
+// askAs asks the peer's own DNS listener from inside its namespace, as a
 // trusted forwarder passing on a device's MAC (EDNS option 65001).
 func (n *nsPeer) askAs(t *testing.T, mac string) {
 	t.Helper()
@@ -298,7 +298,11 @@ token_file = %q
 	testutil.WaitFor(t, "the same replicated state on both, each in sync with the other", 20*time.Second, func() bool {
 		da, _, _ := a.replicated(t)
 		db, _, _ := b.replicated(t)
-		var sa, sb struct{ Peers []struct{ InSync bool `json:"in_sync"` } }
+		var sa, sb struct {
+			Peers []struct {
+				InSync bool `json:"in_sync"`
+			}
+		}
 		a.call(t, "GET", "/api/peers", &sa)
 		b.call(t, "GET", "/api/peers", &sb)
 		return da == db && len(sa.Peers) == 1 && sa.Peers[0].InSync && len(sb.Peers) == 1 && sb.Peers[0].InSync
