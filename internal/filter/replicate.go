@@ -87,19 +87,12 @@ func (e *Engine) ApplyReplicated(key, value string) bool {
 		}
 		return err != ErrAllowFull // a save error leaves the change applied
 	case key == pauseAllKey, strings.HasPrefix(key, pauseClientKey), strings.HasPrefix(key, pauseGroupKey):
-		var until time.Time
-		if value != "" {
-			t, err := time.Parse(time.RFC3339Nano, value)
-			if err != nil {
-				return false
-			}
-			// Bounded as a pause made here is (maxPauseMinutes): a peer's
-			// clock a year ahead, or an edited state file, must not leave
-			// filtering off here for a year (docs/filter.md).
-			until = t
-			if most := e.now().Add(maxPauseMinutes * time.Minute); until.After(most) {
-				until = most
-			}
+		// Bounded as a pause made here is (maxPauseMinutes): a peer's
+		// clock a year ahead, or an edited state file, must not leave
+		// filtering off here for a year (docs/filter.md).
+		until, ok := e.replicatedEnd(value, maxPauseMinutes*time.Minute)
+		if !ok {
+			return false
 		}
 		e.pauses.set(key, until)
 		return true
@@ -109,6 +102,22 @@ func (e *Engine) ApplyReplicated(key, value string) bool {
 		return e.applyNTA(key[len(ntaKey):], value)
 	}
 	return false
+}
+
+// replicatedEnd reads a replicated end time ("" none: zero), bounded to
+// most from this node's clock; ok is false for a value that is no time.
+func (e *Engine) replicatedEnd(value string, most time.Duration) (time.Time, bool) {
+	if value == "" {
+		return time.Time{}, true
+	}
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if limit := e.now().Add(most); t.After(limit) {
+		t = limit
+	}
+	return t, true
 }
 
 // applySwitch applies a replicated switch: rest is GROUP/KIND/ID (a group
@@ -149,16 +158,9 @@ func (e *Engine) applyNTA(name, value string) bool {
 	if !ok || n != name {
 		return false
 	}
-	var end time.Time
-	if value != "" {
-		t, err := time.Parse(time.RFC3339Nano, value)
-		if err != nil {
-			return false
-		}
-		end = t
-		if most := e.now().Add(MaxNTADuration); end.After(most) {
-			end = most
-		}
+	end, ok := e.replicatedEnd(value, MaxNTADuration)
+	if !ok {
+		return false
 	}
 	err := e.nta.change(e.now(), func(m map[string]time.Time) error {
 		if end.IsZero() {
