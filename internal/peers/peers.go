@@ -125,7 +125,7 @@ type StatusAnswer struct {
 type Store struct {
 	dir   string
 	node  string
-	apply func(key, value string) bool // applies a peer's change here (filter.Engine.ApplyReplicated)
+	apply func(key, value string) bool // applies a peer's change here (the filter's or the devices' ApplyReplicated)
 	now   func() time.Time
 	log   *zap.Logger
 
