@@ -218,8 +218,11 @@ func stateName(state *bool) string {
 
 // SwitchOn reports whether group's switch applies now by its configuration
 // and the dashboard's override (a group's schedule aside); false for a
-// group s does not have.
+// group s does not have, or no stage (filtering off since a reload).
 func (e *Engine) SwitchOn(s *Stage, group, kind, id string) bool {
+	if s == nil {
+		return false
+	}
 	for _, g := range e.Groups(s) {
 		if g.Name == group {
 			if kind == SwitchSafeSearch {
