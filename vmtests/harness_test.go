@@ -154,8 +154,10 @@ type settings struct {
 	// dnssec is the [dnssec] section's keys; "" is mode = "off": the
 	// scenarios' upstreams are fakes and test hierarchies under no real
 	// root, and validation has tests of its own (internal/app dnssec_test.go).
-	dnssec string
-	web    string // web.listen; "": a free loopback port
+	dnssec  string
+	web     string // web.listen; "": a free loopback port
+	netns   string // run in this network namespace (ip netns exec); "": the test's own
+	webKeys string // more keys of [web], one per line
 }
 
 // startNxdns writes a configuration for the given upstreams (in priority
@@ -169,7 +171,7 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 		p.web = s.web
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n%s[web]\nlisten = %q\n[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, s.dns, p.web, s.queryLog)
+	fmt.Fprintf(&b, "[dns]\nlisten = [%q]\n%s[web]\nlisten = %q\n%s[log]\nlevel = \"info\"\nqueries = %v\n", p.dns, s.dns, p.web, s.webKeys, s.queryLog)
 	dnssec := s.dnssec
 	if dnssec == "" {
 		dnssec = "mode = \"off\"\n"
@@ -192,6 +194,11 @@ func startNxdns(t *testing.T, ca testCA, s settings, ups ...*upstreamNode) *nxdn
 	}
 	p.notify = listenNotify(t, dir)
 	p.cmd = exec.Command(nxdnsBinary, "run", "--config", p.cfg)
+	if s.netns != "" {
+		// ip netns exec execs nxdns in the namespace: the pid, and
+		// SIGTERM to it, are nxdns's.
+		p.cmd = exec.Command("ip", "netns", "exec", s.netns, nxdnsBinary, "run", "--config", p.cfg)
+	}
 	p.cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+p.notify.path)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

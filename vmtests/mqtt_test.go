@@ -1,8 +1,10 @@
 package vmtests
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -335,5 +337,89 @@ func TestMQTT_reconnectsAndAnnouncesAgainAfterTheBrokerRestarts(t *testing.T) {
 		testutil.WaitFor(t, "reconnected and announced again", 30*time.Second, func() bool {
 			return ha.get("homeassistant/switch/nxdns/group_default/config") != "" && ha.get("nxdns/status") == "online"
 		})
+	}
+}
+
+// A switch per group and blocked service (docs/how-to/home-assistant.md):
+// Home Assistant sees one for each service the kids' group configures and
+// one more when the dashboard switches another service on (the count is
+// the configured and the switched services, never the whole catalogue);
+// turning the TikTok switch off unblocks tiktok.com for the kids' client
+// (kdig) and the dashboard's group list shows the same override, on blocks
+// it again. The DNSSEC mode sensor says the configured mode.
+func TestMQTT_serviceSwitchesChangeDNSAsTheDashboardDoes(t *testing.T) {
+	skipShort(t)
+	if _, err := exec.LookPath("kdig"); err != nil {
+		t.Skip("kdig is not installed")
+	}
+	port := testutil.FreePort(t)
+	startMosquitto(t, port)
+	ha := subscribe(t, port)
+	ca := newTestCA(t)
+	up := startUpstream(t, ca, "dot://127.0.0.1:0")
+	p := startNxdns(t, ca, settings{extra: fmt.Sprintf(`[filter]
+[[filter.groups]]
+name = "kids"
+clients = ["127.0.0.2"]
+services = ["tiktok", "roblox"]
+[mqtt]
+broker = "mqtt://127.0.0.1:%d"
+publish_seconds = 5
+`, port)}, up)
+	const tiktok = "nxdns/switch/service_tiktok_kids"
+	serviceSwitches := func() []string {
+		ha.mu.Lock()
+		defer ha.mu.Unlock()
+		var out []string
+		for topic, payload := range ha.last {
+			if strings.HasPrefix(topic, "homeassistant/switch/nxdns/service_") && payload != "" {
+				out = append(out, topic)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	testutil.WaitFor(t, "a switch for each configured service, ON", 20*time.Second, func() bool {
+		return len(serviceSwitches()) == 2 && ha.get(tiktok+"/state") == "ON" && ha.get("nxdns/switch/service_roblox_kids/state") == "ON" &&
+			strings.Contains(ha.get("homeassistant/switch/nxdns/service_tiktok_kids/config"), `"command_topic":"`+tiktok+`/set"`)
+	})
+	if got := ha.get("homeassistant/sensor/nxdns/dnssec_mode/config"); !strings.Contains(got, `"state_topic":"nxdns/sensor/dnssec_mode/state"`) {
+		t.Errorf("DNSSEC mode sensor config %q", got)
+	}
+	testutil.WaitFor(t, "the DNSSEC mode sensor's state", 10*time.Second, func() bool { return ha.get("nxdns/sensor/dnssec_mode/state") == "off" })
+
+	blocked := func() bool {
+		return strings.Contains(p.kdig(t, "127.0.0.2", "www.tiktok.com", "A", "+edns"), "EDE: 15")
+	}
+	if !blocked() {
+		t.Fatal("tiktok.com is not blocked for the kids before the switch")
+	}
+	ha.publish(t, tiktok+"/set", "OFF")
+	testutil.WaitFor(t, "the TikTok switch OFF and tiktok.com answered for the kids", 10*time.Second, func() bool {
+		return ha.get(tiktok+"/state") == "OFF" && !blocked()
+	})
+	resp, err := http.Get("http://" + p.web + "/api/filter/groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var groups []struct {
+		Name      string
+		Overrides struct{ Services map[string]bool }
+	}
+	json.NewDecoder(resp.Body).Decode(&groups)
+	resp.Body.Close()
+	if len(groups) != 1 || groups[0].Overrides.Services["tiktok"] != false || len(groups[0].Overrides.Services) != 1 {
+		t.Errorf("the dashboard's groups after the switch: %+v, want kids with tiktok switched off", groups)
+	}
+	ha.publish(t, tiktok+"/set", "ON")
+	testutil.WaitFor(t, "the TikTok switch ON and tiktok.com blocked again", 10*time.Second, func() bool {
+		return ha.get(tiktok+"/state") == "ON" && blocked()
+	})
+	p.post(t, "/api/filter/groups/switch?group=kids&service=instagram&state=on")
+	testutil.WaitFor(t, "a switch for the service the dashboard turned on", 20*time.Second, func() bool {
+		return len(serviceSwitches()) == 3 && ha.get("nxdns/switch/service_instagram_kids/state") == "ON"
+	})
+	if f := p.metrics(t); metric(f, "nxdns_mqtt_commands_total", "result", "applied") != 2 {
+		t.Errorf("commands applied %v, want 2", metric(f, "nxdns_mqtt_commands_total", "result", "applied"))
 	}
 }

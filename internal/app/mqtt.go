@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/buildinfo"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/filter"
 	"github.com/nxdns/nxdns/internal/history"
 	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/mqtt"
@@ -129,7 +131,18 @@ func (a *App) mqttSensors() mqtt.Sensors {
 		s.UpstreamStates = append(s.UpstreamStates, mqtt.Upstream{Name: u.URL, Up: !u.InBackoff})
 	}
 	s.Clock = string(a.clock.Current().State)
+	s.DNSSEC = a.dnssecModeSensor()
 	return s
+}
+
+// dnssecModeSensor is the DNSSEC mode sensor's state: dnssec.mode, or
+// waiting_for_clock while enforce waits for a trusted clock.
+func (a *App) dnssecModeSensor() string {
+	h := a.dnssecHealth()
+	if h.WaitingForClock {
+		return "waiting_for_clock"
+	}
+	return h.Mode
 }
 
 // mqttClients are the clients the history saw in the last d (its top
@@ -164,7 +177,7 @@ func switchID(kind, name string) string {
 // mqttSwitches are a switch per [[filter.groups]] group: on while its
 // filtering runs; off pauses it for mqtt.pause_minutes, through the same
 // Engine call as the dashboard's pause with group=, and nxdns ends the
-// pause itself. (Per-service switches join here as one more loop.)
+// pause itself. Then a switch per group and blocked service (mqttServices).
 func (a *App) mqttSwitches() []mqtt.Switch {
 	st := a.gen.Load().filter
 	if st == nil {
@@ -185,6 +198,43 @@ func (a *App) mqttSwitches() []mqtt.Switch {
 				return nil
 			},
 		})
+	}
+	return append(out, a.mqttServices(st)...)
+}
+
+// mqttServices are a switch per group and blocked service: on while the
+// service is blocked for the group; a command sets the group's switch on
+// or off through Engine.SetSwitch, the call of the dashboard's switch (and
+// replicated to [[peers]] as it is). A group's services are those its
+// configuration names and those switched from the dashboard or Home
+// Assistant since, in catalogue order, groups in configuration order, at
+// most mqtt.MaxServiceSwitches in all (docs/how-to/home-assistant.md).
+func (a *App) mqttServices(st *filter.Stage) []mqtt.Switch {
+	catalogue := a.filter.Services().Services
+	var out []mqtt.Switch
+	for _, g := range a.filter.Groups(st) {
+		for _, svc := range catalogue {
+			_, switched := g.Overrides.Services[svc.ID]
+			if !switched && !slices.Contains(g.Configured.Services, svc.ID) {
+				continue
+			}
+			if len(out) >= mqtt.MaxServiceSwitches {
+				return out
+			}
+			group, id := g.Name, svc.ID
+			out = append(out, mqtt.Switch{
+				ID: switchID("service", id+"_"+group), Name: "Block " + svc.Name + " (" + group + ")", Icon: "mdi:cancel",
+				On: func() bool { return a.filter.SwitchOn(a.gen.Load().filter, group, filter.SwitchService, id) },
+				Set: func(on bool) error {
+					// Changed with an error: applied, not saved (logged
+					// there); not changed with one: refused.
+					if changed, err := a.filter.SetSwitch(group, filter.SwitchService, id, &on); !changed {
+						return err
+					}
+					return nil
+				},
+			})
+		}
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/devices"
 	"github.com/nxdns/nxdns/internal/metrics"
 	"github.com/nxdns/nxdns/internal/peers"
 	"github.com/nxdns/nxdns/internal/safefile"
@@ -59,18 +60,29 @@ func (a *App) applyPeers(cfg config.Config, list []peers.Peer) {
 		return
 	}
 	if p.store == nil {
-		s, err := peers.Open(cfg.Filter.StateDir, a.filter.ApplyReplicated, a.log)
+		s, err := peers.Open(cfg.Filter.StateDir, a.applyReplicated, a.log)
 		if err != nil {
 			a.log.Error("peers off: the replicated state could not be opened", zap.Error(err))
 			return
 		}
 		p.store = s
 		a.filter.OnChange(s.Local)
+		a.devices.OnChange(s.Local)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.stop = cancel
 	s := p.store
 	p.done.Go(func() { s.Run(ctx, list) })
+}
+
+// applyReplicated applies a peer's change to the part that owns its key:
+// the devices' acknowledgements, or the filter's dashboard state (allowed
+// names, pauses, group switches, NTAs).
+func (a *App) applyReplicated(key, value string) bool {
+	if strings.HasPrefix(key, devices.ReplicationPrefix) {
+		return a.devices.ApplyReplicated(key, value)
+	}
+	return a.filter.ApplyReplicated(key, value)
 }
 
 func (a *App) stopPeers() {

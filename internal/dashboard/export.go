@@ -30,11 +30,12 @@ var CSVHeader = []string{"time", "client", "client_name", "client_mac", "proto",
 // chunk of rows and a write buffer, and reads the store from start to end.
 const maxExports = 2
 
-// exportWriteWindow is how long one chunk of the answer may take to be
-// written: the web server's write timeout bounds a whole ordinary request,
-// an export is renewed per chunk so that a long one finishes while a
-// client that stops reading is still cut off.
-const exportWriteWindow = 30 * time.Second
+// exportWriteWindow is how long one chunk of the answer (the 64 KiB write
+// buffer) may take to be written: the web server's write timeout bounds a
+// whole ordinary request, an export is renewed per chunk so that a long
+// one finishes while a client that stops reading is cut off and gives its
+// slot back (docs/history.md, "Export"). A variable for the test of that.
+var exportWriteWindow = 30 * time.Second
 
 // RowWriter writes exported rows in one format, buffered.
 type RowWriter struct {

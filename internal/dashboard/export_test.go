@@ -1,18 +1,22 @@
 package dashboard
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"slices"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/nxdns/nxdns/internal/history"
-	"io"
-	"net/http"
-	"strings"
-	"testing"
+	"github.com/nxdns/nxdns/internal/testutil"
 )
 
 func getBody(t *testing.T, url string) (int, http.Header, string) {
@@ -142,4 +146,47 @@ func TestExport_csvHasEveryFieldOfTheRow(t *testing.T) {
 	if i := slices.Index(CSVHeader, "client_mac"); err != nil || i < 0 || recs[1][i] != row.ClientMAC {
 		t.Errorf("client_mac column: %v %v", recs, err)
 	}
+}
+
+// Clients that take an export and stop reading (a script stuck, a laptop
+// closed) hold the two export slots only until one chunk of the answer has
+// waited exportWriteWindow to be written (docs/history.md, "Export"):
+// meanwhile a third export is 503 with Retry-After, afterwards it runs, well
+// before the web server's write timeout would have cut the stalled ones.
+func TestExport_clientThatStopsReadingGivesItsSlotBack(t *testing.T) {
+	exportWriteWindow = time.Second // before serve: its goroutines start after this
+	t.Cleanup(func() { exportWriteWindow = 30 * time.Second })
+	base, _ := serve(t, 30_000) // some 10 MB of NDJSON: more than the sockets' buffers hold
+	host := strings.TrimPrefix(base, "http://")
+	for range maxExports {
+		c, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "GET /api/queries/export?format=ndjson HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+		// The status line arrives with the first chunk: the slot is taken.
+		// Then nothing more is read.
+		line, err := bufio.NewReaderSize(c, 16).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
+			t.Fatalf("a stalled export's status: %q %v", line, err)
+		}
+	}
+	resp, err := http.Get(base + "/api/queries/export?format=csv&source=blocked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third export while two clients stall: %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	// Within well under the web server's own write timeout (30 s from the
+	// request), which would cut a stalled export without the renewed
+	// per-chunk deadline too.
+	start := time.Now()
+	testutil.WaitFor(t, "an export slot given back by a client that stopped reading", 25*time.Second, func() bool {
+		code, _, body := getBody(t, base+"/api/queries/export?format=csv&source=blocked")
+		return code == 200 && strings.Count(body, "\n") == 30_000/4+1
+	})
+	t.Logf("a slot came back %v after the stalled exports began, the window %v", time.Since(start).Round(time.Millisecond), exportWriteWindow)
 }

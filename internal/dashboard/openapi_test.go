@@ -112,7 +112,7 @@ var cacheDocs = map[string]struct {
 }{
 	"POST /api/cache/flush": {"Removes the cached answers for a name and every name below it, or every entry without name.",
 		[][2]string{{"name", "The domain name to flush (and the names below it); absent: every entry."}}, CacheFlushAnswer{}, true},
-	"GET /api/peers/state": {"This node's replicated dashboard state (allowed names, pauses) with each key's stamp, and its digest: what a [[peers]] peer pulls (docs/how-to/two-pis.md). 404 without [[peers]].",
+	"GET /api/peers/state": {"This node's replicated dashboard state (allowed names, pauses, group switches, acknowledged devices, dashboard NTAs) with each key's stamp, and its digest: what a [[peers]] peer pulls (docs/how-to/two-pis.md). 404 without [[peers]].",
 		nil, peers.State{}, false},
 	"GET /api/peers": {"Each [[peers]] peer: its last good pull, the last error, and whether its state equalled this node's then (in_sync). 404 without [[peers]].",
 		nil, peers.StatusAnswer{}, false},

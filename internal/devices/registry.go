@@ -108,6 +108,8 @@ type Registry struct {
 	newTotal, evicted, collisions atomic.Uint64
 
 	store *ackStore // nil: kept in memory only
+
+	onChange atomic.Pointer[func(key, value string)] // told of every acknowledgement (replicate.go)
 }
 
 // NewRegistry makes an empty registry.
@@ -288,6 +290,9 @@ func (r *Registry) Ack(key string) bool {
 	}
 	if !found.acked.Swap(true) {
 		r.store.kick()
+		if fn := r.onChange.Load(); fn != nil {
+			(*fn)(ReplicationPrefix+k.String(), "1")
+		}
 	}
 	return true
 }

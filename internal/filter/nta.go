@@ -106,6 +106,7 @@ func (e *Engine) AddNTA(name string, d time.Duration) (NTA, error) {
 		return NTA{}, err
 	}
 	e.log.Info("DNSSEC negative trust anchor set from the dashboard", zap.String("name", n), zap.Time("until", end), zap.Error(err))
+	e.stateChanged(ntaKey+n, end.UTC().Format(time.RFC3339Nano))
 	return NTA{Name: n, Until: end}, err
 }
 
@@ -123,6 +124,7 @@ func (e *Engine) RemoveNTA(name string) (bool, error) {
 	})
 	if found {
 		e.log.Info("DNSSEC negative trust anchor removed from the dashboard", zap.String("name", n), zap.Error(err))
+		e.stateChanged(ntaKey+n, "")
 	}
 	return found, err
 }

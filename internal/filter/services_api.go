@@ -151,18 +151,18 @@ func (e *Engine) handleSwitch(w http.ResponseWriter, r *http.Request, s *Stage) 
 		httpError(w, http.StatusNotFound, "group: "+strconv.Quote(group)+" is not a [[filter.groups]] name")
 		return
 	}
-	kind, id := "service", service
+	kind, id := SwitchService, service
 	if engine != "" {
-		kind, id = "safe_search", engine
-		if !slices.Contains(catalog.Engines, engine) {
+		kind, id = SwitchSafeSearch, engine
+		if !knownSwitch(kind, id) {
 			httpError(w, http.StatusNotFound, "safe_search: "+strconv.Quote(engine)+": want one of "+strings.Join(catalog.Engines, ", "))
 			return
 		}
-	} else if _, ok := index().cat.Lookup(service); !ok {
+	} else if !knownSwitch(kind, id) {
 		httpError(w, http.StatusNotFound, "service: "+strconv.Quote(service)+" is not in the catalogue (GET /api/filter/services)")
 		return
 	}
-	changed, err := e.overrides.set(group, kind, id, state)
+	changed, err := e.SetSwitch(group, kind, id, state)
 	if errors.Is(err, errSwitch) {
 		httpError(w, http.StatusBadRequest, err.Error())
 		return
@@ -171,8 +171,65 @@ func (e *Engine) handleSwitch(w http.ResponseWriter, r *http.Request, s *Stage) 
 	if err != nil {
 		a.SaveError = err.Error()
 	}
-	if changed {
-		e.log.Info("group switch changed", zap.String("group", group), zap.String(kind, id), zap.String("state", a.State), zap.Error(err))
-	}
 	writeJSON(w, a)
+}
+
+// The kinds of group switch.
+const (
+	SwitchService    = "service"
+	SwitchSafeSearch = "safe_search"
+)
+
+// knownSwitch reports whether id is a catalogue service (kind
+// SwitchService) or a safe-search engine (SwitchSafeSearch).
+func knownSwitch(kind, id string) bool {
+	switch kind {
+	case SwitchService:
+		_, ok := index().cat.Lookup(id)
+		return ok
+	case SwitchSafeSearch:
+		return slices.Contains(catalog.Engines, id)
+	}
+	return false
+}
+
+// SetSwitch turns one of group's switches on (true), off (false) or back
+// to the configuration (nil), as the dashboard's switch does; the Home
+// Assistant switches come here too. It reports whether anything changed;
+// a change applies even when it could not be saved (the error says so),
+// and is told to the replication (replicate.go). The caller has checked
+// that the group is configured and the id known (knownSwitch).
+func (e *Engine) SetSwitch(group, kind, id string, state *bool) (bool, error) {
+	changed, err := e.overrides.set(group, kind, id, state)
+	if changed {
+		e.log.Info("group switch changed", zap.String("group", group), zap.String(kind, id), zap.String("state", stateName(state)), zap.Error(err))
+		e.stateChanged(switchKeyOf(group, kind, id), switchValue(state))
+	}
+	return changed, err
+}
+
+// stateName is a switch state as the API names it.
+func stateName(state *bool) string {
+	if v := switchValue(state); v != "" {
+		return v
+	}
+	return "config"
+}
+
+// SwitchOn reports whether group's switch applies now by its configuration
+// and the dashboard's override (a group's schedule aside); false for a
+// group s does not have, or no stage (filtering off since a reload).
+func (e *Engine) SwitchOn(s *Stage, group, kind, id string) bool {
+	if s == nil {
+		return false
+	}
+	for _, g := range e.Groups(s) {
+		if g.Name == group {
+			if kind == SwitchSafeSearch {
+				return slices.Contains(g.SafeSearch, id)
+			}
+			return slices.Contains(g.Services, id)
+		}
+	}
+	return false
 }

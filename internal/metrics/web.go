@@ -25,7 +25,7 @@ var (
 		"Episodes of login rate limiting: each is one log line when it starts and one when it ends.",
 		nil, nil)
 	webTokenRequests = prometheus.NewDesc("nxdns_web_api_token_requests_total",
-		"Requests that carried an API token, by token name (\"unknown\" for none that matches) and result: ok, unknown, revoked, expired, scope, plain_http.",
+		"Requests that carried an API token, by token name (\"unknown\" for none that matches) and result: ok, unknown, revoked, expired, scope, plain_http, unreadable.",
 		[]string{"token", "result"}, nil)
 )
 

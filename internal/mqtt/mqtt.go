@@ -1,7 +1,8 @@
 // Package mqtt puts nxdns into Home Assistant over MQTT discovery
-// (docs/how-to/home-assistant.md): a switch per filter group, sensors
-// (queries and blocked today, cache hit rate, upstream health, clock
-// state), a binary sensor per upstream, availability with a last will.
+// (docs/how-to/home-assistant.md): a switch per filter group and per
+// group and blocked service, sensors (queries and blocked today, cache hit
+// rate, upstream health, clock state, DNSSEC mode), a binary sensor per
+// upstream, availability with a last will.
 //
 // Nothing here is on the query path. The sensors are read from the same
 // snapshots /metrics reads, on this package's own goroutines; every message
@@ -31,8 +32,14 @@ import (
 // dozen messages a minute.
 const (
 	// queueLen is the outgoing queue: one publish round of a large house
-	// (some 20 groups, 8 upstreams, the sensors) fits with room to spare.
+	// (some 20 groups, MaxServiceSwitches, 8 upstreams, the sensors: about
+	// 200 messages with the discovery configs) fits.
 	queueLen = 256
+	// MaxServiceSwitches bounds the switches per group and blocked
+	// service, over all groups (docs/how-to/home-assistant.md): the
+	// catalogue has dozens of services, and a switch for each in each
+	// group would bury Home Assistant and overflow queueLen.
+	MaxServiceSwitches = 64
 	// commandQueue is how many commands wait for the worker; a flood past
 	// it is dropped and counted.
 	commandQueue = 16
@@ -54,12 +61,13 @@ const (
 	keepAlive     = 30 * time.Second
 )
 
-// Switch is one Home Assistant switch: a group's filtering, and later a
-// group's blocked service. Adding a kind of switch is one more entry in
-// what Deps.Switches returns; the command path is the same for all.
+// Switch is one Home Assistant switch: a group's filtering, or a group's
+// blocked service. Each kind is entries in what Deps.Switches returns; the
+// command path is the same for all.
 type Switch struct {
 	ID   string           // topic word, unique among switches: "group_kids"
 	Name string           // what Home Assistant shows: "Filtering kids"
+	Icon string           // "": mdi:shield-check
 	On   func() bool      // the state now
 	Set  func(bool) error // the same call the dashboard's action makes
 }
@@ -76,7 +84,11 @@ type Sensors struct {
 	CacheHitRate               float64 // percent of cache lookups answered from it, today
 	Healthy, Upstreams         int     // upstreams not in backoff, of all
 	Clock                      string  // synchronized, unsynchronized, unknown
-	UpstreamStates             []Upstream
+	// DNSSEC is dnssec.mode as it applies (off, shadow, enforce, or
+	// waiting_for_clock while enforce waits for a trusted clock); "": no
+	// sensor.
+	DNSSEC         string
+	UpstreamStates []Upstream
 }
 
 // Device is a client as the new-device event names it.
@@ -375,8 +387,12 @@ func (b *Bridge) publishAll() {
 		want[b.opts.Discovery+"/"+component+"/"+b.opts.Prefix+"/"+id+"/config"] = string(j)
 	}
 	for _, sw := range switches {
+		icon := sw.Icon
+		if icon == "" {
+			icon = "mdi:shield-check"
+		}
 		add("switch", sw.ID, map[string]any{"name": sw.Name, "command_topic": b.switchBase + sw.ID + "/set",
-			"state_topic": b.switchBase + sw.ID + "/state", "icon": "mdi:shield-check"})
+			"state_topic": b.switchBase + sw.ID + "/state", "icon": icon})
 	}
 	for _, x := range []struct{ id, name, unit, class string }{
 		{"queries_today", "Queries today", "queries", "total_increasing"},
@@ -393,6 +409,9 @@ func (b *Bridge) publishAll() {
 			cfg["state_class"] = x.class
 		}
 		add("sensor", x.id, cfg)
+	}
+	if s.DNSSEC != "" {
+		add("sensor", "dnssec_mode", map[string]any{"name": "DNSSEC mode", "state_topic": b.sensorBase + "dnssec_mode/state", "icon": "mdi:shield-key"})
 	}
 	if b.deps.Clients != nil {
 		add("event", "new_device", map[string]any{"name": "New device", "state_topic": b.events,
@@ -425,8 +444,11 @@ func (b *Bridge) publishAll() {
 		"cache_hit_rate":    fmt.Sprintf("%.1f", s.CacheHitRate),
 		"upstreams_healthy": fmt.Sprintf("%d", s.Healthy),
 		"clock":             s.Clock,
+		"dnssec_mode":       s.DNSSEC,
 	} {
-		b.enqueue(b.sensorBase+id+"/state", []byte(v))
+		if v != "" || id != "dnssec_mode" {
+			b.enqueue(b.sensorBase+id+"/state", []byte(v))
+		}
 	}
 	for _, u := range s.UpstreamStates {
 		b.enqueue(b.upstreams+upstreamID(u.Name)+"/state", onOff(u.Up))

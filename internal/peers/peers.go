@@ -1,7 +1,8 @@
 // Package peers keeps two nxdns's dashboard state in agreement
-// (docs/how-to/two-pis.md, "Replication"): the names allowed and the
-// pauses, made on either, end the same on both, with no change lost while
-// one is down.
+// (docs/how-to/two-pis.md, "Replication"): the names allowed, the pauses,
+// the groups' service and safe-search switches, the acknowledged devices
+// and the dashboard's DNSSEC negative trust anchors, changed on either, end
+// the same on both, with no change lost while one is down.
 //
 // The state is a last-writer-wins map: every key (filter's replication
 // keys) holds its latest value and the stamp of the change that set it.
@@ -12,8 +13,8 @@
 // it receives, so a change made after seeing another wins over it even
 // when the other node's clock runs ahead.
 //
-// Each node pulls the whole state of each peer every pullInterval (at most
-// some 10 000 allowed names: a few hundred KB) and merges it; both pull, so
+// Each node pulls the whole state of each peer every pullInterval (a
+// household's is a few hundred entries; at most maxEntries) and merges it; both pull, so
 // changes flow both ways. The map is kept in the state directory, so a
 // node down for a day gives and takes every change when it is back.
 package peers
@@ -46,8 +47,11 @@ import (
 const (
 	StateFile    = "peer-state.json"
 	NodeFile     = "peer-node-id"
-	maxStateFile = 16 << 20 // maxEntries of the largest entries (maxKey, maxValue, maxNode) come to under 10 MB
-	maxEntries   = 20_000   // the allow set's 10 000 names and their removals, and the pauses
+	maxStateFile = 32 << 20 // maxEntries of the largest entries (maxKey, maxValue, maxNode) come to under 20 MB
+	// maxEntries: the allow set's 10 000 names and their removals, the
+	// pauses, the devices' 4 096 acknowledgements, the 1 000 NTAs and the
+	// group switches, with room to spare.
+	maxEntries = 40_000
 	// maxKey, maxValue and maxNode bound one entry a peer sends: a key is
 	// a prefix and a name (at most 253 bytes), a value "1" or an RFC 3339
 	// time, a node id 16 hex digits. Past them an entry is not taken.
@@ -121,7 +125,7 @@ type StatusAnswer struct {
 type Store struct {
 	dir   string
 	node  string
-	apply func(key, value string) bool // applies a peer's change here (filter.Engine.ApplyReplicated)
+	apply func(key, value string) bool // applies a peer's change here (the filter's or the devices' ApplyReplicated)
 	now   func() time.Time
 	log   *zap.Logger
 

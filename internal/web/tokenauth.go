@@ -9,7 +9,14 @@ import (
 
 // SetTokens lets requests with "Authorization: Bearer TOKEN" in, judged by
 // t (docs/dashboard.md, "API tokens"). Call it before Start.
-func (s *Server) SetTokens(t *Tokens) { s.tokens = t }
+func (s *Server) SetTokens(t *Tokens) {
+	s.tokens = t
+	if t != nil {
+		t.mu.Lock()
+		t.log = s.log
+		t.mu.Unlock()
+	}
+}
 
 // tokenGuard is guard for a request that carries an Authorization header.
 // Every outcome past the header's form is counted under the token's name;
@@ -29,6 +36,8 @@ func (s *Server) tokenGuard(h http.Handler, access Access, w http.ResponseWriter
 	e, result := t.check(raw, time.Now())
 	status, msg := http.StatusOK, ""
 	switch {
+	case result == TokenUnreadable:
+		status, msg = http.StatusServiceUnavailable, "the API tokens file cannot be read: every token is refused until it is fixed (the log says why)"
 	case r.TLS == nil && !clientAddr(r).IsLoopback() && !t.overHTTP.Load():
 		// Checked after the lookup so that the refusal counts under the
 		// token's name: its owner should revoke it, it crossed the LAN in

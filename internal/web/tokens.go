@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/nxdns/nxdns/internal/safefile"
 )
 
@@ -227,12 +229,13 @@ func RevokeToken(dir, name string, now time.Time) error {
 
 // Token outcomes, the result label of nxdns_web_api_token_requests_total.
 const (
-	TokenOK        = "ok"
-	TokenUnknown   = "unknown"    // no such token (counted under the name "unknown")
-	TokenRevoked   = "revoked"    // revoked with nxdns token revoke or the dashboard
-	TokenExpired   = "expired"    // past its --expires
-	TokenScope     = "scope"      // a read token on a control route, or any token on a session-only one
-	TokenPlainHTTP = "plain_http" // sent over plain HTTP from a non-loopback address
+	TokenOK         = "ok"
+	TokenUnknown    = "unknown"    // no such token (counted under the name "unknown")
+	TokenRevoked    = "revoked"    // revoked with nxdns token revoke or the dashboard
+	TokenExpired    = "expired"    // past its --expires
+	TokenScope      = "scope"      // a read token on a control route, or any token on a session-only one
+	TokenPlainHTTP  = "plain_http" // sent over plain HTTP from a non-loopback address
+	TokenUnreadable = "unreadable" // the tokens file cannot be read: every token is refused
 )
 
 // unknownTokenName is the counter name of a token that matches no entry.
@@ -251,7 +254,8 @@ type Tokens struct {
 	dir    string
 	stamp  fileStamp
 	byHash map[string]TokenEntry
-	err    error // why the file could not be read; the last good tokens stay
+	err    error // why the file could not be read; every token is refused meanwhile
+	log    *zap.Logger
 	counts map[[2]string]uint64
 	// overHTTP accepts a token over plain HTTP from a non-loopback client
 	// (web.tokens_over_http); otherwise such a request is refused, since
@@ -299,8 +303,17 @@ func (t *Tokens) refresh() {
 	}
 	entries, err := ReadTokens(t.dir)
 	if err != nil {
-		t.err = err // keep the last good table: a damaged file revokes nothing silently, and adds nothing
+		// Fail closed (docs/dashboard.md, "API tokens"): the last good
+		// table would keep a token live that the damaged file revokes.
+		// Read again once the file changes.
+		if t.err == nil && t.log != nil {
+			t.log.Error("API tokens file unreadable: every token is refused until it is fixed", zap.Error(err))
+		}
+		t.stamp, t.err, t.byHash = st, err, map[string]TokenEntry{}
 		return
+	}
+	if t.err != nil && t.log != nil {
+		t.log.Info("API tokens file readable again")
 	}
 	t.stamp, t.err = st, nil
 	t.byHash = make(map[string]TokenEntry, len(entries))
@@ -319,6 +332,8 @@ func (t *Tokens) check(token string, now time.Time) (TokenEntry, string) {
 	t.refresh()
 	e, ok := t.byHash[hashToken(token)]
 	switch {
+	case t.err != nil:
+		return TokenEntry{Name: unknownTokenName}, TokenUnreadable
 	case !ok:
 		return TokenEntry{Name: unknownTokenName}, TokenUnknown
 	case !e.Revoked.IsZero():

@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // tokenServer is loginServer's routes with API tokens kept in a fresh
@@ -105,8 +108,8 @@ func TestTokens_judgedByTheTokenAloneAndNotOverPlainLANHTTP(t *testing.T) {
 }
 
 // The file keeps hashes only, with mode 0600; adds from two processes at
-// once (the CLI and the dashboard) both land; a damaged file keeps the last
-// good table rather than letting everything in or out.
+// once (the CLI and the dashboard) both land; a damaged file refuses every
+// token (see TestTokens_damagedFileRefusesEveryTokenUntilFixed).
 func TestTokens_fileHoldsHashesAndConcurrentAddsLand(t *testing.T) {
 	dir := t.TempDir()
 	var wg sync.WaitGroup
@@ -156,8 +159,8 @@ func TestTokens_fileHoldsHashesAndConcurrentAddsLand(t *testing.T) {
 	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, r := tt.check(tokens[0], time.Now()); r != TokenOK {
-		t.Errorf("after the file was damaged: %s, want the last good table", r)
+	if _, r := tt.check(tokens[0], time.Now()); r != TokenUnreadable {
+		t.Errorf("after the file was damaged: %s, want every token refused (%s)", r, TokenUnreadable)
 	}
 	if _, err := AddToken(dir, "Bad Name", ScopeRead, 0, time.Now()); err == nil {
 		t.Error("a name with a space and capitals was accepted")
@@ -184,5 +187,77 @@ func TestTokens_otherAuthorizationSchemeIsJudgedAsABrowser(t *testing.T) {
 	}
 	if code, _ := serveAs(s, "GET", "/api/private", loop, "", false, map[string]string{"Authorization": "Basic YTpi"}); code != http.StatusUnauthorized {
 		t.Errorf("Basic alone: %d, want 401", code)
+	}
+}
+
+// A tokens file that cannot be read refuses every token, 503 saying why,
+// counted as unreadable and logged once (docs/dashboard.md, "API tokens"):
+// keeping the last good table would keep a token live that the operator
+// revoked by editing the file and damaged it. Revoking through nxdns on a
+// damaged file fails with the parse error, never half-writes. Once the
+// file reads again the tokens it lists are judged by it: the revoked one
+// refused, the live one let in.
+func TestTokens_damagedFileRefusesEveryTokenUntilFixed(t *testing.T) {
+	s, dir := tokenServer(t)
+	core, logs := observer.New(zap.InfoLevel)
+	s.tokens.log = zap.New(core)
+	now := time.Now()
+	keep, err := AddToken(dir, "keep", ScopeRead, 0, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := AddToken(dir, "gone", ScopeRead, 0, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const loop = "127.0.0.1:4000"
+	if code, _ := serveAs(s, "GET", "/api/private", loop, gone, false, nil); code != 200 {
+		t.Fatalf("a live token: %d", code)
+	}
+	path := filepath.Join(dir, TokensFile)
+	good, _ := os.ReadFile(path)
+	// The operator revokes "gone" by hand and leaves the file damaged.
+	if err := os.WriteFile(path, append(good[:len(good)/2:len(good)/2], "\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		for _, tok := range []string{keep, gone} {
+			if code, body := serveAs(s, "GET", "/api/private", loop, tok, false, nil); code != http.StatusServiceUnavailable || !strings.Contains(body, "cannot be read") {
+				t.Errorf("a token with the file damaged: %d %q, want 503 saying the file cannot be read", code, body)
+			}
+		}
+	}
+	if n := logs.FilterMessageSnippet("every token is refused").Len(); n != 1 {
+		t.Errorf("%d log lines for the damaged file, want 1", n)
+	}
+	if err := RevokeToken(dir, "gone", now); err == nil {
+		t.Error("revoking on a damaged file succeeded")
+	}
+	if b, _ := os.ReadFile(path); len(b) != len(good)/2+1 {
+		t.Error("a failed revoke rewrote the damaged file")
+	}
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := RevokeToken(dir, "gone", now); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := serveAs(s, "GET", "/api/private", loop, gone, false, nil); code != http.StatusUnauthorized {
+		t.Errorf("the revoked token once the file is fixed: %d, want 401", code)
+	}
+	if code, _ := serveAs(s, "GET", "/api/private", loop, keep, false, nil); code != 200 {
+		t.Errorf("the live token once the file is fixed: %d, want 200", code)
+	}
+	if logs.FilterMessage("API tokens file readable again").Len() != 1 {
+		t.Error("no log line when the file reads again")
+	}
+	var unreadable uint64
+	for _, c := range s.tokens.Counts() {
+		if c.Result == TokenUnreadable {
+			unreadable += c.N
+		}
+	}
+	if unreadable != 6 {
+		t.Errorf("%d requests counted unreadable, want 6", unreadable)
 	}
 }
