@@ -18,7 +18,7 @@ var (
 		"Changes of the certificate files, by outcome: success (the new pair serves new handshakes), failure (it did not load; the previous pair keeps serving).",
 		[]string{"outcome"}, nil)
 	tlsRefused = prometheus.NewDesc("nxdns_tls_connections_refused_total",
-		"DoT, DoH and DoQ connections closed at accept, before any TLS work, by proto and reason: not_allowed (the peer is outside dns.allow; DoQ: at its first packet), client_share (the client already held its share of the TCP cap, shared with plain TCP; DoQ: of its own connections, after the handshake), capacity (the TCP per-family connection cap, shared with plain TCP, was reached; not DoQ).",
+		"DoT, DoH, DoQ and DoH3 (proto h3) connections closed at accept, before any TLS work, by proto and reason: not_allowed (the peer is outside dns.allow; DoQ and h3: at its first packet), client_share (the client already held its share of the TCP cap, shared with plain TCP; DoQ and h3: of its own connections, after the handshake), capacity (the TCP per-family connection cap, shared with plain TCP, was reached; not DoQ or h3).",
 		[]string{"proto", "reason"}, nil)
 	tlsHandshakeFailures = prometheus.NewDesc("nxdns_tls_handshake_failures_total",
 		"DoT and DoH connections cut off in the TLS handshake, by proto and reason: timeout (no handshake within the bound), error (not TLS, only TLS 1.0/1.1 offered, no common cipher, a rejected certificate).",
@@ -64,6 +64,9 @@ func (c tlsCollector) Collect(ch chan<- prometheus.Metric) {
 	// the first packet, client_share over the client's connections.
 	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoQ.RefusedNotAllowed), "doq", "not_allowed")
 	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoQ.RefusedShare), "doq", "client_share")
+	// DoH over HTTP/3: the same admission as DoQ (docs/server.md "DoH over HTTP/3").
+	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoH3.RefusedNotAllowed), "h3", "not_allowed")
+	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoH3.RefusedShare), "h3", "client_share")
 	for _, e := range s.DoHErrors {
 		send(ch, dohErrors, prometheus.CounterValue, float64(e.Count), strconv.Itoa(e.Status))
 	}
