@@ -23,6 +23,9 @@ var (
 	tlsHandshakeFailures = prometheus.NewDesc("nxdns_tls_handshake_failures_total",
 		"DoT and DoH connections cut off in the TLS handshake, by proto and reason: timeout (no handshake within the bound), error (not TLS, only TLS 1.0/1.1 offered, no common cipher, a rejected certificate).",
 		[]string{"proto", "reason"}, nil)
+	quicRetries = prometheus.NewDesc("nxdns_quic_retries_total",
+		"Initial packets a QUIC listener answered with a Retry (address validation) because many handshakes were in progress, by proto: doq, h3.",
+		[]string{"proto"}, nil)
 	dohErrors = prometheus.NewDesc("nxdns_doh_errors_total",
 		"DoH requests answered with an HTTP error, by status: 400 (no or malformed dns parameter, not a DNS query), 404 (another path than /dns-query), 405 (neither GET nor POST), 413 (a POST body over the query size limit), 414 (a GET dns parameter over it), 415 (a POST that is not application/dns-message), 503 (no answer: shutting down).",
 		[]string{"status"}, nil)
@@ -36,7 +39,7 @@ type tlsCollector struct {
 }
 
 func (tlsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{tlsCertExpiry, tlsCertReloads, tlsRefused, tlsHandshakeFailures, dohErrors} {
+	for _, d := range []*prometheus.Desc{tlsCertExpiry, tlsCertReloads, tlsRefused, tlsHandshakeFailures, quicRetries, dohErrors} {
 		ch <- d
 	}
 }
@@ -67,6 +70,8 @@ func (c tlsCollector) Collect(ch chan<- prometheus.Metric) {
 	// DoH over HTTP/3: the same admission as DoQ (docs/server.md "DoH over HTTP/3").
 	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoH3.RefusedNotAllowed), "h3", "not_allowed")
 	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoH3.RefusedShare), "h3", "client_share")
+	send(ch, quicRetries, prometheus.CounterValue, float64(s.DoQ.Retries), "doq")
+	send(ch, quicRetries, prometheus.CounterValue, float64(s.DoH3.Retries), "h3")
 	for _, e := range s.DoHErrors {
 		send(ch, dohErrors, prometheus.CounterValue, float64(e.Count), strconv.Itoa(e.Status))
 	}

@@ -68,6 +68,8 @@ type doqFront struct {
 	conns *clientShares  // connections per client, across the front's listeners
 	wg    sync.WaitGroup // every goroutine of every listener of the front
 
+	handshakes quicHandshakes // in progress across the front's listeners, for Retry under load
+
 	refusedNotAllowed atomic.Uint64 // Initial packets from outside dns.allow
 	refusedShare      atomic.Uint64 // connections over the client's share
 	protocolErrors    atomic.Uint64 // connections closed with DOQ_PROTOCOL_ERROR
@@ -162,7 +164,11 @@ func (s *Server) bindQUIC(d *doqFront, addr string) (*doqListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	tr := &quic.Transport{Conn: udp}
+	tr := &quic.Transport{
+		Conn:                udp,
+		VerifySourceAddress: func(a net.Addr) bool { return s.quicValidate(d, a) },
+		ConnContext:         d.handshakes.begin,
+	}
 	conf := d.qconf.Clone()
 	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) { return s.quicAdmit(d, info) }
 	ln, err := tr.Listen(d.conf, conf)
@@ -254,6 +260,7 @@ func (s *Server) acceptQUIC(d *doqFront, l *doqListener) {
 		if err != nil {
 			return // the listener closed
 		}
+		d.handshakes.done(c.Context()) // Accept returns a connection after its handshake
 		client := query.ClientOfRemote(c.RemoteAddr().String())
 		key := clientKey(client)
 		if !d.conns.tryAcquire(key) {
@@ -372,7 +379,8 @@ func readDoQQuery(st *quic.Stream) ([]byte, error) {
 
 // snapshot is d's refusals, for TLSSnapshot.
 func (d *doqFront) snapshot() FrontSnapshot {
-	return FrontSnapshot{RefusedNotAllowed: d.refusedNotAllowed.Load(), RefusedShare: d.refusedShare.Load()}
+	return FrontSnapshot{RefusedNotAllowed: d.refusedNotAllowed.Load(), RefusedShare: d.refusedShare.Load(),
+		Retries: d.handshakes.retries.Load()}
 }
 
 // DoQAddrs returns the bound UDP addresses of the current DoQ listeners, in

@@ -239,6 +239,7 @@ type FrontSnapshot struct {
 	RefusedCapacity   uint64 // closed at accept: the TCP per-family cap was reached
 	HandshakeTimeouts uint64 // no handshake within the bound
 	HandshakeFailures uint64 // a handshake that failed: not TLS, TLS < 1.2, no common cipher
+	Retries           uint64 // QUIC only: Initials answered with a Retry under load (quicretry.go)
 }
 
 // StatusCount is the number of DoH requests answered with one HTTP error.
