@@ -270,6 +270,11 @@ let
         DNS over QUIC listeners (RFC 9250), e.g. `[ "0.0.0.0:853" "[::]:853" ]`,
         behind the same certificate. `openFirewall` opens their ports (UDP).
       '';
+      doh3_listen = optional (types.listOf hostPort) ''
+        DNS over HTTPS over HTTP/3 listeners, e.g. `[ "0.0.0.0:443" "[::]:443" ]`,
+        behind the same certificate; DoH answers then advertise them (Alt-Svc).
+        `openFirewall` opens their ports (UDP).
+      '';
     };
   };
 
@@ -584,8 +589,10 @@ let
   tlsPorts = openPorts (
     lib.defaultTo [ ] cfg.settings.tls.dot_listen ++ lib.defaultTo [ ] cfg.settings.tls.doh_listen
   );
-  # DoQ is UDP only.
-  doqPorts = openPorts (lib.defaultTo [ ] cfg.settings.tls.doq_listen);
+  # DoQ and DoH over HTTP/3 are UDP only.
+  doqPorts = openPorts (
+    lib.defaultTo [ ] cfg.settings.tls.doq_listen ++ lib.defaultTo [ ] cfg.settings.tls.doh3_listen
+  );
   webPorts = openPorts (lib.optional (webListen != "") webListen);
   listensOnWildcard53 = lib.any (
     a:
@@ -639,7 +646,7 @@ in
       description = ''
         Open the DNS ports of `settings.dns.listen` (TCP and UDP) and of
         `settings.tls.dot_listen` and `doh_listen` (TCP) and `doq_listen`
-        (UDP) in the firewall,
+        and `doh3_listen` (UDP) in the firewall,
         loopback addresses excluded. The web endpoint is not opened (see
         `web.openFirewall`).
       '';
