@@ -141,18 +141,7 @@ func TestDoH3_clientOutsideAllowIsRefusedBeforeTheHandshake(t *testing.T) {
 func TestDoH3_connectionsPerClientAreBounded(t *testing.T) {
 	p := newTestPKI(t)
 	s, addr := startDoH3Server(t, state(answerA("192.0.2.11")), p)
-	dial := func() *quic.Conn {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		conf := p.clientConf.Clone()
-		conf.NextProtos = []string{http3.NextProtoH3}
-		c, err := quic.DialAddr(ctx, addr.String(), conf, &quic.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.CloseWithError(0, "") })
-		return c
-	}
+	dial := func() *quic.Conn { return dialRawH3(t, p, addr) }
 	for range tcpClientShare {
 		dial()
 	}
@@ -219,6 +208,16 @@ func TestDoH3_newHandshakesGetTheRotatedCertificate(t *testing.T) {
 	if !p.store.Refresh() {
 		t.Fatal("the store did not load the rotated certificate")
 	}
+	got := dialRawH3(t, p, addr).ConnectionState().TLS.PeerCertificates[0]
+	if !got.Equal(leaf) {
+		t.Errorf("served certificate serial %s, want the rotated %s", got.SerialNumber, leaf.SerialNumber)
+	}
+}
+
+// dialRawH3 is a bare QUIC connection with ALPN h3, handshake done, closed
+// at cleanup.
+func dialRawH3(t *testing.T, p *testPKI, addr netip.AddrPort) *quic.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	conf := p.clientConf.Clone()
@@ -227,9 +226,6 @@ func TestDoH3_newHandshakesGetTheRotatedCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.CloseWithError(0, "")
-	got := c.ConnectionState().TLS.PeerCertificates[0]
-	if !got.Equal(leaf) {
-		t.Errorf("served certificate serial %s, want the rotated %s", got.SerialNumber, leaf.SerialNumber)
-	}
+	t.Cleanup(func() { c.CloseWithError(0, "") })
+	return c
 }

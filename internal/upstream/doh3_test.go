@@ -109,10 +109,17 @@ func doh3TestSetup(t *testing.T) (*doh3TestServer, *DoH3) {
 	t.Helper()
 	ca := testutil.NewCA(t)
 	srv := startDoH3TestServer(t, ca, "doh3.test", testutil.AnswerA("192.0.2.3"))
-	ep := transportEndpoint(t, fmt.Sprintf("h3://doh3.test:%d%s", srv.Addr.Port(), dohTestPath), srv.Addr)
+	return srv, doh3TestClient(t, ca, srv, dohTestPath)
+}
+
+// doh3TestClient is a client for h3://doh3.test:port<path> dialing srv,
+// closed at cleanup.
+func doh3TestClient(t *testing.T, ca *certs.CA, srv *doh3TestServer, path string) *DoH3 {
+	t.Helper()
+	ep := transportEndpoint(t, fmt.Sprintf("h3://doh3.test:%d%s", srv.Addr.Port(), path), srv.Addr)
 	c := NewDoH3(ep, ca.Pool(), nil)
 	t.Cleanup(func() { c.Close() })
-	return srv, c
+	return c
 }
 
 func TestDoH3_answersAndReusesOneConnection(t *testing.T) {
@@ -170,11 +177,9 @@ func TestDoH3_badAnswersAreClassifiedPeerFaults(t *testing.T) {
 func TestDoH3_certificateForAnotherNameNeverSendsTheQuery(t *testing.T) {
 	ca := testutil.NewCA(t)
 	srv := startDoH3TestServer(t, ca, "other.test", testutil.AnswerA("192.0.2.3"))
-	ep := transportEndpoint(t, fmt.Sprintf("h3://doh3.test:%d/dns-query", srv.Addr.Port()), srv.Addr)
-	c := NewDoH3(ep, ca.Pool(), nil)
-	t.Cleanup(func() { c.Close() })
+	c := doh3TestClient(t, ca, srv, "/dns-query")
 	_, err := c.Exchange(transportCtx(t), transportQuery("a.example."))
-	transportWantKind(t, err, KindNetwork, ep.Redacted())
+	transportWantKind(t, err, KindNetwork, c.ep.Redacted())
 	if srv.requests.Load() != 0 {
 		t.Errorf("server saw %d requests, want 0", srv.requests.Load())
 	}
@@ -211,13 +216,11 @@ func TestDoH3_stalledAnswerEndsAtTheDeadline(t *testing.T) {
 		}
 		return testutil.AnswerA("192.0.2.3")(ctx, q)
 	})
-	ep := transportEndpoint(t, fmt.Sprintf("h3://doh3.test:%d/dns-query", srv.Addr.Port()), srv.Addr)
-	c := NewDoH3(ep, ca.Pool(), nil)
-	t.Cleanup(func() { c.Close() })
+	c := doh3TestClient(t, ca, srv, "/dns-query")
 	ctx, cancel := context.WithTimeoutCause(transportCtx(t), 300*time.Millisecond, KindAttemptExpired)
 	defer cancel()
 	_, err := c.Exchange(ctx, transportQuery("stall.example."))
-	transportWantKind(t, err, KindAttemptExpired, ep.Redacted())
+	transportWantKind(t, err, KindAttemptExpired, c.ep.Redacted())
 	transportMustExchange(t, c, "b.example.")
 	if srv.accepts.Load() != 1 {
 		t.Errorf("connections %d, want 1", srv.accepts.Load())
