@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -98,8 +100,16 @@ func (d *DoH3) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	if !d.begin() {
 		return nil, d.error(ctx, errClientClosed)
 	}
-	resp, err := dohRoundTrip(ctx, d.tr, d.url, wire)
+	var connected atomic.Bool
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
+	resp, err := dohRoundTrip(traced, d.tr, d.url, wire)
 	d.end()
+	if err != nil && !connected.Load() && ctx.Err() != nil {
+		// Said in the error so the backoff log reads as what it most likely
+		// is, as DoQ's does: a path that drops UDP to the upstream
+		// (docs/how-to/troubleshoot.md).
+		err = fmt.Errorf("QUIC handshake with %s not finished: %w", d.addr, err)
+	}
 	if err != nil {
 		return nil, d.error(ctx, err)
 	}
