@@ -126,9 +126,9 @@ let
   upstreamEntry = {
     options = {
       url = mkOption {
-        type = types.strMatching "^(tls|https)://.+";
+        type = types.strMatching "^(tls|https|quic|h3)://.+";
         example = "tls://dns.quad9.net";
-        description = "`tls://host[:port]` (DoT, port 853) or `https://host[:port]/path` (DoH, port 443).";
+        description = "`tls://host[:port]` (DoT, port 853), `https://host[:port]/path` (DoH, port 443), `quic://host[:port]` (DoQ, UDP 853) or `h3://host[:port]/path` (DoH over HTTP/3, UDP 443).";
       };
       address = optional types.str ''
         IP address to connect to. Required when the URL's host is a name:
@@ -153,9 +153,9 @@ let
         description = "Names at or below this domain go to `resolver`.";
       };
       resolver = mkOption {
-        type = types.strMatching "^((udp|tcp)://.+:[0-9]+|(tls|https|quic)://.+)$";
+        type = types.strMatching "^((udp|tcp)://.+:[0-9]+|(tls|https|quic|h3)://.+)$";
         example = "udp://192.168.1.1:53";
-        description = "The zone's resolver: `udp://IP:port` or `tcp://IP:port`, or encrypted `tls://IP[:port]`, `https://IP[:port]/path` or `quic://IP[:port]` (docs/forward.md).";
+        description = "The zone's resolver: `udp://IP:port` or `tcp://IP:port`, or encrypted `tls://IP[:port]`, `https://IP[:port]/path`, `quic://IP[:port]` or `h3://IP[:port]/path` (docs/forward.md).";
       };
       validate = optional types.bool "DNSSEC-validate this zone's answers as `dnssec.mode` says (default false: a router's local zone is unsigned).";
       tls_name = optional types.str "An encrypted resolver: the name its certificate must carry (default: the URL's IP).";
