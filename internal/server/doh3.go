@@ -45,6 +45,8 @@ func (s *Server) ListenDoH3(addrs []string) error {
 	err := s.listenQUIC(&s.tls.doh3, "DoH3", addrs, func(d *doqFront) {
 		d.conf = s.tlsConfig(http3.NextProtoH3) // RFC 9114 §3.1
 		d.qconf = doh3QUICConfig
+		d.noError = quic.ApplicationErrorCode(http3.ErrCodeNoError)
+		d.excessiveLoad = quic.ApplicationErrorCode(http3.ErrCodeExcessiveLoad)
 		s.tls.h3 = &http3.Server{
 			Handler:        http.HandlerFunc(s.serveDoH),
 			MaxHeaderBytes: dohMaxHeaderBytes,
@@ -77,7 +79,7 @@ func altSvc(bound []net.Addr) *string {
 // reach serveDoH.
 func (s *Server) serveDoH3Conn(c *quic.Conn, _ netip.Addr) {
 	s.tls.h3.ServeQUICConn(c)
-	c.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "")
+	c.CloseWithError(s.tls.doh3.noError, "")
 }
 
 // dohProto is the transport a DoH request arrived on: HTTP/3 or not.

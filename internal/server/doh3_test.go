@@ -159,8 +159,8 @@ func TestDoH3_connectionsPerClientAreBounded(t *testing.T) {
 		t.Fatal("the connection over the share stayed open")
 	}
 	var ae *quic.ApplicationError
-	if err := context.Cause(extra.Context()); !errors.As(err, &ae) || ae.ErrorCode != doqExcessiveLoad {
-		t.Fatalf("closed with %v, want the excessive-load code", err)
+	if err := context.Cause(extra.Context()); !errors.As(err, &ae) || ae.ErrorCode != quic.ApplicationErrorCode(http3.ErrCodeExcessiveLoad) {
+		t.Fatalf("closed with %v, want H3_EXCESSIVE_LOAD", err)
 	}
 	if got := s.TLSSnapshot().DoH3.RefusedShare; got != 1 {
 		t.Errorf("client_share refusals %d, want 1", got)

@@ -65,8 +65,12 @@ type doqFront struct {
 	conf  *tls.Config    // built once; certificates read through tlsFront.certs
 	qconf *quic.Config   // every admitted connection's QUIC configuration
 	serve func(c *quic.Conn, client netip.Addr)
-	conns *clientShares  // connections per client, across the front's listeners
-	wg    sync.WaitGroup // every goroutine of every listener of the front
+	// noError and excessiveLoad are the application's codes for a clean
+	// close and for a connection over the client's share: DoQ's (RFC 9250
+	// §8.4) or HTTP/3's (RFC 9114 §8.1).
+	noError, excessiveLoad quic.ApplicationErrorCode
+	conns                  *clientShares  // connections per client, across the front's listeners
+	wg                     sync.WaitGroup // every goroutine of every listener of the front
 
 	handshakes quicHandshakes // in progress across the front's listeners, for Retry under load
 
@@ -76,10 +80,11 @@ type doqFront struct {
 }
 
 type doqListener struct {
-	addr string
-	udp  *net.UDPConn
-	tr   *quic.Transport
-	ln   *quic.Listener
+	addr    string
+	noError quic.ApplicationErrorCode // the front's clean close
+	udp     *net.UDPConn
+	tr      *quic.Transport
+	ln      *quic.Listener
 
 	mu    sync.Mutex
 	conns map[*quic.Conn]struct{} // accepted and being served, for close
@@ -93,6 +98,7 @@ func (s *Server) ListenDoQ(addrs []string) error {
 	return s.listenQUIC(&s.doq, "DoQ", addrs, func(d *doqFront) {
 		d.conf = s.tlsConfig("doq") // RFC 9250 §4.1.1; QUIC itself requires TLS 1.3
 		d.qconf = doqQUICConfig
+		d.noError, d.excessiveLoad = doqNoError, doqExcessiveLoad
 		d.serve = s.serveDoQConn
 	})
 }
@@ -176,7 +182,7 @@ func (s *Server) bindQUIC(d *doqFront, addr string) (*doqListener, error) {
 		udp.Close()
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	return &doqListener{addr: addr, udp: udp, tr: tr, ln: ln, conns: map[*quic.Conn]struct{}{}}, nil
+	return &doqListener{addr: addr, noError: d.noError, udp: udp, tr: tr, ln: ln, conns: map[*quic.Conn]struct{}{}}, nil
 }
 
 // doqQUICConfig is every DoQ connection's QUIC configuration. doqAdmit
@@ -204,14 +210,14 @@ func (s *Server) quicAdmit(d *doqFront, info *quic.ClientInfo) (*quic.Config, er
 }
 
 // close ends the listener. Its connections are closed with DOQ_NO_ERROR
-// first, so their clients learn at once (RFC 9250 §4.3): closing the
+// (H3_NO_ERROR for DoH3) first, so their clients learn at once (RFC 9250 §4.3): closing the
 // transport alone drops them without telling the peer, which then waits
 // for its idle timeout.
 func (l *doqListener) close() {
 	l.ln.Close()
 	l.mu.Lock()
 	for c := range l.conns {
-		c.CloseWithError(doqNoError, "listener removed")
+		c.CloseWithError(l.noError, "listener removed")
 	}
 	l.conns = nil
 	l.mu.Unlock()
@@ -251,9 +257,8 @@ func (s *Server) stopDoQ() {
 }
 
 // acceptQUIC takes l's connections under d's per-client share and serves
-// each in its own goroutine. The share's excess is closed with
-// DOQ_EXCESSIVE_LOAD, which is H3_GENERAL_PROTOCOL_ERROR's neighbour in
-// no registry: HTTP/3 clients read any code as the end of the connection.
+// each in its own goroutine. The share's excess is closed with d's
+// excessive-load code (DOQ_EXCESSIVE_LOAD, H3_EXCESSIVE_LOAD).
 func (s *Server) acceptQUIC(d *doqFront, l *doqListener) {
 	for {
 		c, err := l.ln.Accept(context.Background())
@@ -265,12 +270,12 @@ func (s *Server) acceptQUIC(d *doqFront, l *doqListener) {
 		key := clientKey(client)
 		if !d.conns.tryAcquire(key) {
 			d.refusedShare.Add(1)
-			c.CloseWithError(doqExcessiveLoad, "too many connections from this client")
+			c.CloseWithError(d.excessiveLoad, "too many connections from this client")
 			continue
 		}
 		if !l.track(c) {
 			d.conns.release(key)
-			c.CloseWithError(doqNoError, "listener removed")
+			c.CloseWithError(d.noError, "listener removed")
 			return
 		}
 		d.wg.Go(func() {
