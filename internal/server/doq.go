@@ -185,7 +185,7 @@ func (s *Server) bindQUIC(d *doqFront, addr string) (*doqListener, error) {
 	return &doqListener{addr: addr, noError: d.noError, udp: udp, tr: tr, ln: ln, conns: map[*quic.Conn]struct{}{}}, nil
 }
 
-// doqQUICConfig is every DoQ connection's QUIC configuration. doqAdmit
+// doqQUICConfig is every DoQ connection's QUIC configuration. quicAdmit
 // returns it for each admitted client: quic-go uses its defaults (100
 // streams) for a connection whose GetConfigForClient returns nil.
 var doqQUICConfig = &quic.Config{
