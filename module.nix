@@ -126,9 +126,9 @@ let
   upstreamEntry = {
     options = {
       url = mkOption {
-        type = types.strMatching "^(tls|https)://.+";
+        type = types.strMatching "^(tls|https|quic|h3)://.+";
         example = "tls://dns.quad9.net";
-        description = "`tls://host[:port]` (DoT, port 853) or `https://host[:port]/path` (DoH, port 443).";
+        description = "`tls://host[:port]` (DoT, port 853), `https://host[:port]/path` (DoH, port 443), `quic://host[:port]` (DoQ, UDP 853) or `h3://host[:port]/path` (DoH over HTTP/3, UDP 443).";
       };
       address = optional types.str ''
         IP address to connect to. Required when the URL's host is a name:
@@ -153,9 +153,9 @@ let
         description = "Names at or below this domain go to `resolver`.";
       };
       resolver = mkOption {
-        type = types.strMatching "^((udp|tcp)://.+:[0-9]+|(tls|https|quic)://.+)$";
+        type = types.strMatching "^((udp|tcp)://.+:[0-9]+|(tls|https|quic|h3)://.+)$";
         example = "udp://192.168.1.1:53";
-        description = "The zone's resolver: `udp://IP:port` or `tcp://IP:port`, or encrypted `tls://IP[:port]`, `https://IP[:port]/path` or `quic://IP[:port]` (docs/forward.md).";
+        description = "The zone's resolver: `udp://IP:port` or `tcp://IP:port`, or encrypted `tls://IP[:port]`, `https://IP[:port]/path`, `quic://IP[:port]` or `h3://IP[:port]/path` (docs/forward.md).";
       };
       validate = optional types.bool "DNSSEC-validate this zone's answers as `dnssec.mode` says (default false: a router's local zone is unsigned).";
       tls_name = optional types.str "An encrypted resolver: the name its certificate must carry (default: the URL's IP).";
@@ -269,6 +269,11 @@ let
       doq_listen = optional (types.listOf hostPort) ''
         DNS over QUIC listeners (RFC 9250), e.g. `[ "0.0.0.0:853" "[::]:853" ]`,
         behind the same certificate. `openFirewall` opens their ports (UDP).
+      '';
+      doh3_listen = optional (types.listOf hostPort) ''
+        DNS over HTTPS over HTTP/3 listeners, e.g. `[ "0.0.0.0:443" "[::]:443" ]`,
+        behind the same certificate; DoH answers then advertise them (Alt-Svc).
+        `openFirewall` opens their ports (UDP).
       '';
     };
   };
@@ -584,8 +589,10 @@ let
   tlsPorts = openPorts (
     lib.defaultTo [ ] cfg.settings.tls.dot_listen ++ lib.defaultTo [ ] cfg.settings.tls.doh_listen
   );
-  # DoQ is UDP only.
-  doqPorts = openPorts (lib.defaultTo [ ] cfg.settings.tls.doq_listen);
+  # DoQ and DoH over HTTP/3 are UDP only.
+  doqPorts = openPorts (
+    lib.defaultTo [ ] cfg.settings.tls.doq_listen ++ lib.defaultTo [ ] cfg.settings.tls.doh3_listen
+  );
   webPorts = openPorts (lib.optional (webListen != "") webListen);
   listensOnWildcard53 = lib.any (
     a:
@@ -639,7 +646,7 @@ in
       description = ''
         Open the DNS ports of `settings.dns.listen` (TCP and UDP) and of
         `settings.tls.dot_listen` and `doh_listen` (TCP) and `doq_listen`
-        (UDP) in the firewall,
+        and `doh3_listen` (UDP) in the firewall,
         loopback addresses excluded. The web endpoint is not opened (see
         `web.openFirewall`).
       '';

@@ -3,4 +3,4 @@
 # place the value lives (nix/package.nix and nix/testbed.nix share it: same
 # go.mod, same vendor/). After a change to go.mod or go.sum, or to which
 # packages are imported, run `.ci/nix-check.sh --update-vendor-hash`.
-"sha256-SFmm1n6dnOZxxC8+0jt2OCo2Mvn/LNT9Z+AsNc45w/k="
+"sha256-7lkcRfK2wGIRXst2q2J2JWXpTOdWSz1u/aPvBesxfXo="

@@ -125,6 +125,8 @@ func startUpstreamWith(t *testing.T, ca testCA, listen string, path pathemu.Path
 		n.url = "tls://" + relay.Addr.String()
 	case fakeup.DoH:
 		n.url = "https://" + relay.Addr.String() + l.Path
+	case fakeup.DoQ:
+		n.url = "quic://" + relay.Addr.String()
 	default:
 		t.Fatalf("upstream transport %s is not encrypted", b.Transport)
 	}

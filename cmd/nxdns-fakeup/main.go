@@ -49,7 +49,7 @@ type options struct {
 	certNames     string
 	ttl           uint64
 	httpAddr      string
-	needsCA       bool // a dot or doh listener is configured
+	needsCA       bool // a dot, doh or doq listener is configured
 	usage         bool // config failed on a flag: exit 2, not 1
 }
 
@@ -159,7 +159,7 @@ func (o *options) config(stderr io.Writer) (fakeup.Config, error) {
 			o.usage = true
 			return cfg, err
 		}
-		o.needsCA = o.needsCA || l.Transport == fakeup.DoT || l.Transport == fakeup.DoH
+		o.needsCA = o.needsCA || l.Transport == fakeup.DoT || l.Transport == fakeup.DoH || l.Transport == fakeup.DoQ
 		cfg.Listen = append(cfg.Listen, l)
 	}
 	if !o.needsCA {

@@ -189,6 +189,9 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err := a.srv.ListenDoQ(cfg.TLS.DoQListen); err != nil {
 		return fail(explainListen(err))
 	}
+	if err := a.srv.ListenDoH3(cfg.TLS.DoH3Listen); err != nil {
+		return fail(explainListen(err))
+	}
 	ws, err := a.bindWeb(endpointOf(cfg.Web))
 	if err != nil {
 		return fail(explainListen(err))
@@ -286,6 +289,12 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		return err
 	}
 	if err := a.srv.ListenDoQ(cfg.TLS.DoQListen); err != nil {
+		a.webHash = oldHash
+		a.abortWeb(ws)
+		gen.close()
+		return err
+	}
+	if err := a.srv.ListenDoH3(cfg.TLS.DoH3Listen); err != nil {
 		a.webHash = oldHash
 		a.abortWeb(ws)
 		gen.close()

@@ -114,8 +114,9 @@ func buildLocal(cfg config.Config, zones *forward.Table) (*local.Stage, error) {
 			return ok
 		},
 		// The DDR stage before this one answers _dns.resolver.arpa when
-		// nxdns serves DoT or DoH; the rest of resolver.arpa is ours then.
-		Encrypted: func() bool { return len(cfg.TLS.DoTListen)+len(cfg.TLS.DoHListen) > 0 },
+		// nxdns serves DoT, DoH, DoQ or DoH3 (ddrStage builds it whenever
+		// TLS.Serving); the rest of resolver.arpa is ours then.
+		Encrypted: cfg.TLS.Serving,
 	})
 }
 

@@ -2,6 +2,7 @@ package app
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/ddr"
@@ -82,7 +83,7 @@ func (a *App) certStatus() (tlscert.Status, bool) {
 	return store.Status(), true
 }
 
-// ddrStage advertises the DoT/DoH service to plain clients (RFC 9462), or is
+// ddrStage advertises the DoT/DoH/DoQ/DoH3 service to plain clients (RFC 9462), or is
 // nil when nxdns serves neither.
 func (g *generation) ddrStage() query.Stage {
 	t := g.cfg.TLS
@@ -91,12 +92,14 @@ func (g *generation) ddrStage() query.Stage {
 	}
 	store := g.certs
 	c := ddr.Config{
-		DoTPort: firstPort(t.DoTListen),
-		DoHPort: firstPort(t.DoHListen),
-		Names:   func() []string { return store.Leaf().DNSNames },
+		DoTPort:  firstPort(t.DoTListen),
+		DoHPort:  firstPort(t.DoHListen),
+		DoQPort:  firstPort(t.DoQListen),
+		DoH3Port: firstPort(t.DoH3Listen),
+		Names:    func() []string { return store.Leaf().DNSNames },
 	}
 	seen := map[netip.Addr]bool{}
-	for _, s := range append(append([]string(nil), t.DoTListen...), t.DoHListen...) {
+	for _, s := range slices.Concat(t.DoTListen, t.DoHListen, t.DoQListen, t.DoH3Listen) {
 		if ap, err := netip.ParseAddrPort(s); err == nil && !ap.Addr().IsUnspecified() && !seen[ap.Addr()] {
 			seen[ap.Addr()] = true
 			c.Hints = append(c.Hints, ap.Addr())

@@ -10,16 +10,17 @@ import (
 // served to the LAN with one certificate. Both lists empty (the default)
 // serve neither.
 type TLS struct {
-	CertFile  string   `toml:"cert_file"`  // PEM: the leaf first, then the intermediates (an ACME fullchain.pem)
-	KeyFile   string   `toml:"key_file"`   // PEM: the leaf's private key
-	DoTListen []string `toml:"dot_listen"` // IP:port each, usually 0.0.0.0:853 (RFC 7858)
-	DoHListen []string `toml:"doh_listen"` // IP:port each, usually 0.0.0.0:443, path /dns-query (RFC 8484)
-	DoQListen []string `toml:"doq_listen"` // IP:port each, UDP, usually 0.0.0.0:853 (RFC 9250; doqlisten.go)
+	CertFile   string   `toml:"cert_file"`   // PEM: the leaf first, then the intermediates (an ACME fullchain.pem)
+	KeyFile    string   `toml:"key_file"`    // PEM: the leaf's private key
+	DoTListen  []string `toml:"dot_listen"`  // IP:port each, usually 0.0.0.0:853 (RFC 7858)
+	DoHListen  []string `toml:"doh_listen"`  // IP:port each, usually 0.0.0.0:443, path /dns-query (RFC 8484)
+	DoQListen  []string `toml:"doq_listen"`  // IP:port each, UDP, usually 0.0.0.0:853 (RFC 9250; doqlisten.go)
+	DoH3Listen []string `toml:"doh3_listen"` // IP:port each, UDP, usually 0.0.0.0:443: DoH over HTTP/3 (doh3.go)
 }
 
 // Serving reports whether any DoT, DoH or DoQ listener is configured.
 func (t TLS) Serving() bool {
-	return len(t.DoTListen) > 0 || len(t.DoHListen) > 0 || len(t.DoQListen) > 0
+	return len(t.DoTListen) > 0 || len(t.DoHListen) > 0 || len(t.DoQListen) > 0 || len(t.DoH3Listen) > 0
 }
 
 // checkTLS applies [tls]'s rules: files absolute and both given when a
@@ -32,7 +33,7 @@ func checkTLS(ps *Problems, t TLS, dnsListen []string) {
 	for _, f := range []struct{ path, value string }{{"tls.cert_file", t.CertFile}, {"tls.key_file", t.KeyFile}} {
 		switch {
 		case f.value == "" && t.Serving():
-			ps.add(f.path, CodeRequired, "missing: tls.dot_listen, tls.doh_listen or tls.doq_listen is set, and serving TLS needs a certificate and its key")
+			ps.add(f.path, CodeRequired, "missing: tls.dot_listen, tls.doh_listen, tls.doq_listen or tls.doh3_listen is set, and serving TLS needs a certificate and its key")
 		case f.value != "" && !filepath.IsAbs(f.value):
 			ps.add(f.path, CodeTLSFile, "%q is not an absolute path (under systemd the working directory is /)", f.value)
 		}
@@ -46,6 +47,7 @@ func checkTLS(ps *Problems, t TLS, dnsListen []string) {
 	taken = checkTLSListen(ps, "tls.dot_listen", "853", t.DoTListen, taken)
 	checkTLSListen(ps, "tls.doh_listen", "443", t.DoHListen, taken)
 	checkDoQListen(ps, t.DoQListen, dnsListen)
+	checkDoH3Listen(ps, t, dnsListen)
 }
 
 // bound is a TCP address some listener of the file binds, and which key.

@@ -97,10 +97,12 @@ func checkURL(ps *Problems, path, raw string) (id string, hostIsName bool) {
 		port = portDoH
 	case "quic":
 		port = portDoQ
+	case "h3":
+		port = portDoH // DoH over HTTP/3 (doh3.go)
 	case "":
-		ps.add(path, CodeUnsupportedScheme, "no scheme: want tls:// (DoT), https:// (DoH) or quic:// (DoQ)")
+		ps.add(path, CodeUnsupportedScheme, "no scheme: want tls:// (DoT), https:// (DoH), quic:// (DoQ) or h3:// (DoH over HTTP/3)")
 	default:
-		ps.add(path, CodeUnsupportedScheme, "scheme %q: want tls:// (DoT), https:// (DoH) or quic:// (DoQ)", u.Scheme)
+		ps.add(path, CodeUnsupportedScheme, "scheme %q: want tls:// (DoT), https:// (DoH), quic:// (DoQ) or h3:// (DoH over HTTP/3)%s", u.Scheme, schemeHint(u.Scheme))
 	}
 	if u.User != nil {
 		ps.add(path, CodeUserinfo, "userinfo (user@ or user:password@) is not allowed")
@@ -125,13 +127,13 @@ func checkURL(ps *Problems, path, raw string) (id string, hostIsName bool) {
 		port = p
 	}
 	switch {
-	case u.Scheme == "https" && u.Path == "":
+	case dohScheme(u.Scheme) && u.Path == "":
 		// Decision: no guessed default. The path is the provider's, and
 		// /dns-query is common but not universal (RFC 8484 §3 leaves it to
 		// the server's URI template).
-		ps.add(path, CodePathRequired, "an https URL needs its path, e.g. https://%s/dns-query", u.Host)
+		ps.add(path, CodePathRequired, "an %s URL needs its path, e.g. %s://%s/dns-query", u.Scheme, u.Scheme, u.Host)
 		return "", false
-	case u.Scheme != "https" && (u.Path != "" && u.Path != "/" || u.RawQuery != ""):
+	case !dohScheme(u.Scheme) && (u.Path != "" && u.Path != "/" || u.RawQuery != ""):
 		ps.add(path, CodeInvalidURL, "a %s URL has no path or query: want %s", u.Scheme, urlShape(u.Scheme))
 		return "", false
 	}
@@ -147,7 +149,7 @@ func checkURL(ps *Problems, path, raw string) (id string, hostIsName bool) {
 		hostIsName = true
 	}
 	id = u.Scheme + "://" + strings.ToLower(strings.TrimSuffix(host, ".")) + ":" + port
-	if u.Scheme == "https" {
+	if dohScheme(u.Scheme) {
 		id += u.EscapedPath() + "?" + u.RawQuery
 	}
 	return id, hostIsName
@@ -155,8 +157,8 @@ func checkURL(ps *Problems, path, raw string) (id string, hostIsName bool) {
 
 func urlShape(scheme string) string {
 	switch scheme {
-	case "https":
-		return "https://host[:port]/path"
+	case "https", "h3":
+		return scheme + "://host[:port]/path"
 	case "quic":
 		return "quic://host[:port]"
 	}

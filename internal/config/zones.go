@@ -132,7 +132,7 @@ func parseResolver(s string) (network string, addr netip.AddrPort, code Code, ms
 	switch network = strings.ToLower(scheme); network {
 	case NetworkUDP, NetworkTCP:
 	default:
-		return "", addr, CodeUnsupportedScheme, fmt.Sprintf("scheme %q: want udp://, tcp://, tls://, https:// or quic://", scheme)
+		return "", addr, CodeUnsupportedScheme, fmt.Sprintf("scheme %q: want udp://, tcp://, tls://, https://, quic:// or h3://", scheme)
 	}
 	addr, err := netip.ParseAddrPort(rest)
 	if err != nil {

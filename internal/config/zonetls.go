@@ -22,7 +22,7 @@ func EncryptedResolver(s string) bool {
 		return false
 	}
 	switch strings.ToLower(scheme) {
-	case "tls", "https", "quic":
+	case "tls", "https", "quic", "h3":
 		return true
 	}
 	return false

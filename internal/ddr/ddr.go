@@ -1,5 +1,5 @@
 // Package ddr answers Discovery of Designated Resolvers (RFC 9462) for
-// nxdns's own DoT and DoH service (docs/design.md#tls-serving): a client that asks the plain
+// nxdns's own DoT, DoH, DoH3 and DoQ service (docs/design.md#tls-serving): a client that asks the plain
 // resolver for _dns.resolver.arpa SVCB learns that the same resolver speaks
 // DoT and DoH, on which ports, under which certificate name, and upgrades
 // (Windows 11, Android 13+ and Chrome do this by themselves).
@@ -32,9 +32,10 @@ const (
 // Config is what the stage advertises. Names is read at every query, so a
 // renewed certificate for another name is advertised at once.
 type Config struct {
-	DoTPort, DoHPort uint16          // 0: not served
-	Hints            []netip.Addr    // specific listen addresses; wildcards are left out
-	Names            func() []string // the serving certificate's DNS names; the first plain one is the target
+	DoTPort, DoHPort  uint16          // 0: not served
+	DoQPort, DoH3Port uint16          // UDP; 0: not served (RFC 9250; DoH over HTTP/3)
+	Hints             []netip.Addr    // specific listen addresses; wildcards are left out
+	Names             func() []string // the serving certificate's DNS names; the first plain one is the target
 }
 
 // Stage is the DDR stage.
@@ -91,7 +92,10 @@ func (s *Stage) Passes(ev *query.Event, _ []string) bool { return !inZone(string
 func inZone(name string) bool { return name == zone || strings.HasSuffix(name, "."+zone) }
 
 // records are the SVCB records of RFC 9461 for the services configured:
-// DoH first (priority 1: browsers and Windows prefer it), then DoT.
+// DoH first (priority 1: browsers and Windows prefer it), then DoT, then
+// the QUIC services, DoH over HTTP/3 (alpn "h3", with DoH's dohpath) and
+// DoQ (alpn "doq", RFC 9250 §4.1.1): a network that drops UDP to them
+// leaves a client that tries in priority order on a TCP service that works.
 func (s *Stage) records(qname string) []dns.RR {
 	target := s.target()
 	if target == "" {
@@ -127,6 +131,12 @@ func (s *Stage) records(qname string) []dns.RR {
 	}
 	if s.cfg.DoTPort != 0 {
 		add([]string{"dot"}, s.cfg.DoTPort)
+	}
+	if s.cfg.DoH3Port != 0 {
+		add([]string{"h3"}, s.cfg.DoH3Port, &dns.SVCBDoHPath{Template: dohPath})
+	}
+	if s.cfg.DoQPort != 0 {
+		add([]string{"doq"}, s.cfg.DoQPort)
 	}
 	return rrs
 }

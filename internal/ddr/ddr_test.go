@@ -90,3 +90,34 @@ func TestStage_nodataCarriesTheSOAAndTheApexAnswersIt(t *testing.T) {
 		t.Errorf("the SVCB answer carries an authority section: %v", m.Ns)
 	}
 }
+
+// With DoQ and DoH3 served, DDR adds their SVCB records after DoH's and
+// DoT's (RFC 9461: alpn "h3" with DoH's dohpath, alpn "doq"), each with its
+// UDP port.
+func TestStage_advertisesDoH3AndDoQAfterTheTCPServices(t *testing.T) {
+	s := New(Config{DoTPort: 853, DoHPort: 443, DoQPort: 8853, DoH3Port: 8443,
+		Names: func() []string { return []string{"dns.home.example.org"} }})
+	m, _ := ask(t, s, "_dns.resolver.arpa.", dns.TypeSVCB)
+	if len(m.Answer) != 4 {
+		t.Fatalf("answer %v, want 4 SVCB records", m.Answer)
+	}
+	for i, want := range [][]string{
+		{"1 dns.home.example.org.", `alpn="h2"`, `port="443"`},
+		{"2 dns.home.example.org.", `alpn="dot"`, `port="853"`},
+		{"3 dns.home.example.org.", `alpn="h3"`, `port="8443"`, `dohpath="/dns-query{?dns}"`},
+		{"4 dns.home.example.org.", `alpn="doq"`, `port="8853"`},
+	} {
+		rr := m.Answer[i].String()
+		for _, w := range want {
+			if !strings.Contains(rr, w) {
+				t.Errorf("record %d %s lacks %s", i, rr, w)
+			}
+		}
+	}
+	if strings.Contains(m.Answer[3].String(), "dohpath") {
+		t.Errorf("the DoQ record carries a dohpath: %s", m.Answer[3])
+	}
+	if _, err := m.Pack(); err != nil {
+		t.Fatal(err)
+	}
+}

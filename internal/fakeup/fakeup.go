@@ -119,7 +119,7 @@ func Start(cfg Config) (*Server, error) {
 func issueLeaf(cfg Config) (*tls.Certificate, error) {
 	needTLS := false
 	for _, l := range cfg.Listen {
-		needTLS = needTLS || l.Transport == DoT || l.Transport == DoH
+		needTLS = needTLS || l.Transport == DoT || l.Transport == DoH || l.Transport == DoQ
 	}
 	if !needTLS {
 		return nil, nil

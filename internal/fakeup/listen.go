@@ -18,6 +18,7 @@ const (
 	TCP Transport = "tcp" // plain DNS over TCP, RFC 7766 pipelining
 	DoT Transport = "dot" // DNS over TLS, RFC 7858
 	DoH Transport = "doh" // DNS over HTTPS, RFC 8484, HTTP/2
+	DoQ Transport = "doq" // DNS over QUIC, RFC 9250 (doq.go)
 )
 
 // defaultDoHPath is the path RFC 8484 §3 uses in its examples and every public
@@ -111,9 +112,9 @@ func parseListen(s string) (Listen, error) {
 	}
 	l := Listen{Transport: Transport(u.Scheme), Addr: u.Host}
 	switch l.Transport {
-	case UDP, TCP, DoT, DoH:
+	case UDP, TCP, DoT, DoH, DoQ:
 	default:
-		return Listen{}, fmt.Errorf("scheme %q: want udp, tcp, dot or doh", u.Scheme)
+		return Listen{}, fmt.Errorf("scheme %q: want udp, tcp, dot, doh or doq", u.Scheme)
 	}
 	if u.User != nil || u.Fragment != "" || u.Opaque != "" {
 		return Listen{}, errors.New("want scheme://host:port[/path][?settings] with no userinfo or fragment")

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/nxdns/nxdns/internal/sleep"
 )
 
@@ -38,7 +40,8 @@ type listener struct {
 	counters counters
 	ln       net.Listener   // tcp, dot, doh
 	pc       net.PacketConn // udp
-	tlsConf  *tls.Config    // dot, doh
+	tlsConf  *tls.Config    // dot, doh, doq
+	qln      *quic.Listener // doq
 	doh      *http.Server   // doh
 	handoff  *connQueue     // doh: connections past their handshake, for net/http
 	sessions sessionSet     // tcp, dot: open sessions, for CloseIdle
@@ -47,9 +50,13 @@ type listener struct {
 func newListener(s *Server, spec Listen, leaf *tls.Certificate) (*listener, error) {
 	l := &listener{Listen: spec, s: s}
 	var err error
-	if spec.Transport == UDP {
+	switch spec.Transport {
+	case UDP:
 		l.pc, err = net.ListenPacket("udp", spec.Addr)
-	} else {
+	case DoQ:
+		l.tlsConf = serverTLS(leaf, "doq") // RFC 9250 §4.1.1
+		err = l.listenDoQ()
+	default:
 		l.ln, err = net.Listen("tcp", spec.Addr)
 	}
 	if err != nil {
@@ -80,6 +87,9 @@ func serverTLS(leaf *tls.Certificate, protos ...string) *tls.Config {
 func (l *listener) addr() net.Addr {
 	if l.pc != nil {
 		return l.pc.LocalAddr()
+	}
+	if l.qln != nil {
+		return l.qln.Addr()
 	}
 	return l.ln.Addr()
 }
@@ -114,6 +124,8 @@ func (l *listener) start() {
 	case DoH:
 		l.s.wg.Go(func() { l.acceptLoop(l.handOff) })
 		l.s.wg.Go(func() { l.doh.Serve(l.handoff) })
+	case DoQ:
+		l.s.wg.Go(l.serveDoQ)
 	}
 }
 
@@ -126,6 +138,9 @@ func (l *listener) close() {
 	}
 	if l.doh != nil {
 		l.doh.Close()
+	}
+	if l.qln != nil {
+		l.qln.Close()
 	}
 }
 

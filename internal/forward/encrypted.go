@@ -9,7 +9,7 @@ import (
 )
 
 // Encrypted resolvers (docs/forward.md "Encrypted resolvers"): a zone whose
-// resolver is tls://, https:// or quic:// sends its queries through the
+// resolver is tls://, https://, quic:// or h3:// sends its queries through the
 // upstreams' own transport (upstream.NewClient), so certificate checks,
 // connection reuse, DoQ's stream rules and error classification are the
 // pool's. The zone keeps everything else of its own: one resolver, no

@@ -109,6 +109,22 @@ func TestResolve_StalledDoTZoneSpendsOneBudget(t *testing.T) {
 }
 
 // A resolver whose certificate the zone does not trust never gets the query.
+// An h3:// zone resolver (DoH over HTTP/3) goes through the upstreams' DoH3
+// client, verified against tls_name.
+func TestResolve_DoH3ZoneQueriesGoToItsDoH3Resolver(t *testing.T) {
+	ca := testutil.NewCA(t)
+	srv := testutil.StartDoH3(t, ca, "resolver.corp.test", testutil.AnswerA("192.0.2.55"))
+	z := encryptedZone(t, ca, "h3://"+srv.Addr.String()+"/dns-query", "resolver.corp.test", 5*time.Second)
+	if z.URL() != "h3://"+srv.Addr.String() {
+		t.Errorf("URL %q, want the redacted h3:// URL", z.URL())
+	}
+	resolveA(t, z, "192.0.2.55")
+	resolveA(t, z, "192.0.2.55")
+	if srv.Requests() != 2 {
+		t.Errorf("resolver saw %d requests, want 2", srv.Requests())
+	}
+}
+
 func TestResolve_EncryptedZoneRejectsAnUntrustedCertificate(t *testing.T) {
 	srv := testutil.StartDoT(t, testutil.NewCA(t), "resolver.corp.test", testutil.AnswerA("192.0.2.53"))
 	z := encryptedZone(t, testutil.NewCA(t), "tls://"+srv.Addr.String(), "resolver.corp.test", 5*time.Second)

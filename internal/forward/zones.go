@@ -39,7 +39,7 @@ type Zone struct {
 	tcpAddr string         // addr, formatted once for the dialer
 	timeout time.Duration  // read_timeout: the whole exchange, every leg together
 
-	client upstream.Client // a tls://, https:// or quic:// resolver's transport (encrypted.go); nil for udp/tcp
+	client upstream.Client // a tls://, https://, quic:// or h3:// resolver's transport (encrypted.go); nil for udp/tcp
 
 	queries   atomic.Uint64 // every Resolve call
 	failures  atomic.Uint64 // exchanges that failed on the resolver's account (peer faults)
@@ -124,7 +124,7 @@ func parseResolver(raw string) (network string, addr netip.AddrPort, err error) 
 		return "", netip.AddrPort{}, fmt.Errorf("invalid URL %q", raw)
 	}
 	if u.Scheme != netUDP && u.Scheme != netTCP {
-		return "", netip.AddrPort{}, fmt.Errorf("%q: scheme must be udp, tcp, tls, https or quic", raw)
+		return "", netip.AddrPort{}, fmt.Errorf("%q: scheme must be udp, tcp, tls, https, quic or h3", raw)
 	}
 	if u.User != nil || u.Opaque != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
 		return "", netip.AddrPort{}, fmt.Errorf("%q: only scheme, IP and port are allowed", raw)

@@ -18,11 +18,14 @@ var (
 		"Changes of the certificate files, by outcome: success (the new pair serves new handshakes), failure (it did not load; the previous pair keeps serving).",
 		[]string{"outcome"}, nil)
 	tlsRefused = prometheus.NewDesc("nxdns_tls_connections_refused_total",
-		"DoT, DoH and DoQ connections closed at accept, before any TLS work, by proto and reason: not_allowed (the peer is outside dns.allow; DoQ: at its first packet), client_share (the client already held its share of the TCP cap, shared with plain TCP; DoQ: of its own connections, after the handshake), capacity (the TCP per-family connection cap, shared with plain TCP, was reached; not DoQ).",
+		"DoT, DoH, DoQ and DoH3 (proto h3) connections closed at accept, before any TLS work, by proto and reason: not_allowed (the peer is outside dns.allow; DoQ and h3: at its first packet), client_share (the client already held its share of the TCP cap, shared with plain TCP; DoQ and h3: of its own connections, after the handshake), capacity (the TCP per-family connection cap, shared with plain TCP, was reached; not DoQ or h3).",
 		[]string{"proto", "reason"}, nil)
 	tlsHandshakeFailures = prometheus.NewDesc("nxdns_tls_handshake_failures_total",
 		"DoT and DoH connections cut off in the TLS handshake, by proto and reason: timeout (no handshake within the bound), error (not TLS, only TLS 1.0/1.1 offered, no common cipher, a rejected certificate).",
 		[]string{"proto", "reason"}, nil)
+	quicRetries = prometheus.NewDesc("nxdns_quic_retries_total",
+		"Initial packets a QUIC listener answered with a Retry (address validation) because many handshakes were in progress, by proto: doq, h3.",
+		[]string{"proto"}, nil)
 	dohErrors = prometheus.NewDesc("nxdns_doh_errors_total",
 		"DoH requests answered with an HTTP error, by status: 400 (no or malformed dns parameter, not a DNS query), 404 (another path than /dns-query), 405 (neither GET nor POST), 413 (a POST body over the query size limit), 414 (a GET dns parameter over it), 415 (a POST that is not application/dns-message), 503 (no answer: shutting down).",
 		[]string{"status"}, nil)
@@ -36,7 +39,7 @@ type tlsCollector struct {
 }
 
 func (tlsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{tlsCertExpiry, tlsCertReloads, tlsRefused, tlsHandshakeFailures, dohErrors} {
+	for _, d := range []*prometheus.Desc{tlsCertExpiry, tlsCertReloads, tlsRefused, tlsHandshakeFailures, quicRetries, dohErrors} {
 		ch <- d
 	}
 }
@@ -64,6 +67,11 @@ func (c tlsCollector) Collect(ch chan<- prometheus.Metric) {
 	// the first packet, client_share over the client's connections.
 	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoQ.RefusedNotAllowed), "doq", "not_allowed")
 	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoQ.RefusedShare), "doq", "client_share")
+	// DoH over HTTP/3: the same admission as DoQ (docs/server.md "DoH over HTTP/3").
+	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoH3.RefusedNotAllowed), "h3", "not_allowed")
+	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoH3.RefusedShare), "h3", "client_share")
+	send(ch, quicRetries, prometheus.CounterValue, float64(s.DoQ.Retries), "doq")
+	send(ch, quicRetries, prometheus.CounterValue, float64(s.DoH3.Retries), "h3")
 	for _, e := range s.DoHErrors {
 		send(ch, dohErrors, prometheus.CounterValue, float64(e.Count), strconv.Itoa(e.Status))
 	}

@@ -102,12 +102,13 @@ type Proto uint8
 const (
 	UDP Proto = iota + 1
 	TCP
-	DoT // RFC 7858, on tls.dot_listen (docs/design.md#tls-serving)
-	DoH // RFC 8484, on tls.doh_listen
-	DoQ // RFC 9250, on tls.doq_listen (docs/server.md "DNS over QUIC")
+	DoT  // RFC 7858, on tls.dot_listen (docs/design.md#tls-serving)
+	DoH  // RFC 8484, on tls.doh_listen
+	DoQ  // RFC 9250, on tls.doq_listen (docs/server.md "DNS over QUIC")
+	DoH3 // RFC 8484 over HTTP/3 (RFC 9114), on tls.doh3_listen (docs/server.md "DoH over HTTP/3")
 )
 
-var protoNames = [...]string{UDP: "udp", TCP: "tcp", DoT: "dot", DoH: "doh", DoQ: "doq"}
+var protoNames = [...]string{UDP: "udp", TCP: "tcp", DoT: "dot", DoH: "doh", DoQ: "doq", DoH3: "h3"}
 
 func (p Proto) String() string {
 	if int(p) < len(protoNames) && protoNames[p] != "" {

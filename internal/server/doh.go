@@ -207,6 +207,7 @@ func (d *dohFront) abort() {
 // serveDoH answers one DoH request (RFC 8484 §4): GET with the query in the
 // base64url "dns" parameter, or POST with it as the body.
 func (s *Server) serveDoH(w http.ResponseWriter, r *http.Request) {
+	s.advertiseH3(w, r)
 	clientID, ok, valid := dohClientID(r.URL.Path)
 	if !ok {
 		s.dohError(w, http.StatusNotFound, "not found: DNS queries go to "+dohPath)
@@ -237,7 +238,7 @@ func (s *Server) serveDoH(w http.ResponseWriter, r *http.Request) {
 		s.dohError(w, http.StatusBadRequest, "not a DNS query")
 		return
 	}
-	client := query.ClientOfRemote(r.RemoteAddr) // the TCP peer, never a header
+	client := query.ClientOfRemote(r.RemoteAddr) // the TCP (or QUIC) peer, never a header
 	key := clientKey(client)
 	if !s.dohShare.tryAcquire(key) {
 		s.dohError(w, http.StatusTooManyRequests, "too many queries in flight from this client")
@@ -253,7 +254,7 @@ func (s *Server) serveDoH(w http.ResponseWriter, r *http.Request) {
 	// resetting every stream it opens would start exchanges without bound,
 	// each stream's end freeing its place for the next (docs/server.md).
 	// So a DoH query is counted as a TCP one is, until its work ends.
-	s.serveAs(s.ctx, wire, client, query.DoH, clientID, func(ans []byte) error {
+	s.serveAs(s.ctx, wire, client, dohProto(r), clientID, func(ans []byte) error {
 		answered = true
 		h := w.Header()
 		h.Set("Content-Type", dohContentType)

@@ -55,13 +55,24 @@ const (
 // front ends' idle bound. RFC 9250 §5.5.1 leaves the value to the server.
 const doqIdleTimeout = tcpIdleTimeout
 
-// doqFront is the Server's state for DoQ.
+// doqFront is the Server's state for one QUIC service: DoQ (s.doq) or DoH
+// over HTTP/3 (s.tls.doh3, doh3.go). Both get the same admission at the
+// first packet, the same per-client connection share and the same
+// listener reconciliation; serve is what runs on an admitted connection.
 type doqFront struct {
-	mu    sync.Mutex     // guards ls and conf
+	mu    sync.Mutex     // guards ls, conf, qconf and serve
 	ls    []*doqListener // the current ones, in ListenDoQ order
 	conf  *tls.Config    // built once; certificates read through tlsFront.certs
-	conns *clientShares  // connections per client, across the DoQ listeners
-	wg    sync.WaitGroup // every goroutine of every DoQ listener
+	qconf *quic.Config   // every admitted connection's QUIC configuration
+	serve func(c *quic.Conn, client netip.Addr)
+	// noError and excessiveLoad are the application's codes for a clean
+	// close and for a connection over the client's share: DoQ's (RFC 9250
+	// §8.4) or HTTP/3's (RFC 9114 §8.1).
+	noError, excessiveLoad quic.ApplicationErrorCode
+	conns                  *clientShares  // connections per client, across the front's listeners
+	wg                     sync.WaitGroup // every goroutine of every listener of the front
+
+	handshakes quicHandshakes // in progress across the front's listeners, for Retry under load
 
 	refusedNotAllowed atomic.Uint64 // Initial packets from outside dns.allow
 	refusedShare      atomic.Uint64 // connections over the client's share
@@ -69,10 +80,11 @@ type doqFront struct {
 }
 
 type doqListener struct {
-	addr string
-	udp  *net.UDPConn
-	tr   *quic.Transport
-	ln   *quic.Listener
+	addr    string
+	noError quic.ApplicationErrorCode // the front's clean close
+	udp     *net.UDPConn
+	tr      *quic.Transport
+	ln      *quic.Listener
 
 	mu    sync.Mutex
 	conns map[*quic.Conn]struct{} // accepted and being served, for close
@@ -83,6 +95,18 @@ type doqListener struct {
 // is removed, and a failure changes nothing. It needs the certificate
 // ListenTLS was given.
 func (s *Server) ListenDoQ(addrs []string) error {
+	return s.listenQUIC(&s.doq, "DoQ", addrs, func(d *doqFront) {
+		d.conf = s.tlsConfig("doq") // RFC 9250 §4.1.1; QUIC itself requires TLS 1.3
+		d.qconf = doqQUICConfig
+		d.noError, d.excessiveLoad = doqNoError, doqExcessiveLoad
+		d.serve = s.serveDoQConn
+	})
+}
+
+// listenQUIC makes d's listeners match addrs, as ListenDoQ says; setup
+// fills d's TLS and QUIC configurations and serve the first time. what
+// names the service in errors.
+func (s *Server) listenQUIC(d *doqFront, what string, addrs []string, setup func(*doqFront)) error {
 	// Held throughout, as ListenTLS does: Shutdown sets closed under s.mu
 	// before stopDoQ, so no listener bound here outlives it.
 	s.mu.Lock()
@@ -92,13 +116,12 @@ func (s *Server) ListenDoQ(addrs []string) error {
 		return errors.New("server: listen after shutdown")
 	}
 	if len(addrs) > 0 && certs == nil {
-		return errors.New("server: DoQ listeners need a certificate")
+		return fmt.Errorf("server: %s listeners need a certificate", what)
 	}
-	d := &s.doq
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.conf == nil {
-		d.conf = s.tlsConfig("doq") // RFC 9250 §4.1.1; QUIC itself requires TLS 1.3
+		setup(d)
 		d.conns = newClientShares(tcpClientShare)
 	}
 	cur := make(map[string]*doqListener, len(d.ls))
@@ -112,7 +135,7 @@ func (s *Server) ListenDoQ(addrs []string) error {
 			delete(cur, a)
 			continue
 		}
-		l, err := s.bindDoQ(a)
+		l, err := s.bindQUIC(d, a)
 		if err != nil {
 			for _, f := range fresh {
 				f.close()
@@ -126,15 +149,15 @@ func (s *Server) ListenDoQ(addrs []string) error {
 		l.close()
 	}
 	for _, l := range fresh {
-		d.wg.Go(func() { s.acceptDoQ(l) })
+		d.wg.Go(func() { s.acceptQUIC(d, l) })
 	}
 	d.ls = next
 	return nil
 }
 
-// bindDoQ opens the UDP socket of a DoQ address and its QUIC listener. The
-// error names addr.
-func (s *Server) bindDoQ(addr string) (*doqListener, error) {
+// bindQUIC opens the UDP socket of one of d's addresses and its QUIC
+// listener. The error names addr.
+func (s *Server) bindQUIC(d *doqFront, addr string) (*doqListener, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
@@ -147,18 +170,22 @@ func (s *Server) bindDoQ(addr string) (*doqListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	tr := &quic.Transport{Conn: udp}
-	conf := doqQUICConfig.Clone()
-	conf.GetConfigForClient = s.doqAdmit
-	ln, err := tr.Listen(s.doq.conf, conf)
+	tr := &quic.Transport{
+		Conn:                udp,
+		VerifySourceAddress: func(a net.Addr) bool { return s.quicValidate(d, a) },
+		ConnContext:         d.handshakes.begin,
+	}
+	conf := d.qconf.Clone()
+	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) { return s.quicAdmit(d, info) }
+	ln, err := tr.Listen(d.conf, conf)
 	if err != nil {
 		udp.Close()
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	return &doqListener{addr: addr, udp: udp, tr: tr, ln: ln, conns: map[*quic.Conn]struct{}{}}, nil
+	return &doqListener{addr: addr, noError: d.noError, udp: udp, tr: tr, ln: ln, conns: map[*quic.Conn]struct{}{}}, nil
 }
 
-// doqQUICConfig is every DoQ connection's QUIC configuration. doqAdmit
+// doqQUICConfig is every DoQ connection's QUIC configuration. quicAdmit
 // returns it for each admitted client: quic-go uses its defaults (100
 // streams) for a connection whose GetConfigForClient returns nil.
 var doqQUICConfig = &quic.Config{
@@ -170,26 +197,27 @@ var doqQUICConfig = &quic.Config{
 
 var errDoQNotAllowed = errors.New("client outside dns.allow")
 
-// doqAdmit runs on a client's first Initial packet, before the handshake:
-// a client outside dns.allow costs no TLS work.
-func (s *Server) doqAdmit(info *quic.ClientInfo) (*quic.Config, error) {
+// quicAdmit runs on a client's first Initial packet to one of d's
+// listeners, before the handshake: a client outside dns.allow costs no TLS
+// work.
+func (s *Server) quicAdmit(d *doqFront, info *quic.ClientInfo) (*quic.Config, error) {
 	client := query.ClientOfRemote(info.RemoteAddr.String())
 	if !s.allowedNow(client) {
-		s.doq.refusedNotAllowed.Add(1)
+		d.refusedNotAllowed.Add(1)
 		return nil, errDoQNotAllowed
 	}
-	return doqQUICConfig, nil
+	return d.qconf, nil
 }
 
 // close ends the listener. Its connections are closed with DOQ_NO_ERROR
-// first, so their clients learn at once (RFC 9250 §4.3): closing the
+// (H3_NO_ERROR for DoH3) first, so their clients learn at once (RFC 9250 §4.3): closing the
 // transport alone drops them without telling the peer, which then waits
 // for its idle timeout.
 func (l *doqListener) close() {
 	l.ln.Close()
 	l.mu.Lock()
 	for c := range l.conns {
-		c.CloseWithError(doqNoError, "listener removed")
+		c.CloseWithError(l.noError, "listener removed")
 	}
 	l.conns = nil
 	l.mu.Unlock()
@@ -215,40 +243,45 @@ func (l *doqListener) untrack(c *quic.Conn) {
 	l.mu.Unlock()
 }
 
-// stopDoQ closes every DoQ listener and its connections; Shutdown waits for
-// their goroutines (doqFront.wg).
+// stopDoQ closes every DoQ and DoH3 listener and their connections;
+// Shutdown waits for their goroutines (doqFront.wg).
 func (s *Server) stopDoQ() {
-	d := &s.doq
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, l := range d.ls {
-		l.close()
+	for _, d := range []*doqFront{&s.doq, &s.tls.doh3} {
+		d.mu.Lock()
+		for _, l := range d.ls {
+			l.close()
+		}
+		d.ls = nil
+		d.mu.Unlock()
 	}
-	d.ls = nil
 }
 
-func (s *Server) acceptDoQ(l *doqListener) {
+// acceptQUIC takes l's connections under d's per-client share and serves
+// each in its own goroutine. The share's excess is closed with d's
+// excessive-load code (DOQ_EXCESSIVE_LOAD, H3_EXCESSIVE_LOAD).
+func (s *Server) acceptQUIC(d *doqFront, l *doqListener) {
 	for {
 		c, err := l.ln.Accept(context.Background())
 		if err != nil {
 			return // the listener closed
 		}
+		d.handshakes.done(c.Context()) // Accept returns a connection after its handshake
 		client := query.ClientOfRemote(c.RemoteAddr().String())
 		key := clientKey(client)
-		if !s.doq.conns.tryAcquire(key) {
-			s.doq.refusedShare.Add(1)
-			c.CloseWithError(doqExcessiveLoad, "too many connections from this client")
+		if !d.conns.tryAcquire(key) {
+			d.refusedShare.Add(1)
+			c.CloseWithError(d.excessiveLoad, "too many connections from this client")
 			continue
 		}
 		if !l.track(c) {
-			s.doq.conns.release(key)
-			c.CloseWithError(doqNoError, "listener removed")
+			d.conns.release(key)
+			c.CloseWithError(d.noError, "listener removed")
 			return
 		}
-		s.doq.wg.Go(func() {
-			defer s.doq.conns.release(key)
+		d.wg.Go(func() {
+			defer d.conns.release(key)
 			defer l.untrack(c)
-			s.serveDoQConn(c, client)
+			d.serve(c, client)
 		})
 	}
 }
@@ -349,18 +382,21 @@ func readDoQQuery(st *quic.Stream) ([]byte, error) {
 	return wire, nil
 }
 
-// doqSnapshot is the DoQ refusals, for TLSSnapshot.
-func (s *Server) doqSnapshot() FrontSnapshot {
-	return FrontSnapshot{RefusedNotAllowed: s.doq.refusedNotAllowed.Load(), RefusedShare: s.doq.refusedShare.Load()}
+// snapshot is d's refusals, for TLSSnapshot.
+func (d *doqFront) snapshot() FrontSnapshot {
+	return FrontSnapshot{RefusedNotAllowed: d.refusedNotAllowed.Load(), RefusedShare: d.refusedShare.Load(),
+		Retries: d.handshakes.retries.Load()}
 }
 
 // DoQAddrs returns the bound UDP addresses of the current DoQ listeners, in
 // ListenDoQ order.
-func (s *Server) DoQAddrs() []net.Addr {
-	s.doq.mu.Lock()
-	defer s.doq.mu.Unlock()
+func (s *Server) DoQAddrs() []net.Addr { return s.doq.addrs() }
+
+func (d *doqFront) addrs() []net.Addr {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var out []net.Addr
-	for _, l := range s.doq.ls {
+	for _, l := range d.ls {
 		out = append(out, l.udp.LocalAddr())
 	}
 	return out

@@ -7,7 +7,7 @@ import (
 )
 
 // protoNames are the transports counted, in the order ProtoCount lists them.
-var protoNames = [...]query.Proto{query.UDP, query.TCP, query.DoT, query.DoH, query.DoQ}
+var protoNames = [...]query.Proto{query.UDP, query.TCP, query.DoT, query.DoH, query.DoQ, query.DoH3}
 
 // protoCounts counts queries by the transport they arrived on (docs/design.md#tls-serving:
 // queries per proto in the metrics).
@@ -24,7 +24,7 @@ func (c *protoCounts) count(p query.Proto) {
 
 // ProtoCount is the number of queries that arrived over one transport.
 type ProtoCount struct {
-	Proto string // udp, tcp, dot, doh, doq
+	Proto string // udp, tcp, dot, doh, doq, h3
 	Count uint64
 }
 

@@ -236,7 +236,7 @@ func (q *pending) sizeLimit() int {
 // of 468 octets): a query over DoT or DoH whose OPT carries the Padding
 // option. Never over plain UDP or TCP, whose bytes are readable anyway.
 func (q *pending) padded() bool {
-	if q.opt == nil || q.ev.Proto != query.DoT && q.ev.Proto != query.DoH && q.ev.Proto != query.DoQ {
+	if q.opt == nil || q.ev.Proto != query.DoT && q.ev.Proto != query.DoH && q.ev.Proto != query.DoQ && q.ev.Proto != query.DoH3 {
 		return false
 	}
 	for _, o := range q.opt.Option {

@@ -295,6 +295,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { // owned here: Shutdown always waits for done below
 		s.doq.wg.Wait()
+		s.tls.doh3.wg.Wait()
 		for _, l := range ls {
 			l.wg.Wait()
 		}

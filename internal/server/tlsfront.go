@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quic-go/quic-go/http3"
 	"go.uber.org/zap"
 )
 
@@ -42,6 +43,10 @@ type tlsFront struct {
 	stats            tlsCounters
 
 	handshake time.Duration // 0 means tlsHandshakeTimeout; tests shorten it before ListenTLS
+
+	doh3   doqFront               // DoH over HTTP/3 listeners (doh3.go)
+	h3     *http3.Server          // serves doh3's connections; built by the first ListenDoH3
+	altSvc atomic.Pointer[string] // the Alt-Svc header of DoH/2 answers while doh3 serves; nil: none
 }
 
 type certHolder struct{ src CertSource }
@@ -234,6 +239,7 @@ type FrontSnapshot struct {
 	RefusedCapacity   uint64 // closed at accept: the TCP per-family cap was reached
 	HandshakeTimeouts uint64 // no handshake within the bound
 	HandshakeFailures uint64 // a handshake that failed: not TLS, TLS < 1.2, no common cipher
+	Retries           uint64 // QUIC only: Initials answered with a Retry under load (quicretry.go)
 }
 
 // StatusCount is the number of DoH requests answered with one HTTP error.
@@ -246,6 +252,7 @@ type StatusCount struct {
 type TLSSnapshot struct {
 	DoT, DoH  FrontSnapshot
 	DoQ       FrontSnapshot // refusals only: quic-go runs the handshakes (doq.go)
+	DoH3      FrontSnapshot // the same for DoH over HTTP/3 (doh3.go)
 	DoHErrors []StatusCount // every status of dohStatuses, zero counts included
 }
 
@@ -258,7 +265,7 @@ func (s *Server) TLSSnapshot() TLSSnapshot {
 			HandshakeTimeouts: fc.handshakeTimeout.Load(), HandshakeFailures: fc.handshakeFailed.Load(),
 		}
 	}
-	snap := TLSSnapshot{DoT: front(&s.tls.stats.dot), DoH: front(&s.tls.stats.doh), DoQ: s.doqSnapshot()}
+	snap := TLSSnapshot{DoT: front(&s.tls.stats.dot), DoH: front(&s.tls.stats.doh), DoQ: s.doq.snapshot(), DoH3: s.tls.doh3.snapshot()}
 	for i, st := range dohStatuses {
 		snap.DoHErrors = append(snap.DoHErrors, StatusCount{Status: st, Count: s.tls.stats.dohStatus[i].Load()})
 	}

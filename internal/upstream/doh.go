@@ -126,24 +126,31 @@ func (d *DoH) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	}
 	// RFC 8484 §4.1: ID 0 on the wire keeps responses cacheable by HTTP.
 	wire[0], wire[1] = 0, 0
-	resp, err := d.roundTrip(ctx, wire)
+	resp, err := dohRoundTrip(ctx, d.tr, d.url, wire)
 	if err != nil {
 		return nil, d.error(ctx, err)
 	}
-	if resp.Id != 0 {
-		return nil, d.error(ctx, &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("id %d, want 0", resp.Id)})
-	}
-	resp.Id = m.Id
-	if err := ValidateStream(m, resp); err != nil {
+	if err := dohCheck(m, resp); err != nil {
 		return nil, d.error(ctx, err)
 	}
 	return resp, nil
 }
 
-// roundTrip posts one query and checks the HTTP layer of the answer: status,
-// content type and size (docs/design.md#doh-client).
-func (d *DoH) roundTrip(ctx context.Context, wire []byte) (*dns.Msg, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(wire))
+// dohCheck checks a DoH answer (HTTP/2 or HTTP/3) to m: ID 0 on the wire
+// (RFC 8484 §4.1), then the stream validation; it restores m's ID.
+func dohCheck(m, resp *dns.Msg) error {
+	if resp.Id != 0 {
+		return &AttemptError{Kind: KindResponseMismatch, Err: fmt.Errorf("id %d, want 0", resp.Id)}
+	}
+	resp.Id = m.Id
+	return ValidateStream(m, resp)
+}
+
+// dohRoundTrip posts one query through rt (HTTP/2 or HTTP/3) and checks the
+// HTTP layer of the answer: status, content type and size
+// (docs/design.md#doh-client).
+func dohRoundTrip(ctx context.Context, rt http.RoundTripper, url string, wire []byte) (*dns.Msg, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(wire))
 	if err != nil {
 		return nil, err // the URL was parsed when configured; this is our bug
 	}
@@ -151,7 +158,7 @@ func (d *DoH) roundTrip(ctx context.Context, wire []byte) (*dns.Msg, error) {
 	req.Header.Set("Accept", dohMediaType)
 	// RoundTrip, not http.Client.Do: no redirects to follow, no cookies, and
 	// no *url.Error carrying the full URL into our error text.
-	resp, err := d.tr.RoundTrip(req)
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
@@ -177,12 +184,18 @@ func (d *DoH) roundTrip(ctx context.Context, wire []byte) (*dns.Msg, error) {
 // error classifies err and scrubs every trace of the URL's secret parts from
 // its text (Endpoint.Scrub): a transport error might quote the request line.
 func (d *DoH) error(ctx context.Context, err error) *AttemptError {
-	if d.life.Err() != nil {
+	return dohError(ctx, d.life, d.ep, err)
+}
+
+// dohError is DoH.error for both DoH clients: life is the client's, ended
+// by Close.
+func dohError(ctx, life context.Context, ep Endpoint, err error) *AttemptError {
+	if life.Err() != nil {
 		err = errClientClosed // Close cut the connection: a cancellation, not evidence
 	}
-	ae := transportError(ctx, d.name, err)
-	if msg := ae.Err.Error(); d.ep.Scrub(msg) != msg {
-		ae.Err = errors.New(d.ep.Scrub(msg)) // the Kind is decided; the chain must not leak either
+	ae := transportError(ctx, ep.Redacted(), err)
+	if msg := ae.Err.Error(); ep.Scrub(msg) != msg {
+		ae.Err = errors.New(ep.Scrub(msg)) // the Kind is decided; the chain must not leak either
 	}
 	return ae
 }

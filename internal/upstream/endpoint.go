@@ -1,7 +1,7 @@
 // Package upstream is how nxdns talks to its encrypted upstream resolvers: the
 // transport vocabulary (endpoints, error kinds and groups, response
 // validation), the priority-failover pool with its health and backoff, and
-// the DoT, DoH and DoQ clients.
+// the DoT, DoH, DoQ and DoH3 clients.
 package upstream
 
 import (
@@ -17,16 +17,18 @@ import (
 type Scheme string
 
 const (
-	SchemeDoT Scheme = "tls"   // DNS over TLS, RFC 7858
-	SchemeDoH Scheme = "https" // DNS over HTTPS, RFC 8484
-	SchemeDoQ Scheme = "quic"  // DNS over QUIC, RFC 9250
+	SchemeDoT  Scheme = "tls"   // DNS over TLS, RFC 7858
+	SchemeDoH  Scheme = "https" // DNS over HTTPS, RFC 8484
+	SchemeDoQ  Scheme = "quic"  // DNS over QUIC, RFC 9250
+	SchemeDoH3 Scheme = "h3"    // DNS over HTTPS over HTTP/3, RFC 8484 and RFC 9114
 )
 
 // Default ports when the URL gives none.
 const (
-	portDoT = 853
-	portDoH = 443
-	portDoQ = 853 // RFC 9250 §4.1.1: UDP port 853
+	portDoT  = 853
+	portDoH  = 443
+	portDoQ  = 853 // RFC 9250 §4.1.1: UDP port 853
+	portDoH3 = 443 // UDP 443, where HTTP/3 servers listen (RFC 9114 §3.1)
 )
 
 // Endpoint is one upstream as a transport needs it.
@@ -55,8 +57,10 @@ func ParseEndpoint(rawURL, address, tlsName string) (Endpoint, error) {
 		ep.Scheme, port = SchemeDoH, portDoH
 	case SchemeDoQ:
 		ep.Scheme, port = SchemeDoQ, portDoQ
+	case SchemeDoH3:
+		ep.Scheme, port = SchemeDoH3, portDoH3
 	default:
-		return Endpoint{}, fmt.Errorf("unsupported scheme %q (want tls, https or quic)", u.Scheme)
+		return Endpoint{}, fmt.Errorf("unsupported scheme %q (want tls, https, quic or h3)", u.Scheme)
 	}
 	if u.User != nil {
 		return Endpoint{}, fmt.Errorf("userinfo not allowed")

@@ -46,7 +46,7 @@ const transportWriteTimeout = 3 * time.Second
 var errClientClosed = fmt.Errorf("upstream client closed: %w", KindCanceled)
 
 // NewClient builds the transport for ep: DoT for tls://, DoH for https://,
-// DoQ for quic://.
+// DoQ for quic://, DoH over HTTP/3 for h3://.
 // caPEM, when not empty, holds PEM certificates trusted on top of the
 // system roots (docs/design.md#config-upstreams ca_file, as config.ReadFiles read it once: the file
 // checked is the file used, and nothing here touches the file system);
@@ -63,6 +63,8 @@ func NewClient(ep Endpoint, caPEM []byte, logger *zap.Logger) (Client, error) {
 		return NewDoH(ep, roots, logger), nil
 	case SchemeDoQ:
 		return NewDoQ(ep, roots, logger), nil
+	case SchemeDoH3:
+		return NewDoH3(ep, roots, logger), nil
 	}
 	return nil, fmt.Errorf("%s: unsupported scheme %q", ep.Redacted(), ep.Scheme)
 }
