@@ -1,0 +1,111 @@
+package dnssec
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Shadow mode validates after the answer (docs/dnssec.md "Shadow: the
+// verdict after the answer"): its verdict changes no answer, so the client
+// does not wait for the DS and DNSKEY fetches and signature checks it
+// needs. The work is bounded: at most shadowWorkers validations run at
+// once, at most shadowQueueMax wait, and an answer that finds the queue
+// full is not validated, only counted (Snapshot.Skipped). Workers are
+// started when there is work and end when the queue is empty, so an idle
+// nxdns, or a Stats no longer used, holds no goroutine.
+const (
+	shadowWorkers  = 4
+	shadowQueueMax = 256
+)
+
+// shadowJob is one answer to validate: resp, the upstream's message, which
+// nobody modifies (the server and the cache copy what they change), for
+// the question's name. ctx carries the query's values (its client's share
+// of the pool) without its deadline, which the answer has already met.
+type shadowJob struct {
+	g    *Guard
+	ctx  context.Context
+	name string
+	resp *dns.Msg
+}
+
+// shadowQueue is the bounded queue and its workers. The zero value is
+// ready.
+type shadowQueue struct {
+	mu      sync.Mutex
+	jobs    []shadowJob // FIFO; jobs[head:] wait
+	head    int
+	running int // workers
+	busy    int // jobs taken and not yet done
+	skipped atomic.Uint64
+}
+
+// submit queues j, starting a worker when fewer than shadowWorkers run;
+// false, counted, when shadowQueueMax jobs already wait.
+func (s *shadowQueue) submit(j shadowJob) bool {
+	s.mu.Lock()
+	if len(s.jobs)-s.head >= shadowQueueMax {
+		s.mu.Unlock()
+		s.skipped.Add(1)
+		return false
+	}
+	if s.head >= shadowQueueMax {
+		// Move the waiting jobs to the front: the slice stays within twice
+		// the queue's bound however long the queue never empties.
+		n := copy(s.jobs, s.jobs[s.head:])
+		clear(s.jobs[n:])
+		s.jobs, s.head = s.jobs[:n], 0
+	}
+	s.jobs = append(s.jobs, j)
+	start := s.running < shadowWorkers
+	if start {
+		s.running++
+	}
+	s.mu.Unlock()
+	if start {
+		go s.work()
+	}
+	return true
+}
+
+// pending is the number of jobs waiting or running.
+func (s *shadowQueue) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.jobs) - s.head + s.busy
+}
+
+// work runs queued jobs until none is left.
+func (s *shadowQueue) work() {
+	s.mu.Lock()
+	for s.head < len(s.jobs) {
+		j := s.jobs[s.head]
+		s.jobs[s.head] = shadowJob{} // the message is not kept past its job
+		s.head++
+		s.busy++
+		s.mu.Unlock()
+		j.run()
+		s.mu.Lock()
+		s.busy--
+	}
+	s.running--
+	s.mu.Unlock()
+}
+
+// run validates the answer within the Guard's budget, as a query would,
+// and records the verdict where enforce's goes: the counters, the latency
+// histogram, the bogus list and its log line.
+func (j shadowJob) run() {
+	ctx := j.ctx
+	if j.g.budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, j.g.budget)
+		defer cancel()
+	}
+	start := time.Now()
+	j.g.record(start, j.name, j.g.v.Validate(ctx, j.resp))
+}
