@@ -122,6 +122,13 @@ type Guard struct {
 	log            *zap.Logger
 	stats          *Stats
 	budget         time.Duration
+
+	// Shadow validations of this Guard's answers running now, and whether
+	// Retire was called (shadow.go).
+	jobsMu   sync.Mutex
+	jobs     int
+	retired  bool
+	jobsIdle chan struct{} // closed when the last job ends after Retire
 }
 
 // NewGuard makes a Guard. clockSet reports whether the system clock has

@@ -88,7 +88,7 @@ func (s *shadowQueue) work() {
 		s.head++
 		s.busy++
 		s.mu.Unlock()
-		j.run()
+		j.run(&s.skipped)
 		s.mu.Lock()
 		s.busy--
 	}
@@ -98,8 +98,15 @@ func (s *shadowQueue) work() {
 
 // run validates the answer within the Guard's budget, as a query would,
 // and records the verdict where enforce's goes: the counters, the latency
-// histogram, the bogus list and its log line.
-func (j shadowJob) run() {
+// histogram, the bogus list and its log line. A retired Guard's job is
+// skipped: its lookups would go to upstreams being closed, and a failed
+// lookup would read as a bogus zone.
+func (j shadowJob) run(skipped *atomic.Uint64) {
+	if !j.g.beginJob() {
+		skipped.Add(1)
+		return
+	}
+	defer j.g.endJob()
 	ctx := j.ctx
 	if j.g.budget > 0 {
 		var cancel context.CancelFunc
@@ -108,4 +115,46 @@ func (j shadowJob) run() {
 	}
 	start := time.Now()
 	j.g.record(start, j.name, j.g.v.Validate(ctx, j.resp))
+}
+
+func (g *Guard) beginJob() bool {
+	g.jobsMu.Lock()
+	defer g.jobsMu.Unlock()
+	if g.retired {
+		return false
+	}
+	g.jobs++
+	return true
+}
+
+func (g *Guard) endJob() {
+	g.jobsMu.Lock()
+	defer g.jobsMu.Unlock()
+	g.jobs--
+	if g.jobs == 0 && g.jobsIdle != nil {
+		close(g.jobsIdle)
+		g.jobsIdle = nil
+	}
+}
+
+// Retire is called when g's configuration is replaced, after its queries
+// have ended and before its upstreams close: shadow validations of its
+// answers that have not started are skipped (counted in Snapshot.Skipped),
+// and Retire waits for the running ones until ctx ends.
+func (g *Guard) Retire(ctx context.Context) {
+	g.jobsMu.Lock()
+	g.retired = true
+	if g.jobs == 0 {
+		g.jobsMu.Unlock()
+		return
+	}
+	if g.jobsIdle == nil {
+		g.jobsIdle = make(chan struct{})
+	}
+	idle := g.jobsIdle
+	g.jobsMu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
 }

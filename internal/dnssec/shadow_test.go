@@ -111,3 +111,46 @@ func TestGuard_shadowQueueFullSkipsAndCounts(t *testing.T) {
 		t.Errorf("after the release: %+v, want %d secure or skipped", s, total)
 	}
 }
+
+// A reload retires the Guard before its upstreams close: validations that
+// have not started are skipped and counted (their lookups would fail and
+// read as bogus), and Retire returns once the running ones have ended.
+func TestGuard_shadowRetireSkipsQueuedAndWaitsForRunning(t *testing.T) {
+	z, g, st, _, release := heldWorld(t)
+	ans := z.sign(rr("www.a.test. 300 IN A 192.0.2.1"))
+	r := g.Wrap(exchangerFunc(func(*dns.Msg) *dns.Msg { return msg("www.a.test.", dns.TypeA, 0, ans, nil) }))
+	for range shadowWorkers + 1 {
+		exchangeBounded(t, r, query("www.a.test.", true, false))
+	}
+	busy := func() int {
+		st.shadow.mu.Lock()
+		defer st.shadow.mu.Unlock()
+		return st.shadow.busy
+	}
+	testutil.WaitFor(t, "every worker to hold a validation", 10*time.Second, func() bool { return busy() == shadowWorkers })
+	retired := make(chan struct{})
+	go func() {
+		g.Retire(context.Background())
+		close(retired)
+	}()
+	testutil.WaitFor(t, "Retire to begin", 10*time.Second, func() bool {
+		g.jobsMu.Lock()
+		defer g.jobsMu.Unlock()
+		return g.retired
+	})
+	select {
+	case <-retired:
+		t.Fatal("Retire returned while validations were running")
+	default:
+	}
+	close(release)
+	select {
+	case <-retired:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Retire did not return after the running validations ended")
+	}
+	testutil.WaitFor(t, "the queue to drain", 10*time.Second, func() bool { return st.Snapshot().Pending == 0 })
+	if s := st.Snapshot(); s.Secure != shadowWorkers || s.Skipped != 1 {
+		t.Errorf("after Retire: %+v, want %d secure (running) and 1 skipped (queued)", s, shadowWorkers)
+	}
+}
