@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nxdns/nxdns/internal/workers"
 )
 
 // Shadow mode validates after the answer (docs/dnssec.md "Shadow: the
@@ -14,13 +16,17 @@ import (
 // does not wait for the DS and DNSKEY fetches and signature checks it
 // needs. The work is bounded: at most shadowWorkers validations run at
 // once, at most shadowQueueMax wait, and an answer that finds the queue
-// full is not validated, only counted (Snapshot.Skipped). Workers are
-// started when there is work and end when the queue is empty, so an idle
-// nxdns, or a Stats no longer used, holds no goroutine.
+// full is not validated, only counted (Snapshot.Skipped). A queue's
+// workers run while it has jobs; they run on kept goroutines
+// (internal/workers), which keep the stacks they grew for the next miss
+// rather than grow a new one each time, and exit after workers.Idle
+// without work, so an idle nxdns holds no goroutine for this.
 const (
 	shadowWorkers  = 4
 	shadowQueueMax = 256
 )
+
+var shadowRunners = workers.New()
 
 // shadowJob is one answer to validate: resp, the upstream's message, which
 // nobody modifies (the server and the cache copy what they change), for
@@ -67,7 +73,7 @@ func (s *shadowQueue) submit(j shadowJob) bool {
 	}
 	s.mu.Unlock()
 	if start {
-		go s.work()
+		shadowRunners.Run(s.work)
 	}
 	return true
 }
