@@ -234,8 +234,8 @@ func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, err
 		return res, err
 	}
 	if r.g.mode == Shadow {
-		// The answer leaves now, as mode off would give it; the verdict
-		// follows off the query's path (shadow.go).
+		// The answer leaves now, without AD (nothing is validated yet);
+		// the verdict follows off the query's path (shadow.go).
 		r.g.stats.shadow.submit(shadowJob{g: r.g, ctx: context.WithoutCancel(ctx), name: q.Question[0].Name, resp: res.Msg})
 		res.Msg = clientView(res.Msg, q, do, false)
 		return res, nil
