@@ -304,10 +304,15 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 	t.Run("shadow passes a bogus answer and logs it", func(t *testing.T) {
 		a, addr, _, logs := w.nxdnsWith(t, `mode = "shadow"`, true)
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test.", dns.RcodeSuccess, false)
+		// The verdict follows the answer (docs/dnssec.md "Shadow: the
+		// verdict after the answer").
+		testutil.WaitFor(t, "the bogus verdict", 10*time.Second, func() bool { return a.dnssec.Snapshot().Bogus > 0 })
 		if r := a.dnssec.Snapshot().Recent; len(r) == 0 || r[len(r)-1].Zone != "bogus.test." || r[len(r)-1].Enforced {
 			t.Errorf("the bogus list %+v does not end with bogus.test., passed on", r)
 		}
-		wantAnswer(t, askFlags(t, addr, "www.secure.test.", "do"), "www.secure.test.", dns.RcodeSuccess, true)
+		// Secure, but answered before the verdict: no AD in shadow.
+		wantAnswer(t, askFlags(t, addr, "www.secure.test.", "do"), "www.secure.test.", dns.RcodeSuccess, false)
+		testutil.WaitFor(t, "the secure verdict", 10*time.Second, func() bool { return a.dnssec.Snapshot().Secure > 0 })
 		if n := logs.count("DNSSEC bogus answer passed on (shadow)"); n != 1 {
 			t.Errorf("%d log lines for the bogus answer, want 1", n)
 		}
@@ -351,8 +356,9 @@ func TestDNSSECAgainstASignedHierarchy(t *testing.T) {
 
 	t.Run("the DNSSEC page lists shadow's bogus answers and the NTA its button sets", func(t *testing.T) {
 		webPort := testutil.FreePort(t)
-		_, addr, _, _ := w.nxdnsWith(t, `mode = "shadow"`, true, func(c *config.Config) { c.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort) })
+		a, addr, _, _ := w.nxdnsWith(t, `mode = "shadow"`, true, func(c *config.Config) { c.Web.Listen = fmt.Sprintf("127.0.0.1:%d", webPort) })
 		wantAnswer(t, askFlags(t, addr, "www.bogus.test.", "do"), "www.bogus.test.", dns.RcodeSuccess, false)
+		testutil.WaitFor(t, "the bogus verdict", 10*time.Second, func() bool { return a.dnssec.Snapshot().Bogus > 0 })
 		base := fmt.Sprintf("http://127.0.0.1:%d", webPort)
 		if b := get(t, base+"/status/banner", http.StatusOK); !strings.Contains(b, "1 answer failed secure-DNS checks") || !strings.Contains(b, `href="/dnssec"`) {
 			t.Errorf("the banner does not tell of the bogus answer:\n%s", b)

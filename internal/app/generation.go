@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -252,6 +253,13 @@ func (g *generation) start() {
 
 // close releases everything: probes, upstream connections, name lookups.
 func (g *generation) close() {
+	if g.validator != nil {
+		// Shadow's validations after the answer use the pool closed below
+		// (docs/dnssec.md "Shadow: the verdict after the answer").
+		ctx, cancel := context.WithTimeout(context.Background(), g.drainBound())
+		g.validator.Retire(ctx)
+		cancel()
+	}
 	if g.cache != nil {
 		g.cache.Close() // its refreshes use the pool and zones closed below
 	}

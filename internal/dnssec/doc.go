@@ -54,5 +54,7 @@
 // asks with DO=1, sets AD exactly on Secure answers (and caps their TTLs
 // at their signatures' expiration, RFC 4035 §5.3.3), leaves CD=1 queries
 // unvalidated and without AD, and in enforce mode with the clock set
-// answers Bogus with SERVFAIL and the verdict's EDE.
+// answers Bogus with SERVFAIL and the verdict's EDE. In shadow mode it
+// answers without waiting for the verdict, and so never with AD; the
+// validation runs afterwards in a bounded queue (shadow.go).
 package dnssec

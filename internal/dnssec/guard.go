@@ -19,8 +19,9 @@ type Mode string
 const (
 	// Off: answers pass as the upstream gave them, its AD bit included.
 	Off Mode = "off"
-	// Shadow: answers are validated and AD reflects the verdict, but a
-	// bogus answer is still given, and logged and counted.
+	// Shadow: answers are given without waiting for validation, and so
+	// without AD (AD means nxdns validated); each is validated afterwards,
+	// and a bogus verdict logged and counted (shadow.go).
 	Shadow Mode = "shadow"
 	// Enforce: a bogus answer becomes SERVFAIL with its EDE, once the
 	// system clock is set; until then, shadow.
@@ -38,6 +39,7 @@ type Stats struct {
 	counts   [4]atomic.Uint64 // by Status
 	enforced atomic.Uint64
 	latency  stats.Histogram
+	shadow   shadowQueue // shadow mode's validations, after the answer (shadow.go)
 
 	mu     sync.Mutex
 	recent []Episode // newest last, at most maxRecent
@@ -65,6 +67,8 @@ const (
 type Snapshot struct {
 	Secure, Insecure, Bogus, Indeterminate uint64
 	Enforced                               uint64 // bogus answers turned into SERVFAIL
+	Skipped                                uint64 // shadow validations not done: the queue was full
+	Pending                                int    // shadow validations queued or running now
 	Latency                                stats.HistogramSnapshot
 	Recent                                 []Episode
 }
@@ -76,7 +80,8 @@ func (s *Stats) Snapshot() Snapshot {
 	return Snapshot{
 		Secure: s.counts[Secure].Load(), Insecure: s.counts[Insecure].Load(),
 		Bogus: s.counts[Bogus].Load(), Indeterminate: s.counts[Indeterminate].Load(),
-		Enforced: s.enforced.Load(), Latency: s.latency.Snapshot(), Recent: recent,
+		Enforced: s.enforced.Load(), Skipped: s.shadow.skipped.Load(), Pending: s.shadow.pending(),
+		Latency: s.latency.Snapshot(), Recent: recent,
 	}
 }
 
@@ -117,6 +122,13 @@ type Guard struct {
 	log            *zap.Logger
 	stats          *Stats
 	budget         time.Duration
+
+	// Shadow validations of this Guard's answers running now, and whether
+	// Retire was called (shadow.go).
+	jobsMu   sync.Mutex
+	jobs     int
+	retired  bool
+	jobsIdle chan struct{} // closed when the last job ends after Retire
 }
 
 // NewGuard makes a Guard. clockSet reports whether the system clock has
@@ -189,13 +201,15 @@ type guarded struct {
 }
 
 // Exchange asks the wrapped resolver with DO=1 (the signatures are needed
-// whatever the client asked), validates the answer and gives it back with
-// AD set exactly when it is secure, without the DNSSEC records a client
-// without DO did not ask for (RFC 4035 §3.2.1). A query with CD=1 is not
-// validated (RFC 4035 §3.2.2: the client checks for itself) and its
-// answer never carries AD. In enforce mode with the clock set, a bogus
-// answer is replaced by SERVFAIL carrying the verdict's EDE, its text
-// naming the zone and the reason. q is not modified.
+// whatever the client asked) and gives the answer back without the DNSSEC
+// records a client without DO did not ask for (RFC 4035 §3.2.1). In
+// enforce mode it validates the answer first and sets AD exactly when it
+// is secure; with the clock set, a bogus answer is replaced by SERVFAIL
+// carrying the verdict's EDE, its text naming the zone and the reason. In
+// shadow mode the answer is returned at once, without AD, its validation
+// queued (shadow.go). A query with CD=1 is not validated
+// (RFC 4035 §3.2.2: the client checks for itself) and its answer never
+// carries AD. q is not modified.
 func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, error) {
 	if q.CheckingDisabled {
 		return unvalidated{r.next}.Exchange(ctx, q)
@@ -219,46 +233,70 @@ func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, err
 	if err != nil || res.Msg == nil {
 		return res, err
 	}
+	if r.g.mode == Shadow {
+		// The answer leaves now, without AD (nothing is validated yet);
+		// the verdict follows off the query's path (shadow.go).
+		r.g.stats.shadow.submit(shadowJob{g: r.g, ctx: context.WithoutCancel(ctx), name: q.Question[0].Name, resp: res.Msg})
+		res.Msg = clientView(res.Msg, q, do, false)
+		return res, nil
+	}
 	start := time.Now()
 	v := r.g.v.Validate(ctx, res.Msg)
-	r.g.stats.latency.Observe(time.Since(start))
-	r.g.stats.counts[v.Status].Add(1)
-	m := *res.Msg
-	m.AuthenticatedData = v.Status == Secure
+	m := *clientView(res.Msg, q, do, v.Status == Secure)
+	if !v.ValidUntil.IsZero() {
+		left := uint32(max(time.Until(v.ValidUntil)/time.Second, 0))
+		m.Answer, m.Ns = capTTL(m.Answer, left), capTTL(m.Ns, left)
+	}
+	res.Msg = &m
+	if !r.g.record(start, q.Question[0].Name, v) {
+		return res, nil
+	}
+	res.Msg = servfail(q, v)
+	return res, nil
+}
+
+// clientView is the upstream's answer as the client gets it: a copy with
+// AD as given, without the DNSSEC records a client without DO did not ask
+// for (RFC 4035 §3.2.1). resp is not modified.
+func clientView(resp, q *dns.Msg, do, ad bool) *dns.Msg {
+	m := *resp
+	m.AuthenticatedData = ad
 	if !do {
 		qt := q.Question[0].Qtype
 		m.Answer = strip(m.Answer, qt)
 		m.Ns = strip(m.Ns, qt)
 		m.Extra = strip(m.Extra, qt)
 	}
-	if !v.ValidUntil.IsZero() {
-		left := uint32(max(time.Until(v.ValidUntil)/time.Second, 0))
-		m.Answer, m.Ns = capTTL(m.Answer, left), capTTL(m.Ns, left)
-	}
-	res.Msg = &m
+	return &m
+}
+
+// record counts verdict v on the answer for name, validation having begun
+// at start, lists and logs it when bogus, and reports whether the answer
+// is to be refused (enforce with the clock set).
+func (g *Guard) record(start time.Time, name string, v Result) (enforced bool) {
+	g.stats.latency.Observe(time.Since(start))
+	g.stats.counts[v.Status].Add(1)
 	if v.Status != Bogus {
-		return res, nil
+		return false
 	}
-	enforced := r.g.enforces(v)
-	e := Episode{Time: start, Name: q.Question[0].Name, Zone: v.Zone, Reason: v.Reason, EDE: v.EDE, Enforced: enforced}
-	if r.g.stats.bogus(e) {
+	enforced = g.enforces(v)
+	e := Episode{Time: start, Name: name, Zone: v.Zone, Reason: v.Reason, EDE: v.EDE, Enforced: enforced}
+	if g.stats.bogus(e) {
 		what := "passed on (shadow)"
 		if enforced {
 			what = "answered SERVFAIL (enforce)"
-		} else if r.g.mode == Enforce && r.g.Enforcing() {
+		} else if g.mode == Enforce && g.Enforcing() {
 			what = "passed on (a signature not yet valid by a clock no time service has confirmed)"
-		} else if r.g.mode == Enforce {
+		} else if g.mode == Enforce {
 			what = "passed on (enforce waits for the system clock to be set)"
 		}
-		r.g.log.Warn("DNSSEC bogus answer "+what,
+		g.log.Warn("DNSSEC bogus answer "+what,
 			zap.String("name", e.Name), zap.String("zone", e.Zone), zap.String("reason", e.Reason), zap.Uint16("ede", e.EDE))
 	}
-	if !enforced {
-		return res, nil
+	if enforced {
+		g.stats.enforced.Add(1)
 	}
-	r.g.stats.enforced.Add(1)
-	res.Msg = servfail(q, v)
-	return res, nil
+	return enforced
 }
 
 // withDO is q with the DO bit set in a copy of its OPT record (one is

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/nxdns/nxdns/internal/testutil"
 	"github.com/nxdns/nxdns/internal/upstream"
 )
 
@@ -83,6 +84,9 @@ func TestGuard_bogusByMode(t *testing.T) {
 				} else if m.Rcode != dns.RcodeSuccess || m.AuthenticatedData || len(m.Answer) != 1 {
 					t.Fatalf("answered %v, want the data without AD", m)
 				}
+			}
+			if c.mode == Shadow { // the verdicts follow the answers
+				testutil.WaitFor(t, "shadow's verdicts", 10*time.Second, func() bool { return st.Snapshot().Pending == 0 })
 			}
 			if n := logs.Len(); n != 1 {
 				t.Errorf("%d log lines for one episode, want 1", n)

@@ -17,6 +17,29 @@ type zoneKeys struct {
 	tags      []uint16
 	expires   time.Time
 	transient bool // a fetch failed or the budget ran out: not cached
+	refused   bool // the upstream answered a fetch with an error rcode: cached briefly
+}
+
+// refusedTTL is how long a zone whose DS or DNSKEY lookup the upstream
+// answered with an error (SERVFAIL, REFUSED) stays bogus without being
+// asked again: a zone that never answers is not asked on every miss, and
+// one that recovers is believed again within seconds (docs/dnssec.md
+// "Bounds"). A lookup that got no answer at all (timeout, connection
+// failure) is not cached.
+const refusedTTL = 5 * time.Second
+
+// errRefused is a DS or DNSKEY lookup the upstream answered with an error
+// rcode, or without a message.
+type errRefused struct{ rcode string }
+
+func (e errRefused) Error() string { return e.rcode }
+
+// fetchFailed is the verdict on apex when its lookup failed with err.
+func fetchFailed(apex string, err error, format string) *zoneKeys {
+	zk := bogus(apex, dns.ExtendedErrorCodeDNSKEYMissing, format, err)
+	_, zk.refused = err.(errRefused)
+	zk.transient = !zk.refused
+	return zk
 }
 
 func supportedAlg(a uint8) bool {
@@ -84,6 +107,8 @@ func (v *Validator) store(key string, zk *zoneKeys) {
 	zk = &c
 	now := v.now()
 	switch {
+	case zk.refused:
+		zk.expires = now.Add(refusedTTL)
 	case zk.Status == Bogus:
 		zk.expires = now.Add(30 * time.Second)
 	case zk.expires.IsZero() || zk.expires.After(now.Add(time.Hour)):
@@ -140,7 +165,7 @@ func (v *Validator) fetchSet(ctx context.Context, w *work, name string, qtype ui
 		if m != nil {
 			rc = dns.RcodeToString[m.Rcode]
 		}
-		return nil, fmt.Errorf("%s", rc)
+		return nil, errRefused{rc}
 	}
 	return m, nil
 }
@@ -187,9 +212,7 @@ func (v *Validator) loadKeys(ctx context.Context, w *work, apex string, ds []*dn
 		return budgetKeys(apex)
 	}
 	if err != nil {
-		zk := bogus(apex, dns.ExtendedErrorCodeDNSKEYMissing, "fetching the DNSKEY set failed: %v", err)
-		zk.transient = true
-		return zk
+		return fetchFailed(apex, err, "fetching the DNSKEY set failed: %v")
 	}
 	set := findSet(group(m.Answer), apex, dns.TypeDNSKEY)
 	if set == nil {
@@ -329,9 +352,7 @@ func (v *Validator) dsProof(ctx context.Context, w *work, name string) dsOutcome
 		return dsOutcome{zk: budgetKeys(name)}
 	}
 	if err != nil {
-		zk := bogus(name, dns.ExtendedErrorCodeDNSKEYMissing, "fetching the DS set failed: %v", err)
-		zk.transient = true
-		return dsOutcome{zk: zk}
+		return dsOutcome{zk: fetchFailed(name, err, "fetching the DS set failed: %v")}
 	}
 	if set := findSet(group(m.Answer), name, dns.TypeDS); set != nil {
 		signer := signerOf(set, name)

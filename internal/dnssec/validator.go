@@ -246,8 +246,17 @@ func (v *Validator) validate(ctx context.Context, resp *dns.Msg, w *work) (Resul
 	if n := v.nta(qname); n != "" {
 		return Result{Status: Insecure, Zone: n, Reason: "negative trust anchor"}, nil
 	}
-	if v.anchorFor(qname) == "" {
+	anchor := v.anchorFor(qname)
+	if anchor == "" {
 		return Result{Status: Indeterminate, Reason: "no trust anchor above the name"}, nil
+	}
+	if zk := v.cached("k" + anchor); zk != nil && zk.Status == Bogus {
+		// Every verdict under a trust anchor rests on its DNSKEY set: while
+		// that set is known bogus, so is every answer under it, and no DS
+		// or DNSKEY is looked up to find it out again (an upstream that
+		// does not serve the root's keys would otherwise cost a lookup on
+		// every miss).
+		return zk.Result, nil
 	}
 	a := &answer{v: v, ctx: ctx, w: w, resp: resp, verdict: Result{Status: Secure}}
 	a.run(qname, q.Qtype)

@@ -14,6 +14,9 @@ var (
 	dnssecEnforced = prometheus.NewDesc("nxdns_dnssec_enforced_total",
 		"Bogus answers replaced by SERVFAIL (enforce mode with the clock set).",
 		nil, nil)
+	dnssecSkipped = prometheus.NewDesc("nxdns_dnssec_skipped_total",
+		"Answers shadow mode did not validate: its queue of validations was full.",
+		nil, nil)
 	dnssecDuration = prometheus.NewDesc("nxdns_dnssec_validation_duration_seconds",
 		"Time spent validating one answer, DS and DNSKEY fetches included.",
 		nil, nil)
@@ -25,6 +28,7 @@ type dnssecCollector struct{ snap func() dnssec.Snapshot }
 func (dnssecCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- dnssecVerdicts
 	ch <- dnssecEnforced
+	ch <- dnssecSkipped
 	ch <- dnssecDuration
 }
 
@@ -35,5 +39,6 @@ func (c dnssecCollector) Collect(ch chan<- prometheus.Metric) {
 	send(ch, dnssecVerdicts, prometheus.CounterValue, float64(s.Bogus), "bogus")
 	send(ch, dnssecVerdicts, prometheus.CounterValue, float64(s.Indeterminate), "indeterminate")
 	send(ch, dnssecEnforced, prometheus.CounterValue, float64(s.Enforced))
+	send(ch, dnssecSkipped, prometheus.CounterValue, float64(s.Skipped))
 	sendHistogram(ch, dnssecDuration, s.Latency)
 }
