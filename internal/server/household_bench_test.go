@@ -24,10 +24,10 @@ import (
 // MAC (a neighbour table of 1 000 devices, a [[clients]] mac name), in a
 // group with every catalogue service, every safe-search engine and its own
 // upstream pool; rebinding protection and a per-device rate limit that
-// does not exempt the client are on. "off" has no devices, no switches, no
-// group pool, no guard and no limit. docs/performance.md "Household
-// switches" gives the ratio, in instructions, of both this benchmark and
-// the real binary's.
+// does not exempt the client are on. "off" has no devices, no group, no
+// guard and no limit; the cases between turn on one feature each, to say
+// where a difference comes from. docs/performance.md "Household switches"
+// compares, in instructions, this benchmark and the real binary.
 func BenchmarkCacheHit_household(b *testing.B) {
 	client := netip.MustParseAddr("127.0.0.1")
 	// Each feature alone, then all of them: "off" and "on" are the pair
