@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,6 +113,13 @@ func stop(cmd *exec.Cmd) {
 // extra is TOML appended to its configuration (groups, clients).
 func newStack(t *testing.T, extra ...string) *stack {
 	t.Helper()
+	return newStackOn(t, nil, extra...)
+}
+
+// newStackOn is newStack with nxdns's DNS also listening on the
+// addresses listen (on the same port as on 127.0.0.1).
+func newStackOn(t *testing.T, listen []netip.Addr, extra ...string) *stack {
+	t.Helper()
 	s := &stack{dir: t.TempDir()}
 	build(t, s.dir)
 	upPort := freePort(t)
@@ -128,8 +136,12 @@ func newStack(t *testing.T, extra ...string) *stack {
 	s.dnsPort, s.web = freePort(t), ""
 	webPort := freePort(t)
 	s.web = fmt.Sprintf("http://127.0.0.1:%d", webPort)
+	listens := fmt.Sprintf("%q", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(s.dnsPort)))
+	for _, a := range listen {
+		listens += fmt.Sprintf(", %q", netip.AddrPortFrom(a, uint16(s.dnsPort)))
+	}
 	conf := fmt.Sprintf(`[dns]
-listen = ["127.0.0.1:%d"]
+listen = [%s]
 trusted_forwarders = ["127.0.0.2"]
 [web]
 listen = "127.0.0.1:%d"
@@ -159,7 +171,7 @@ url = "tls://127.0.0.1:%d"
 tls_name = "localhost"
 ca_file = %q
 priority = 1
-`, s.dnsPort, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"), s.list.URL+"/list.txt",
+`, listens, webPort, filepath.Join(s.dir, "web-password"), filepath.Join(s.dir, "history.db"), s.dir, filepath.Join(s.dir, "ads.txt"), s.list.URL+"/list.txt",
 		upPort, filepath.Join(s.dir, "ca.pem"), freePort(t), filepath.Join(s.dir, "ca.pem"))
 	conf += strings.Join(extra, "\n")
 	os.WriteFile(filepath.Join(s.dir, "nxdns.toml"), []byte(conf), 0o644)

@@ -45,7 +45,9 @@
 #   PROFILE=<dir>        keeps each target's callgrind dumps of the hit and
 #                        miss windows there (callgrind_annotate DIR/nxdns.r1.misses)
 #   NXDNS_EXTRA='[filter] ...'  TOML appended to nxdns's configuration (a
-#                        feature on against off: run twice)
+#                        feature on against off: run twice); @UPSTREAM@ in it
+#                        is the fake upstream's URL (a group's own pool)
+#   NXDNS_DNS='rate_limit_qps = 0'  lines added to nxdns's [dns] table
 # Debian packages: valgrind, dnsperf, knot-dnsutils, unbound, dnsdist,
 # knot-resolver. Everything stays on 127.0.0.1; every load is bounded in
 # count and time.
@@ -93,9 +95,9 @@ start() {
   case $name in
   nxdns*)
     {
-      printf '[dns]\nlisten = ["127.0.0.1:%s"]\n[web]\nlisten = ""\n[log]\nqueries = false\n' "$dns"
+      printf '[dns]\nlisten = ["127.0.0.1:%s"]\n%s\n[web]\nlisten = ""\n[log]\nqueries = false\n' "$dns" "${NXDNS_DNS:-}"
       bench_upstream "$up"
-      printf '%s\n' "${NXDNS_EXTRA:-}"
+      printf '%s\n' "${NXDNS_EXTRA//@UPSTREAM@/tls://127.0.0.1:$up}"
     } >"$dir/nxdns.toml"
     "${pre[@]}" "$work/$name" run --config "$dir/nxdns.toml" 2>"$dir/log" &
     ;;
