@@ -238,6 +238,9 @@ func (l Layer) Apply(file Config) (Config, []LayerSkip) {
 		case i >= MaxLayerGroups:
 			skip(item, "more than %d groups made from the dashboard", MaxLayerGroups)
 			continue
+		case !validListName(g.Name):
+			skip(item, "%.80q: a group made from the dashboard is named with 1 to 64 letters, digits, '-', '_' or '.'", g.Name)
+			continue
 		case fileGroups[g.Name]:
 			skip(item, "the configuration file has a group named %q: change it there (its switches can be changed on the Groups page), or give this one another name", g.Name)
 			continue
