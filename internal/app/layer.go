@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/dashboard"
 	"github.com/nxdns/nxdns/internal/safefile"
 	"github.com/nxdns/nxdns/internal/web"
 )
@@ -56,15 +57,6 @@ func (a *App) layerInfo() (config.LayerState, config.Config, config.Config) {
 	return l.st, l.file, l.eff
 }
 
-// LayerAnswer is what GET /api/filter/layer and every change answer.
-type LayerAnswer struct {
-	config.LayerState
-	// Item is the entry a change was about ("list ads", "group kids"),
-	// Changed whether it changed anything.
-	Item    string `json:"item,omitempty"`
-	Changed bool   `json:"changed"`
-}
-
 func layerJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -80,7 +72,7 @@ func layerError(w http.ResponseWriter, code int, msg string) {
 func (a *App) layerRoutes(s *web.Server) {
 	s.Handle("GET /api/filter/layer", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		st, _, _ := a.layerInfo()
-		layerJSON(w, http.StatusOK, LayerAnswer{LayerState: st})
+		layerJSON(w, http.StatusOK, dashboard.LayerAnswer{State: st})
 	}), web.Private)
 	s.Handle("POST /api/filter/layer/lists", a.layerChange(addList), web.Mutating)
 	s.Handle("POST /api/filter/layer/lists/remove", a.layerChange(removeList), web.Mutating)
@@ -132,7 +124,7 @@ func (a *App) layerChange(ed edit) http.Handler {
 			return
 		}
 		if !changed {
-			layerJSON(w, http.StatusOK, LayerAnswer{LayerState: a.layer.Load().st, Item: item})
+			layerJSON(w, http.StatusOK, dashboard.LayerAnswer{State: a.layer.Load().st, Item: item})
 			return
 		}
 		_, skips := l.Apply(file)
@@ -159,7 +151,7 @@ func (a *App) layerChange(ed edit) http.Handler {
 			return
 		}
 		a.log.Info("dashboard change applied", zap.String("item", item), zap.String("file", path))
-		layerJSON(w, http.StatusOK, LayerAnswer{LayerState: a.layer.Load().st, Item: item, Changed: true})
+		layerJSON(w, http.StatusOK, dashboard.LayerAnswer{State: a.layer.Load().st, Item: item, Changed: true})
 	})
 }
 

@@ -25,6 +25,16 @@ type LayerInfo struct {
 	Effective config.Config // the file with the layer merged: what runs
 }
 
+// LayerAnswer is what GET /api/filter/layer and every change of the
+// layer answer (internal/app layer.go).
+type LayerAnswer struct {
+	State config.LayerState `json:"state"`
+	// Item is the entry a change was about ("list ads", "group kids"),
+	// Changed whether it changed anything.
+	Item    string `json:"item,omitempty"`
+	Changed bool   `json:"changed"`
+}
+
 // manageList is one list on the manage page.
 type manageList struct {
 	Name, Source, Kind string
