@@ -302,7 +302,13 @@ func (l Layer) Apply(file Config) (Config, []LayerSkip) {
 			if blameless {
 				break
 			}
-			bad[o.item] = append(bad[o.item], p.String())
+			// The key within the entry, not the effective configuration's
+			// index, which the layer file does not have.
+			key := strings.TrimPrefix(p.Path[len(m[0]):], ".")
+			if key == "" {
+				key = "name"
+			}
+			bad[o.item] = append(bad[o.item], key+": "+p.Message)
 		}
 		if blameless {
 			skip("the whole layer", "together with the configuration file it is not valid (%s); the file alone applies", ps[0].String())
