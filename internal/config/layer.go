@@ -183,16 +183,7 @@ func (l Layer) Apply(file Config) (Config, []LayerSkip) {
 
 	// Lists added; the last entry of a name wins (last write wins).
 	disabled := map[string]bool{}
-	var lists []LayerList
-	seen := map[string]int{}
-	for _, x := range l.Lists {
-		if j, dup := seen[x.Name]; dup {
-			lists[j] = x
-			continue
-		}
-		seen[x.Name] = len(lists)
-		lists = append(lists, x)
-	}
+	lists := lastWins(l.Lists, func(x LayerList) string { return x.Name })
 	var origins []origin // of c.Filter.Lists[nFile:], then groups, then clients
 	nFile := len(c.Filter.Lists)
 	for _, x := range lists {
@@ -220,16 +211,7 @@ func (l Layer) Apply(file Config) (Config, []LayerSkip) {
 	}
 
 	// Groups created; the last entry of a name wins.
-	var groups []LayerGroup
-	seen = map[string]int{}
-	for _, g := range l.Groups {
-		if j, dup := seen[g.Name]; dup {
-			groups[j] = g
-			continue
-		}
-		seen[g.Name] = len(groups)
-		groups = append(groups, g)
-	}
+	groups := lastWins(l.Groups, func(g LayerGroup) string { return g.Name })
 	nFileGroups := len(c.Filter.Groups)
 	var clientOrigins []origin
 	for i, g := range groups {
@@ -346,6 +328,22 @@ func (l Layer) Apply(file Config) (Config, []LayerSkip) {
 		c.Clients = append(c.Clients[:nFileClients:nFileClients], keepClients...)
 		origins, clientOrigins, nLayerLists = keepOrigins, keepClientOrigins, len(keepLists)
 	}
+}
+
+// lastWins is xs with one entry a name: the last of each name, at the
+// place of the first.
+func lastWins[T any](xs []T, name func(T) string) []T {
+	var out []T
+	seen := map[string]int{}
+	for _, x := range xs {
+		if j, dup := seen[name(x)]; dup {
+			out[j] = x
+			continue
+		}
+		seen[name(x)] = len(out)
+		out = append(out, x)
+	}
+	return out
 }
 
 func sortedKeys(m map[string][]string) []string {
