@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"go.uber.org/zap"
 
 	"github.com/nxdns/nxdns/internal/config"
 	"github.com/nxdns/nxdns/internal/testutil"
@@ -58,7 +59,16 @@ func TestLayer_listsAndGroupsFromTheDashboard(t *testing.T) {
 	defer srv.Close()
 	r, cfg, dnsAddr, base := passwordConfig(t)
 	cfg.Filter.Groups = append(cfg.Filter.Groups, config.FilterGroup{Name: "parents", Clients: []string{"192.168.1.99"}, Lists: []string{"ads"}})
-	a := r.start(t, cfg)
+	a, err := Start(cfg, Options{Logger: r.log, Level: zap.NewAtomicLevel()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false // the test stops it to start again
+	t.Cleanup(func() {
+		if !stopped {
+			shutdown(t, a)
+		}
+	})
 	s := login(t, base, "pw-long-enough")
 	read, err := web.AddToken(cfg.Filter.StateDir, "reader", web.ScopeRead, 0, time.Now())
 	if err != nil {
@@ -85,6 +95,17 @@ func TestLayer_listsAndGroupsFromTheDashboard(t *testing.T) {
 				t.Errorf("%s with %s: %d, want 403", route, h[0], resp.StatusCode)
 			}
 		}
+	}
+	ctl, err := web.AddToken(cfg.Filter.StateDir, "ctl", web.ScopeControl, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", base+"/api/filter/layer/groups/remove?name=nothing", nil)
+	req.Header.Set("Authorization", "Bearer "+ctl)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a control token on a layer route: %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	layerPath := config.LayerPath(cfg.Filter.StateDir)
 	if _, err := os.Stat(layerPath); !os.IsNotExist(err) {
@@ -204,5 +225,12 @@ func TestLayer_listsAndGroupsFromTheDashboard(t *testing.T) {
 	}
 	if len(r.observed.FilterMessage("dashboard changes ignored: the layer file cannot be used; the configuration file alone applies").All()) == 0 {
 		t.Error("the damaged layer was not logged")
+	}
+	// A start with it runs on the file alone too.
+	shutdown(t, a)
+	stopped = true
+	a2 := r.start(t, cfg)
+	if st, _, _ := a2.layerInfo(); !strings.Contains(st.Err, "not a layer file") || !blockedVia(t, dnsAddr, "ads.example.") {
+		t.Errorf("start with a damaged layer: %q", st.Err)
 	}
 }

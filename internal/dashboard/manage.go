@@ -145,9 +145,14 @@ func (d *Dashboard) layerChanges() []change {
 			Drop: "/api/filter/layer/lists/remove", Later: "Drop (switch the list on again)", Skipped: skipped["list "+n]})
 	}
 	for _, g := range st.Layer.Groups {
+		why := skipped["group "+g.Name]
+		eff := li.Effective
+		if why != "" {
+			eff = config.Config{} // not applied: the entry as the layer has it, not a file group of its name
+		}
 		out = append(out, change{Kind: "group", Name: g.Name, What: "group " + g.Name + ": " + strings.Join(g.Devices, ", ") + ", " + windowsText(g.Schedule),
-			TOML: g.GroupTOML(li.Effective), Nix: g.GroupNix(li.Effective), Drop: "/api/filter/layer/groups/remove",
-			Later: "Drop (remove the group)", Skipped: skipped["group "+g.Name]})
+			TOML: g.GroupTOML(eff), Nix: g.GroupNix(eff), Drop: "/api/filter/layer/groups/remove",
+			Later: "Drop (remove the group)", Skipped: why})
 	}
 	return out
 }
