@@ -79,6 +79,7 @@ func (a *App) layerRoutes(s *web.Server) {
 	s.Handle("POST /api/filter/layer/lists/enable", a.layerChange(enableList), web.Mutating)
 	s.Handle("POST /api/filter/layer/groups", a.layerChange(putGroup), web.Mutating)
 	s.Handle("POST /api/filter/layer/groups/remove", a.layerChange(removeGroup), web.Mutating)
+	s.Handle("POST /api/filter/layer/groups/device", a.layerChange(groupDevice), web.Mutating)
 }
 
 // errLayerRequest is a change request that names nothing valid (400).
@@ -273,6 +274,37 @@ func removeGroup(l *config.Layer, _ config.Config, r *http.Request) (string, boo
 	n := len(l.Groups)
 	l.Groups = slices.DeleteFunc(l.Groups, func(y config.LayerGroup) bool { return y.Name == name })
 	return "group " + name, len(l.Groups) != n, nil
+}
+
+// groupDevice puts a device in a group made from the dashboard (in=true)
+// or takes it out (in=false): the devices page's "put in group". The
+// device is as a group's devices are (an address, a prefix, a MAC
+// address or a [[clients]] name); a group of the file is refused.
+func groupDevice(l *config.Layer, file config.Config, r *http.Request) (string, bool, error) {
+	q := r.URL.Query()
+	name, dev, in := q.Get("name"), strings.TrimSpace(q.Get("device")), q.Get("in")
+	item := "group " + name
+	if dev == "" || (in != "true" && in != "false") {
+		return item, false, badRequest("device=… and in=true or in=false")
+	}
+	i := slices.IndexFunc(l.Groups, func(y config.LayerGroup) bool { return y.Name == name })
+	switch {
+	case i < 0 && slices.ContainsFunc(file.Filter.Groups, func(y config.FilterGroup) bool { return y.Name == name }):
+		return item, false, badRequest("group %q is the configuration file's: put the device in its clients there", name)
+	case i < 0:
+		return item, false, badRequest("%.80q: no group of that name was made from the dashboard", name)
+	}
+	g := &l.Groups[i]
+	has := slices.Contains(g.Devices, dev)
+	switch {
+	case in == "true" && !has:
+		g.Devices = append(slices.Clone(g.Devices), dev)
+	case in == "false" && has:
+		g.Devices = slices.DeleteFunc(slices.Clone(g.Devices), func(d string) bool { return d == dev })
+	default:
+		return item, false, nil
+	}
+	return item, true, nil
 }
 
 // splitList splits a form field on commas and spaces; empty items go.

@@ -234,3 +234,62 @@ func TestLayer_listsAndGroupsFromTheDashboard(t *testing.T) {
 		t.Errorf("start with a damaged layer: %q", st.Err)
 	}
 }
+
+// askWithMAC asks from a trusted forwarder (127.0.0.2) naming the device
+// by its MAC (EDNS0 option 65001, as dnsmasq's add-mac): whether the
+// answer is the block.
+func askWithMAC(t *testing.T, addr, name string, mac net.HardwareAddr) bool {
+	t.Helper()
+	m := new(dns.Msg).SetQuestion(name, dns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_LOCAL{Code: 65001, Data: mac})
+	c := &dns.Client{Net: "udp", Timeout: 5 * time.Second, Dialer: &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)}}}
+	resp, _, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(resp.Answer) == 1 && resp.Answer[0].(*dns.A).A.Equal(net.IPv4zero)
+}
+
+// TestLayer_deviceByMACPutInAGroup: the devices page's "put in group"
+// puts a device known by its MAC address (behind a trusted forwarder) in
+// a group made from the dashboard, and that device's answers change —
+// not the forwarder's other devices'; a group of the file is refused;
+// taking the device out changes them back. The /changes TOML names the
+// device as a [[clients]] entry with its MAC.
+func TestLayer_deviceByMACPutInAGroup(t *testing.T) {
+	r, cfg, dnsAddr, base := passwordConfig(t)
+	cfg.DNS.TrustedForwarders = []string{"127.0.0.2"}
+	cfg.Filter.Groups = append(cfg.Filter.Groups, config.FilterGroup{Name: "parents", Clients: []string{"192.168.1.99"}, Lists: []string{"ads"}})
+	r.start(t, cfg)
+	s := login(t, base, "pw-long-enough")
+	tablet, other := net.HardwareAddr{0xaa, 0xbb, 0xcc, 0, 0x11, 0x22}, net.HardwareAddr{0xaa, 0xbb, 0xcc, 0, 0x11, 0x33}
+	if code, body := s.do(t, "POST", "/api/filter/layer/groups?name=kids&devices=192.168.1.50&services=tiktok", true); code != http.StatusOK {
+		t.Fatalf("make group: %d %s", code, body)
+	}
+	if askWithMAC(t, dnsAddr, "www.tiktok.com.", tablet) {
+		t.Fatal("TikTok blocked for the tablet before it is in the group")
+	}
+	if code, body := s.do(t, "POST", "/api/filter/layer/groups/device?name=parents&in=true&device="+tablet.String(), true); code != http.StatusBadRequest || !strings.Contains(body, "configuration file's") {
+		t.Errorf("a file group: %d %s, want 400", code, body)
+	}
+	if code, body := s.do(t, "POST", "/api/filter/layer/groups/device?name=kids&in=true&device="+tablet.String(), true); code != http.StatusOK || !strings.Contains(body, `"changed":true`) {
+		t.Fatalf("put in group: %d %s", code, body)
+	}
+	if !askWithMAC(t, dnsAddr, "www.tiktok.com.", tablet) {
+		t.Error("TikTok not blocked for the tablet in the kids' group")
+	}
+	if askWithMAC(t, dnsAddr, "www.tiktok.com.", other) {
+		t.Error("TikTok blocked for another device behind the same forwarder")
+	}
+	_, page := s.do(t, "GET", "/changes", false)
+	if want := "[[clients]]\nname = \"mac-aabbcc001122\"\nmac = \"aa:bb:cc:00:11:22\""; !strings.Contains(html.UnescapeString(page), want) {
+		t.Errorf("changes page lacks %q", want)
+	}
+	if code, body := s.do(t, "POST", "/api/filter/layer/groups/device?name=kids&in=false&device="+tablet.String(), true); code != http.StatusOK {
+		t.Fatalf("take out: %d %s", code, body)
+	}
+	if askWithMAC(t, dnsAddr, "www.tiktok.com.", tablet) {
+		t.Error("TikTok still blocked for the tablet taken out of the group")
+	}
+}

@@ -22,6 +22,8 @@ var layerDocs = map[string]struct {
 			{"lists", "Comma-separated list names."}, {"services", "Comma-separated catalogue ids (GET /api/filter/services)."}, {"safe_search", "Comma-separated engines: google, bing, duckduckgo, youtube."},
 			{"youtube_mode", "strict (default) or moderate."}, {"days", "Comma-separated days of the schedule's window (mon … sun); absent: every day."}, {"from", "The window's start, HH:MM; absent with to: always."}, {"to", "The window's end, HH:MM (24:00 the end of the day; before from: past midnight)."}},
 		LayerAnswer{}, true},
+	"POST /api/filter/layer/groups/device": {"Puts a device in a group made from the dashboard, or takes it out (the devices page's \"put in group\"). A group of the configuration file is refused: its clients are the file's.",
+		[][2]string{{"name", "The group's name. Required."}, {"device", "An address, CIDR prefix, MAC address or [[clients]] name. Required."}, {"in", "true (put in) or false (take out). Required."}}, LayerAnswer{}, true},
 	"POST /api/filter/layer/groups/remove": {"Drops a group made from the dashboard.",
 		[][2]string{{"name", "The group's name. Required."}}, LayerAnswer{}, true},
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nxdns/nxdns/internal/catalog"
 	"github.com/nxdns/nxdns/internal/config"
+	"github.com/nxdns/nxdns/internal/devices"
 )
 
 // The manage page (docs/dashboard.md "Manage lists and groups"): add,
@@ -155,4 +156,28 @@ func (d *Dashboard) layerChanges() []change {
 			Later: "Drop (remove the group)", Skipped: why})
 	}
 	return out
+}
+
+// layerGroups are the names of the groups made from the dashboard, the
+// devices page's "put in group" choices.
+func (d *Dashboard) layerGroups() []string {
+	if d.deps.Layer == nil {
+		return nil
+	}
+	var out []string
+	for _, g := range d.deps.Layer().State.Layer.Groups {
+		out = append(out, g.Name)
+	}
+	return out
+}
+
+// deviceGroups is a devices page row's "put in group" form: the device as
+// a group names it (its MAC; a ClientID device by its [[clients]] name,
+// none without one) and the groups it can be put in.
+func deviceGroups(dev devices.Device, groups []string) map[string]any {
+	id := dev.MAC
+	if id == "" && dev.Configured {
+		id = dev.Name
+	}
+	return map[string]any{"Device": id, "Groups": groups}
 }

@@ -37,7 +37,8 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%d min", int(d.Minutes()))
 	},
-	"dnssecZone": dnssecZone, // dnssec.go
+	"dnssecZone":   dnssecZone,   // dnssec.go
+	"deviceGroups": deviceGroups, // manage.go
 }
 
 // pages are parsed once: the layout plus one page each.
