@@ -1,6 +1,7 @@
 package browsertest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +35,9 @@ func fill(sel, value string) chromedp.Action[chromedp.Void] {
 // gets its names blocked; makes a "kids" group with a device (127.0.0.3),
 // TikTok blocked and a schedule, and kdig from that device is blocked,
 // from another not; moves the schedule to another day and the device is
-// answered again, then back. No page scrolls sideways at the four widths.
+// answered again, then back; a device known by its MAC (behind a trusted
+// forwarder) is put in the group from the devices page and kdig naming
+// that MAC is blocked. No page scrolls sideways at the four widths.
 // The "changes made here" page's TOML, pasted into the file and reloaded
 // (SIGHUP), with every change then dropped, gives the same answers.
 func TestBrowser_manageListsAndGroupsThenMakeThemPermanent(t *testing.T) {
@@ -94,6 +97,25 @@ func TestBrowser_manageListsAndGroupsThenMakeThemPermanent(t *testing.T) {
 		kidsBlocked(days == "")
 	}
 
+	// A device known by its MAC (behind the trusted forwarder 127.0.0.2)
+	// put in the group from the devices page.
+	macBlocked := func(want bool) {
+		t.Helper()
+		out, err := exec.Command("kdig", "-b", "127.0.0.2", "@127.0.0.1", "-p", strconv.Itoa(s.dnsPort), "+timeout=5", "+retry=0", "+short",
+			"+ednsopt=65001:02005e005378", "www.tiktok.com.", "A").CombinedOutput()
+		if err != nil {
+			t.Fatalf("kdig with add-mac: %v\n%s", err, out)
+		}
+		if got := strings.TrimSpace(string(out)); (got == "0.0.0.0") != want {
+			t.Fatalf("TikTok from the MAC device: %q, want blocked %v", got, want)
+		}
+	}
+	macBlocked(false)
+	do(t, ctx, chromedp.Navigate(s.web+"/devices"), chromedp.WaitVisible(css("#new-devices form.in-group")),
+		chromedp.Click(css(`#new-devices form.in-group button`)))
+	pollLayer(t, ctx, `window.layer.state.layer.groups.some(g => g.name === "kids" && (g.devices || []).includes("02:00:5e:00:53:78"))`)
+	macBlocked(true)
+
 	for _, w := range widths {
 		do(t, ctx, chromedp.EmulateViewport(w, 900))
 		for _, p := range []string{"/manage", "/changes"} {
@@ -123,10 +145,7 @@ func TestBrowser_manageListsAndGroupsThenMakeThemPermanent(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Reloaded: the layer's group is now skipped, the file has one of its name.
-	poll(t, ctx, `(function () {
-		if (!window.layerFetch) window.layerFetch = fetch("/api/filter/layer", {credentials: "same-origin"}).then(r => r.json()).then(j => { window.layer = j; window.layerFetch = null; });
-		return !!(window.layer && (window.layer.state.skipped || []).some(s => s.item === "group kids"));
-	})()`)
+	pollLayer(t, ctx, `(window.layer.state.skipped || []).some(s => s.item === "group kids")`)
 	// Drop every change; the page reloads after each.
 	for range 10 {
 		do(t, ctx, chromedp.Navigate(s.web+"/changes"), chromedp.WaitVisible(css("#changes")))
@@ -146,4 +165,15 @@ func TestBrowser_manageListsAndGroupsThenMakeThemPermanent(t *testing.T) {
 		}
 	}
 	kidsBlocked(true)
+	macBlocked(true)
+}
+
+// pollLayer waits, bounded, until cond holds of window.layer, GET
+// /api/filter/layer's answer, fetched again while it does not.
+func pollLayer(t *testing.T, ctx context.Context, cond string) {
+	t.Helper()
+	poll(t, ctx, `(function () {
+		if (!window.layerFetch) window.layerFetch = fetch("/api/filter/layer", {credentials: "same-origin"}).then(r => r.json()).then(j => { window.layer = j; window.layerFetch = null; });
+		return !!(window.layer && (`+cond+`));
+	})()`)
 }
