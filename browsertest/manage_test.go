@@ -123,6 +123,9 @@ func TestBrowser_manageListsAndGroupsThenMakeThemPermanent(t *testing.T) {
 			if wide := get(t, ctx, chromedp.Evaluate[string](`document.documentElement.scrollWidth > innerWidth ? document.documentElement.scrollWidth + " > " + innerWidth : ""`)); wide != "" {
 				t.Errorf("%s at %d px scrolls sideways: %s", p, w, wide)
 			}
+			if w == 390 && p == "/manage" {
+				shot(t, ctx, "manage-phone")
+			}
 		}
 	}
 	do(t, ctx, chromedp.EmulateViewport(1000, 700))
