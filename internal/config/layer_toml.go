@@ -42,6 +42,9 @@ func tomlStrings(ss []string) string {
 }
 
 func nixStrings(ss []string) string {
+	if len(ss) == 0 {
+		return "[ ]"
+	}
 	q := make([]string, len(ss))
 	for i, s := range ss {
 		q[i] = tomlString(s)
