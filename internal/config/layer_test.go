@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -234,5 +235,52 @@ state_dir = "/var/lib/nxdns"
 	}
 	if fmt.Sprint(got.Filter.Lists, got.Filter.Groups, got.Clients) != fmt.Sprint(eff.Filter.Lists, eff.Filter.Groups, eff.Clients) {
 		t.Errorf("pasted:\n%+v\nlayer:\n%+v\nTOML:\n%s", got.Filter, eff.Filter, pasted)
+	}
+}
+
+// TestLayer_Nix_parses: the NixOS lines the "changes made here" page
+// shows for a list and a group (MAC device, schedule, switches) are a
+// valid Nix module body (nix-instantiate --parse), quotes and all.
+func TestLayer_Nix_parses(t *testing.T) {
+	nix, err := exec.LookPath("nix-instantiate")
+	if err != nil {
+		t.Skip("nix-instantiate not installed")
+	}
+	file := layerFile(t)
+	l := Layer{
+		Lists: []LayerList{{Name: "trk", URL: `https://lists.example/a"b${x}\c`, Kind: "allow"}},
+		Groups: []LayerGroup{{Name: "kids", Devices: []string{"192.168.1.20", "aa:bb:cc:00:11:22"}, Lists: []string{"trk"},
+			Schedule: []Window{{Days: []string{"mon"}, From: "19:00", To: "07:00"}, {From: "12:00", To: "13:00"}},
+			Services: []string{"tiktok"}, SafeSearch: []string{"google"}, YouTubeMode: "moderate"}},
+	}
+	eff, skips := l.Apply(file)
+	if len(skips) > 0 {
+		t.Fatal(skips)
+	}
+	// Two definitions of one option in a module body are one attribute set
+	// each here: the page shows them one by one.
+	for _, body := range []string{l.Lists[0].Nix(), l.Groups[0].GroupNix(eff)} {
+		src := "{ ... }: {\n" + body + "\n}\n"
+		out, err := exec.Command(nix, "--parse", "-E", src).CombinedOutput()
+		if err != nil {
+			t.Errorf("not Nix: %v\n%s\n%s", err, out, src)
+		}
+	}
+}
+
+// TestNixString_evaluatesToItself: a string with Nix's and TOML's special
+// characters, quoted for the NixOS lines, evaluates to itself — the
+// interpolation "${" stays text.
+func TestNixString_evaluatesToItself(t *testing.T) {
+	nix, err := exec.LookPath("nix-instantiate")
+	if err != nil {
+		t.Skip("nix-instantiate not installed")
+	}
+	for _, s := range []string{`https://lists.example/a"b${x}\c$$`, "tab\there", "plain"} {
+		out, err := exec.Command(nix, "--eval", "--json", "-E", nixString(s)).Output()
+		var got string
+		if err != nil || json.Unmarshal(out, &got) != nil || got != s {
+			t.Errorf("%s evaluates to %q (%v), want %q", nixString(s), out, err, s)
+		}
 	}
 }

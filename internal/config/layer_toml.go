@@ -10,9 +10,8 @@ import (
 // "Changes made here"): pasted at the end of the file, reloaded, and the
 // entry dropped from the layer, the answers stay the same.
 
-// tomlString quotes s as a TOML basic string (and a Nix string: the two
-// agree on \" and \\; control characters, which validation refuses in
-// every name and URL, are escaped as \u).
+// tomlString quotes s as a TOML basic string; control characters, which
+// validation refuses in every name and URL, are escaped as \u.
 func tomlString(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
@@ -21,8 +20,6 @@ func tomlString(s string) string {
 		case r == '"' || r == '\\':
 			b.WriteByte('\\')
 			b.WriteRune(r)
-		case r == '$': // Nix interpolation is "${"; harmless in TOML
-			b.WriteString(`\u0024`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
@@ -31,6 +28,14 @@ func tomlString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// nixString quotes s as a Nix string: \ " and the interpolation ${
+// escaped, and the control characters Nix has escapes for; validation
+// refuses the others in every name and URL.
+func nixString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "${", `\${`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
+	return `"` + r.Replace(s) + `"`
 }
 
 func tomlStrings(ss []string) string {
@@ -47,7 +52,7 @@ func nixStrings(ss []string) string {
 	}
 	q := make([]string, len(ss))
 	for i, s := range ss {
-		q[i] = tomlString(s)
+		q[i] = nixString(s)
 	}
 	return "[ " + strings.Join(q, " ") + " ]"
 }
@@ -65,9 +70,9 @@ func (x LayerList) TOML() string {
 func (x LayerList) Nix() string {
 	kind := ""
 	if x.Kind != "" {
-		kind = " kind = " + tomlString(x.Kind) + ";"
+		kind = " kind = " + nixString(x.Kind) + ";"
 	}
-	return "services.nxdns.settings.filter.lists = [ { name = " + tomlString(x.Name) + "; url = " + tomlString(x.URL) + ";" + kind + " } ];"
+	return "services.nxdns.settings.filter.lists = [ { name = " + nixString(x.Name) + "; url = " + nixString(x.URL) + ";" + kind + " } ];"
 }
 
 // GroupTOML is a layer group as it applies (eff, the effective
@@ -105,11 +110,11 @@ func (g LayerGroup) GroupTOML(eff Config) string {
 func (g LayerGroup) GroupNix(eff Config) string {
 	var b strings.Builder
 	for _, cl := range g.madeClients(eff) {
-		fmt.Fprintf(&b, "services.nxdns.settings.clients = [ { name = %s; mac = %s; } ];\n", tomlString(cl.Name), tomlString(cl.MAC))
+		fmt.Fprintf(&b, "services.nxdns.settings.clients = [ { name = %s; mac = %s; } ];\n", nixString(cl.Name), nixString(cl.MAC))
 	}
 	fg := g.asGroup(eff)
 	fmt.Fprintf(&b, "services.nxdns.settings.filter.groups = [ {\n  name = %s;\n  clients = %s;\n  lists = %s;\n",
-		tomlString(fg.Name), nixStrings(fg.Clients), nixStrings(fg.Lists))
+		nixString(fg.Name), nixStrings(fg.Clients), nixStrings(fg.Lists))
 	if len(fg.Services) > 0 {
 		fmt.Fprintf(&b, "  services = %s;\n", nixStrings(fg.Services))
 	}
@@ -117,12 +122,12 @@ func (g LayerGroup) GroupNix(eff Config) string {
 		fmt.Fprintf(&b, "  safe_search = %s;\n", nixStrings(fg.SafeSearch))
 	}
 	if fg.YouTubeMode != "" {
-		fmt.Fprintf(&b, "  youtube_mode = %s;\n", tomlString(fg.YouTubeMode))
+		fmt.Fprintf(&b, "  youtube_mode = %s;\n", nixString(fg.YouTubeMode))
 	}
 	if len(fg.Schedule) > 0 {
 		b.WriteString("  schedule = [")
 		for _, w := range fg.Schedule {
-			fmt.Fprintf(&b, " { days = %s; from = %s; to = %s; }", nixStrings(w.Days), tomlString(w.From), tomlString(w.To))
+			fmt.Fprintf(&b, " { days = %s; from = %s; to = %s; }", nixStrings(w.Days), nixString(w.From), nixString(w.To))
 		}
 		b.WriteString(" ];\n")
 	}
