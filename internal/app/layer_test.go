@@ -181,8 +181,17 @@ func TestLayer_listsAndGroupsFromTheDashboard(t *testing.T) {
 		t.Error("ads.example blocked after its list was switched off")
 	}
 
+	// A switch of the file's group turned on the groups page shows too.
+	if code, body := s.do(t, "POST", "/api/filter/groups/switch?group=parents&service=tiktok&state=on", true); code != http.StatusOK {
+		t.Fatalf("switch: %d %s", code, body)
+	}
 	_, page := s.do(t, "GET", "/changes", false)
 	page = html.UnescapeString(page)
+	if !strings.Contains(page, "group parents's switches changed on the Groups page: tiktok blocked") ||
+		!strings.Contains(page, "services = [\"tiktok\"]\nsafe_search = []") ||
+		!strings.Contains(page, `data-switch="service" data-group="parents" data-id="tiktok" data-state="config"`) {
+		t.Error("the changes page does not show the switch turned on the groups page with its TOML and drop button")
+	}
 	for _, want := range []string{
 		"[[filter.lists]]\nname = \"trk\"\nurl = \"" + srv.URL + "/t.txt\"",
 		// ads is switched off: the group as it applies has trk alone.

@@ -21,6 +21,9 @@ type change struct {
 	Later string // the words of the drop button
 	// Skipped is why a layer entry (manage.go) does not apply; "" it does.
 	Skipped string
+	// Switches, for a group's switches changed on the groups page, are
+	// its drop buttons, one a switch (instead of Drop).
+	Switches []switchDrop
 }
 
 // changes are the layer's entries, allowed names first, each sorted.
@@ -44,7 +47,7 @@ func (d *Dashboard) changes() []change {
 	if d.deps.Blocked != nil {
 		add("block", "blocked", d.deps.Blocked(), "/api/filter/block/remove")
 	}
-	return append(out, d.layerChanges()...)
+	return append(append(out, d.layerChanges()...), d.switchChanges()...)
 }
 
 func (d *Dashboard) pageChanges(w http.ResponseWriter, r *http.Request) {

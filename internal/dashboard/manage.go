@@ -2,8 +2,10 @@ package dashboard
 
 import (
 	"cmp"
+	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nxdns/nxdns/internal/catalog"
@@ -180,4 +182,76 @@ func deviceGroups(dev devices.Device, groups []string) map[string]any {
 		id = dev.Name
 	}
 	return map[string]any{"Device": id, "Groups": groups}
+}
+
+// switchDrop is one switch changed on the groups page, and the
+// data-switch button (static/switches.js) that puts it back to the
+// configuration.
+type switchDrop struct {
+	Group, Kind, ID, Label string
+}
+
+// switchChanges are the groups' switches changed on the groups page
+// (dashboard-switches.json), one entry a group: the services and
+// safe_search lines the group's [[filter.groups]] entry would have with
+// them, and a "back to the configuration" button each.
+func (d *Dashboard) switchChanges() []change {
+	if d.deps.Groups == nil {
+		return nil
+	}
+	var out []change
+	for _, g := range d.deps.Groups() {
+		ov := g.Overrides
+		if len(ov.Services) == 0 && len(ov.SafeSearch) == 0 {
+			continue
+		}
+		c := change{Kind: "switches", Name: g.Name}
+		var words []string
+		apply := func(kind string, configured []string, over map[string]bool, on, off string) []string {
+			out := slices.Clone(configured)
+			for _, id := range slices.Sorted(maps.Keys(over)) {
+				state := off
+				if over[id] {
+					state = on
+					if !slices.Contains(out, id) {
+						out = append(out, id)
+					}
+				} else {
+					out = slices.DeleteFunc(out, func(x string) bool { return x == id })
+				}
+				words = append(words, id+" "+state)
+				c.Switches = append(c.Switches, switchDrop{Group: g.Name, Kind: kind, ID: id, Label: "Drop (" + id + " back to the configuration)"})
+			}
+			slices.Sort(out)
+			return out
+		}
+		services := apply("service", g.Configured.Services, ov.Services, "blocked", "allowed")
+		safe := apply("safe_search", g.Configured.SafeSearch, ov.SafeSearch, "safe search forced", "safe search off")
+		c.What = "group " + g.Name + "'s switches changed on the Groups page: " + strings.Join(words, ", ")
+		c.TOML = "# in the [[filter.groups]] entry with name = " + tomlQuote(g.Name) + ":\nservices = " + tomlList(services) + "\nsafe_search = " + tomlList(safe)
+		c.Nix = "# in the services.nxdns.settings.filter.groups entry with name = " + tomlQuote(g.Name) + ":\nservices = [ " + nixList(services) + " ];\nsafe_search = [ " + nixList(safe) + " ];"
+		out = append(out, c)
+	}
+	return out
+}
+
+// Catalogue ids and engine names are lower-case letters, digits and '-'
+// (internal/catalog), group names what the file allows: quoting with
+// strconv.Quote is TOML's and Nix's basic string for them.
+func tomlQuote(s string) string { return strconv.Quote(s) }
+
+func tomlList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func nixList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, " ")
 }
