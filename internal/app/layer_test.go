@@ -187,7 +187,7 @@ func TestLayer_listsAndGroupsFromTheDashboard(t *testing.T) {
 	}
 	_, page := s.do(t, "GET", "/changes", false)
 	page = html.UnescapeString(page)
-	if !strings.Contains(page, "group parents's switches changed on the Groups page: tiktok blocked") ||
+	if !strings.Contains(page, "group parents: switches changed on the Groups page: tiktok blocked") ||
 		!strings.Contains(page, "services = [\"tiktok\"]\nsafe_search = []") ||
 		!strings.Contains(page, `data-switch="service" data-group="parents" data-id="tiktok" data-state="config"`) {
 		t.Error("the changes page does not show the switch turned on the groups page with its TOML and drop button")

@@ -227,7 +227,7 @@ func (d *Dashboard) switchChanges() []change {
 		}
 		services := apply("service", g.Configured.Services, ov.Services, "blocked", "allowed")
 		safe := apply("safe_search", g.Configured.SafeSearch, ov.SafeSearch, "safe search forced", "safe search off")
-		c.What = "group " + g.Name + "'s switches changed on the Groups page: " + strings.Join(words, ", ")
+		c.What = "group " + g.Name + ": switches changed on the Groups page: " + strings.Join(words, ", ")
 		c.TOML = "# in the [[filter.groups]] entry with name = " + tomlQuote(g.Name) + ":\nservices = " + tomlList(services) + "\nsafe_search = " + tomlList(safe)
 		c.Nix = "# in the services.nxdns.settings.filter.groups entry with name = " + tomlQuote(g.Name) + ":\nservices = [ " + nixList(services) + " ];\nsafe_search = [ " + nixList(safe) + " ];"
 		out = append(out, c)
