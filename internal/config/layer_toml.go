@@ -57,6 +57,14 @@ func nixStrings(ss []string) string {
 	return "[ " + strings.Join(q, " ") + " ]"
 }
 
+// QuoteTOML and QuoteNix quote s for the "changes made here" page's
+// lines; TOMLList and NixList quote a list of strings (NixList with its
+// brackets).
+func QuoteTOML(s string) string   { return tomlString(s) }
+func QuoteNix(s string) string    { return nixString(s) }
+func TOMLList(ss []string) string { return tomlStrings(ss) }
+func NixList(ss []string) string  { return nixStrings(ss) }
+
 // TOML is the [[filter.lists]] entry of a list added from the dashboard.
 func (x LayerList) TOML() string {
 	kind := ""

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nxdns/nxdns/internal/catalog"
@@ -228,30 +227,9 @@ func (d *Dashboard) switchChanges() []change {
 		services := apply("service", g.Configured.Services, ov.Services, "blocked", "allowed")
 		safe := apply("safe_search", g.Configured.SafeSearch, ov.SafeSearch, "safe search forced", "safe search off")
 		c.What = "group " + g.Name + ": switches changed on the Groups page: " + strings.Join(words, ", ")
-		c.TOML = "# in the [[filter.groups]] entry with name = " + tomlQuote(g.Name) + ":\nservices = " + tomlList(services) + "\nsafe_search = " + tomlList(safe)
-		c.Nix = "# in the services.nxdns.settings.filter.groups entry with name = " + tomlQuote(g.Name) + ":\nservices = [ " + nixList(services) + " ];\nsafe_search = [ " + nixList(safe) + " ];"
+		c.TOML = "# in the [[filter.groups]] entry with name = " + config.QuoteTOML(g.Name) + ":\nservices = " + config.TOMLList(services) + "\nsafe_search = " + config.TOMLList(safe)
+		c.Nix = "# in the services.nxdns.settings.filter.groups entry with name = " + config.QuoteNix(g.Name) + ":\nservices = " + config.NixList(services) + ";\nsafe_search = " + config.NixList(safe) + ";"
 		out = append(out, c)
 	}
 	return out
-}
-
-// Catalogue ids and engine names are lower-case letters, digits and '-'
-// (internal/catalog), group names what the file allows: quoting with
-// strconv.Quote is TOML's and Nix's basic string for them.
-func tomlQuote(s string) string { return strconv.Quote(s) }
-
-func tomlList(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	return "[" + strings.Join(q, ", ") + "]"
-}
-
-func nixList(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, " ")
 }
