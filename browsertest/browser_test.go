@@ -37,6 +37,7 @@ type stack struct {
 	web     string // http://127.0.0.1:PORT
 	upPort  int
 	up      *exec.Cmd // the fake upstream
+	nxdns   *exec.Cmd // the server (SIGHUP reloads it)
 }
 
 func freePort(t *testing.T) int {
@@ -175,7 +176,7 @@ priority = 1
 		upPort, filepath.Join(s.dir, "ca.pem"), freePort(t), filepath.Join(s.dir, "ca.pem"))
 	conf += strings.Join(extra, "\n")
 	os.WriteFile(filepath.Join(s.dir, "nxdns.toml"), []byte(conf), 0o644)
-	start(t, "web server listening", filepath.Join(s.dir, "nxdns"), "run", "--config", filepath.Join(s.dir, "nxdns.toml"))
+	s.nxdns = start(t, "web server listening", filepath.Join(s.dir, "nxdns"), "run", "--config", filepath.Join(s.dir, "nxdns.toml"))
 	return s
 }
 

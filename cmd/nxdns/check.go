@@ -42,6 +42,7 @@ func cmdCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	fmt.Fprint(stdout, summary(name, cfg))
 	fmt.Fprint(stdout, layerSummary(cfg.Filter.StateDir))
+	fmt.Fprint(stdout, configLayerSummary(cfg))
 	for _, w := range config.Warnings(cfg) { // legal, but a promise of the defaults is broken
 		fmt.Fprintf(stdout, "%s: warning: %s\n", name, w)
 	}
@@ -168,6 +169,44 @@ func layerSummary(stateDir string) string {
 	}
 	if l.Skipped > 0 {
 		fmt.Fprintf(&b, "  %d lines that are no name are skipped (edited by hand?)\n", l.Skipped)
+	}
+	return b.String()
+}
+
+// configLayerSummary is the lists and groups the dashboard added over the
+// file (config.Layer, in filter.state_dir): each entry that applies, each
+// that is skipped and why, and a layer file that cannot be used. None of
+// them is a problem of the file: the daemon runs without what is skipped.
+func configLayerSummary(cfg config.Config) string {
+	_, st := config.LoadLayer(cfg)
+	if st.Path == "" {
+		return ""
+	}
+	var b strings.Builder
+	if st.Err != "" {
+		fmt.Fprintf(&b, "dashboard lists and groups: ignored, the file alone applies: %s\n", st.Err)
+		return b.String()
+	}
+	l := st.Layer
+	if len(l.Lists) == 0 && len(l.ListsOff) == 0 && len(l.Groups) == 0 {
+		return ""
+	}
+	fmt.Fprintf(&b, "dashboard lists and groups over this file (in %s):\n", st.Path)
+	for _, x := range l.Lists {
+		state := ""
+		if x.Disabled {
+			state = " (switched off)"
+		}
+		fmt.Fprintf(&b, "  list %s (%s)  %s%s\n", x.Name, cmp.Or(x.Kind, config.ListBlock), listURL(x.URL), state)
+	}
+	for _, n := range l.ListsOff {
+		fmt.Fprintf(&b, "  list %s of the file switched off\n", n)
+	}
+	for _, g := range l.Groups {
+		fmt.Fprintf(&b, "  group %s: %s → %s\n", g.Name, strings.Join(g.Devices, ", "), strings.Join(g.Lists, ", "))
+	}
+	for _, s := range st.Skips {
+		fmt.Fprintf(&b, "  skipped: %s\n", s)
 	}
 	return b.String()
 }

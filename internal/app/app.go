@@ -83,6 +83,9 @@ type App struct {
 	webProblem atomic.Value   // string: why the dashboard is locked (dashboard.go); "" when it is not
 	filter     *filter.Engine // lists, pauses and downloads: they outlive a reload
 
+	// layer is the dashboard's configuration layer (layer.go); stored under mu.
+	layer atomic.Pointer[layerState]
+
 	// devices: the devices seen, new devices, the neighbour table; they
 	// outlive a reload (devices.go).
 	devices *devices.Registry
@@ -127,6 +130,9 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	// pauses), the cache, the history, the clock watcher.
 	a := &App{log: log, level: level, listen: opts.Listen, clock: opts.Clock,
 		stat: metrics.ConfigState{Generation: 1, LoadedAt: time.Now()}}
+	file := cfg
+	cfg, layer := a.withLayer(file) // layer.go: the dashboard's changes over the file
+	a.layer.Store(&layerState{file: file, eff: cfg, st: layer})
 	checkDescriptors(cfg, log)
 	a.webHash = a.startPassword(cfg.Web)
 	a.webHosts = cfg.Web.Hostnames
@@ -227,6 +233,8 @@ func (a *App) Reload(cfg config.Config) (err error) {
 
 // reloadLocked is Reload with a.mu held.
 func (a *App) reloadLocked(cfg config.Config) error {
+	file := cfg
+	cfg, layer := a.withLayer(file) // layer.go: the dashboard's changes over the file
 	gen, err := build(cfg, a.log, a.filter, a.episodes, a.gen.Load())
 	if err != nil {
 		return err
@@ -332,6 +340,7 @@ func (a *App) reloadLocked(cfg config.Config) error {
 		}
 		old.close()
 	})
+	a.layer.Store(&layerState{file: file, eff: cfg, st: layer})
 	a.logEffective(cfg)
 	checkDescriptors(cfg, a.log) // the caps may have grown: a new family, a first forward zone
 	return nil
@@ -446,6 +455,7 @@ func (a *App) newWeb(addr webEndpoint) *web.Server {
 	a.dnssecRoutes(s)
 	a.devicesRoutes(s) // devices.go
 	a.peerRoutes(s)
+	a.layerRoutes(s) // layer.go
 	a.addDashboard(s)
 	for _, r := range a.filter.Routes(func() *filter.Stage { return a.gen.Load().filter }) {
 		access := web.Private

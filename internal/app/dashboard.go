@@ -52,7 +52,11 @@ func (a *App) startPassword(w config.Web) []byte {
 func (a *App) newDashboard() *dashboard.Dashboard {
 	return dashboard.New(dashboard.Deps{
 		History: a.history,
-		Pool:    func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
+		Layer: func() dashboard.LayerInfo { // layer.go
+			st, file, eff := a.layerInfo()
+			return dashboard.LayerInfo{State: st, File: file, Effective: eff}
+		},
+		Pool: func() upstream.Snapshot { return a.gen.Load().pool.Snapshot() },
 		StaticClients: func() map[string]string {
 			names := map[string]string{}
 			for addr, name := range a.gen.Load().cfg.ClientNames() {

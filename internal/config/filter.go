@@ -67,9 +67,9 @@ type FilterGroup struct {
 // Window is a time window on some days, in the host's local time. To
 // before From runs past midnight into the next day (22:00–06:00).
 type Window struct {
-	Days []string `toml:"days"` // "mon" … "sun"; empty means every day
-	From string   `toml:"from"` // "HH:MM"
-	To   string   `toml:"to"`   // "HH:MM"; "24:00" is the end of the day
+	Days []string `toml:"days" json:"days,omitempty"` // "mon" … "sun"; empty means every day
+	From string   `toml:"from" json:"from"`           // "HH:MM"
+	To   string   `toml:"to" json:"to"`               // "HH:MM"; "24:00" is the end of the day
 }
 
 // List kinds and block responses.

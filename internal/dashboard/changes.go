@@ -19,6 +19,11 @@ type change struct {
 	Drop  string // the mutating route that drops it
 	Name  string // its parameter
 	Later string // the words of the drop button
+	// Skipped is why a layer entry (manage.go) does not apply; "" it does.
+	Skipped string
+	// Switches, for a group's switches changed on the groups page, are
+	// its drop buttons, one a switch (instead of Drop).
+	Switches []switchDrop
 }
 
 // changes are the layer's entries, allowed names first, each sorted.
@@ -42,9 +47,17 @@ func (d *Dashboard) changes() []change {
 	if d.deps.Blocked != nil {
 		add("block", "blocked", d.deps.Blocked(), "/api/filter/block/remove")
 	}
-	return out
+	return append(append(out, d.layerChanges()...), d.switchChanges()...)
 }
 
 func (d *Dashboard) pageChanges(w http.ResponseWriter, r *http.Request) {
-	d.render(w, r, "changes", "Changes made here", http.StatusOK, map[string]any{"Changes": d.changes()})
+	d.render(w, r, "changes", "Changes made here", http.StatusOK, map[string]any{"Changes": d.changes(), "LayerError": d.layerError()})
+}
+
+// layerError is why the layer file is ignored as a whole; "" when it is not.
+func (d *Dashboard) layerError() string {
+	if d.deps.Layer == nil {
+		return ""
+	}
+	return d.deps.Layer().State.Err
 }

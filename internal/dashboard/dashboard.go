@@ -61,6 +61,9 @@ type Deps struct {
 	// and the banner (docs/dnssec.md); either may be nil.
 	DNSSECBogus func() []dnssec.Episode
 	NTAs        func() []filter.NTA
+	// Layer is the dashboard's configuration layer and the configurations
+	// it sits between (manage.go); nil: the manage page says it is off.
+	Layer func() LayerInfo
 }
 
 // Dashboard serves the pages and the API.
@@ -102,6 +105,7 @@ func (d *Dashboard) Register(s *web.Server) {
 	}
 	d.registerTokens(s)
 	s.Handle("GET /peers", http.HandlerFunc(d.pagePeers), web.Private)
+	s.Handle("GET /manage", http.HandlerFunc(d.pageManage), web.Private)
 	s.Handle("GET /static/", staticHandler(), web.Public)
 }
 

@@ -22,7 +22,7 @@ func (d *Dashboard) pageDevices(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.render(w, r, "devices", "Devices", http.StatusOK, map[string]any{
-		"New": fresh, "Known": known, "Any": len(list) > 0,
+		"New": fresh, "Known": known, "Any": len(list) > 0, "LayerGroups": d.layerGroups(),
 	})
 }
 

@@ -166,6 +166,9 @@ func TestOpenAPI_matchesTheServedRoutesAndFields(t *testing.T) {
 	for r, doc := range devicesDocs {
 		mutating[r] = doc.mutating
 	}
+	for r, doc := range layerDocs { // layer_openapi_test.go
+		mutating[r] = doc.mutating
+	}
 	want := buildOpenAPI(t, routes, served, mutating)
 	if *updateOpenAPI {
 		if err := os.WriteFile(openapiFile, want, 0o644); err != nil {
@@ -239,6 +242,9 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 	for r, d := range devicesDocs {
 		ext[r] = extDoc{summary: d.summary, bad: "The client parameter is missing or names no device key or MAC; the body says so.", params: d.params, body: d.body}
 	}
+	for r, d := range layerDocs {
+		ext[r] = extDoc{summary: d.summary, bad: "A parameter is missing, or the entry fails the configuration's validation; the body says which entry and why, and nothing changed.", params: d.params, body: d.body}
+	}
 	for _, r := range slices.Sorted(maps.Keys(ext)) {
 		doc := ext[r]
 		var params []any
@@ -256,6 +262,9 @@ func buildOpenAPI(t *testing.T, routes, filterRoutes []string, mutating map[stri
 		}
 		if mutating[r] {
 			responses["403"] = map[string]any{"description": "No password is set and web.listen is not a loopback address; or a login exists and the X-CSRF-Token header is missing or wrong; or the request is cross-origin."}
+		}
+		if _, isLayer := layerDocs[r]; isLayer && mutating[r] {
+			responses["409"] = map[string]any{"description": "No filter.state_dir, or the layer file cannot be read (edited by hand into invalid JSON): nothing changed; the body says why.", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}
 		}
 		if r == "POST /api/devices/ack" {
 			responses["404"] = map[string]any{"description": "No device with that key has been seen (or it was forgotten).", "content": map[string]any{"application/json": map[string]any{"schema": errorSchema}}}

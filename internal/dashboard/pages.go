@@ -37,13 +37,14 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%d min", int(d.Minutes()))
 	},
-	"dnssecZone": dnssecZone, // dnssec.go
+	"dnssecZone":   dnssecZone,   // dnssec.go
+	"deviceGroups": deviceGroups, // manage.go
 }
 
 // pages are parsed once: the layout plus one page each.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices", "changes", "groups", "tokens", "peers", "dnssec"} {
+	for _, p := range []string{"overview", "queries", "clients", "client", "upstreams", "lists", "cache", "devices", "changes", "groups", "tokens", "peers", "dnssec", "manage"} {
 		out[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html"))
 	}
 	return out
