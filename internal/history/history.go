@@ -194,6 +194,12 @@ func safeOpenBolt(path string, maxBytes int64) (k *boltKV, err error) {
 	return openBolt(path, maxBytes)
 }
 
+var _ query.EventCopier = (*History)(nil)
+
+// CopiesEvents makes History a query.EventCopier: Record encodes the event
+// into a row of its own and keeps no reference to it.
+func (h *History) CopiesEvents() {}
+
 // Record buffers one event (query.Sink). It copies what it keeps, takes a
 // short lock and returns; a full buffer drops the event and counts it.
 func (h *History) Record(e *query.Event) {

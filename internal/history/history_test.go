@@ -351,3 +351,29 @@ func TestRow_withoutMACReadsAsBefore(t *testing.T) {
 		t.Error("a search by the device's MAC does not find its row")
 	}
 }
+
+// History is a query.EventCopier: an event overwritten once Record has
+// returned (the UDP fast path reuses its reader's event for the next hit)
+// leaves the recorded row as it was.
+func TestHistory_recordKeepsNothingOfTheEvent(t *testing.T) {
+	h := openTest(t, "", &clock{now: t0}, nil)
+	e := event(t0, 7)
+	e.ClientMAC = "02:00:5e:00:53:07"
+	want := fromEvent(e)
+	h.Record(e)
+	*e = *event(t0.Add(time.Second), 8) // the reader's next hit
+	h.Flush()
+	page, err := h.Search(context.Background(), Filter{})
+	if err != nil || len(page.Rows) != 1 {
+		t.Fatalf("search: %v, %d rows", err, len(page.Rows))
+	}
+	got := page.Rows[0]
+	want.Time = want.Time.Round(0)
+	if !got.Time.Equal(want.Time) {
+		t.Errorf("time %v, want %v", got.Time, want.Time)
+	}
+	got.Time = want.Time
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("row\n got %+v\nwant %+v", got, want)
+	}
+}

@@ -90,9 +90,22 @@ func (l link) Answer(ctx context.Context, r *Request) (*dns.Msg, error) {
 // Record is called once per query, after the answer was written or dropped,
 // on the query's goroutine: it must return at once (buffer, never block on
 // I/O). The Event is final when handed over and is never changed again:
-// every query has its own, so a sink may keep it.
+// every query has its own, so a sink may keep it — unless every sink is an
+// EventCopier.
 type Sink interface {
 	Record(e *Event)
+}
+
+// An EventCopier is a Sink that keeps nothing of an Event past Record: it
+// copies what it keeps (the history store encodes a row). When every sink
+// is one, the server's UDP fast path records its cache hits from one Event
+// per socket reader, overwritten by the reader's next hit, instead of
+// allocating one per hit: at cache-hit rates that allocation was what made
+// the garbage collector run (docs/performance.md#work-per-query,
+// re-measured by scripts/workperquery.sh).
+type EventCopier interface {
+	Sink
+	CopiesEvents()
 }
 
 // Proto is the transport a query arrived on.

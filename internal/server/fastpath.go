@@ -35,18 +35,24 @@ type fastPath struct {
 	passers []query.Passer // the stages before the answerer, in order
 	poolers []query.Pooler // those of them that choose a query's pool: Event.Pool is set before the answerer looks
 	answer  query.WireAnswerer
+	// reuse is set when every sink is a query.EventCopier: a hit's event
+	// is then the reader's own, overwritten by its next hit, and a hit
+	// allocates nothing (garbage per hit is what makes the collector run
+	// at cache-hit rates; docs/performance.md#work-per-query, re-measured
+	// by scripts/workperquery.sh and BenchmarkCacheHit's allocs/op).
+	reuse bool
 }
 
-// newFastPath is the fast path over a generation's stages, or nil when
-// no stage is a query.WireAnswerer or a stage before it is not a
+// newFastPath is the fast path over a generation's stages and sinks, or
+// nil when no stage is a query.WireAnswerer or a stage before it is not a
 // query.Passer.
-func newFastPath(stages []query.Stage) *fastPath {
+func newFastPath(stages []query.Stage, sinks []query.Sink) *fastPath {
 	for i, st := range stages {
 		a, ok := st.(query.WireAnswerer)
 		if !ok {
 			continue
 		}
-		f := &fastPath{answer: a}
+		f := &fastPath{answer: a, reuse: copiers(sinks)}
 		for _, before := range stages[:i] {
 			p, ok := before.(query.Passer)
 			if !ok {
@@ -60,6 +66,16 @@ func newFastPath(stages []query.Stage) *fastPath {
 		return f
 	}
 	return nil
+}
+
+// copiers reports whether every sink is a query.EventCopier.
+func copiers(sinks []query.Sink) bool {
+	for _, s := range sinks {
+		if _, ok := s.(query.EventCopier); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // canonicalLimit reports whether a query's size limit is the one its
@@ -76,11 +92,13 @@ func canonicalLimit(q wireform.Query) bool {
 // returns it with its query's event and generation, to be recorded by
 // finishFast once written; or it reports false having done nothing the
 // general path would notice. name is the caller's buffer for the
-// question's name, dst its buffer for the answer, reused once written. The
+// question's name, dst its buffer for the answer, reused once written;
+// scratch is its event, which the query's event is when every sink copies
+// what it keeps (fastPath.reuse), reused once recorded. Otherwise the
 // event is the query's own: a sink may keep it.
-func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte) ([]byte, *generation, *query.Event, bool) {
+func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte, scratch *query.Event) ([]byte, *generation, *query.Event, bool) {
 	g := s.acquire()
-	out, ev, ok := g.answerFast(wire, name, client, dst)
+	out, ev, ok := g.answerFast(wire, name, client, dst, scratch)
 	if !ok {
 		g.release()
 		return nil, nil, nil, false
@@ -88,7 +106,7 @@ func (s *Server) answerFast(wire []byte, name *[wireform.MaxName]byte, client ne
 	return out, g, ev, true
 }
 
-func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte) ([]byte, *query.Event, bool) {
+func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, client netip.Addr, dst []byte, scratch *query.Event) ([]byte, *query.Event, bool) {
 	f := g.fast
 	if f == nil {
 		return nil, nil, false
@@ -101,7 +119,11 @@ func (g *generation) answerFast(wire []byte, name *[wireform.MaxName]byte, clien
 	if !g.st.Limit.take(client, now) {
 		return nil, nil, false // the general path refuses it (docs/protocol.md "Rate limit")
 	}
-	ev := &query.Event{
+	ev := scratch
+	if !f.reuse {
+		ev = new(query.Event)
+	}
+	*ev = query.Event{
 		Time: now, Client: client, Proto: query.UDP,
 		Qtype: q.Qtype, Qclass: q.Qclass,
 		Resolved: true, Rcode: query.RcodeNone,

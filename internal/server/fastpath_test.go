@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/nxdns/nxdns/internal/cache"
 	"github.com/nxdns/nxdns/internal/query"
 	"github.com/nxdns/nxdns/internal/testutil"
+	"github.com/nxdns/nxdns/internal/wireform"
 )
 
 // gate is a stage before the cache that passes everything on until closed,
@@ -346,5 +348,66 @@ func TestUDP_wildcardAnswersFromTheAddressAsked(t *testing.T) {
 	}
 	if s.stats.fastAnswers.Load() == 0 {
 		t.Fatal("no answer went by the fast path: only the general path's source was checked")
+	}
+}
+
+// copyingRecorder keeps a copy of each event in room it was given
+// beforehand, so recording allocates nothing, and says so
+// (query.EventCopier), as the history store does.
+type copyingRecorder struct{ events []query.Event }
+
+func (r *copyingRecorder) Record(e *query.Event) { r.events = append(r.events, *e) }
+func (*copyingRecorder) CopiesEvents()           {}
+
+// When every sink copies what it keeps, a fast hit allocates nothing: its
+// event is the reader's, overwritten by the next hit, and each sink still
+// sees each hit's own event. A sink that may keep the event gets one of
+// its own per hit.
+func TestFastPath_reusesTheEventOnlyForSinksThatCopy(t *testing.T) {
+	hits := func(sink query.Sink) (*Server, func() ([]byte, *generation, *query.Event)) {
+		c := cache.New(cache.Options{Size: 100, MaxTTL: time.Hour})
+		st := c.Stage()
+		t.Cleanup(func() { st.Close(); c.Close() })
+		s := New(Options{}, &State{Router: pool(instant()), Allow: loopback, Stages: []query.Stage{st}, Sinks: []query.Sink{sink}})
+		q := newQuery("reuse.example.", dns.TypeA)
+		q.SetEdns0(1232, false)
+		wire := mustPack(t, q)
+		client := netip.MustParseAddr("127.0.0.1")
+		for range 2 { // a miss, then a hit that leaves the template
+			s.handle(context.Background(), wire, client, query.UDP)
+		}
+		var name [wireform.MaxName]byte
+		dst := make([]byte, 0, maxUDPAnswer)
+		var scratch query.Event
+		return s, func() ([]byte, *generation, *query.Event) {
+			out, g, ev, ok := s.answerFast(wire, &name, client, dst, &scratch)
+			if !ok {
+				t.Fatal("not answered by the fast path")
+			}
+			return out, g, ev
+		}
+	}
+
+	copier := &copyingRecorder{events: make([]query.Event, 0, 200)}
+	s, hit := hits(copier)
+	if n := testing.AllocsPerRun(100, func() {
+		_, g, ev := hit()
+		s.finishFast(g, ev, true)
+	}); n != 0 {
+		t.Errorf("a fast hit with copying sinks allocates %v times, want 0", n)
+	}
+	events := copier.events
+	if len(events) < 100 || events[len(events)-1].Name != "reuse.example." || events[len(events)-1].Cache != query.CacheHit {
+		t.Fatalf("%d events, the last %+v", len(events), events[len(events)-1])
+	}
+
+	keeper := &sinkRecorder{}
+	s, hit = hits(keeper)
+	_, g1, ev1 := hit()
+	s.finishFast(g1, ev1, true)
+	_, g2, ev2 := hit()
+	s.finishFast(g2, ev2, true)
+	if ev1 == ev2 {
+		t.Fatal("a sink that may keep events was handed one event for two hits")
 	}
 }

@@ -34,7 +34,7 @@ func newGeneration(st *State) *generation {
 	return &generation{
 		st:    st,
 		chain: query.Chain(route{router: st.Router, guard: st.Guard}, st.Stages...),
-		fast:  newFastPath(st.Stages),
+		fast:  newFastPath(st.Stages, st.Sinks),
 		done:  make(chan struct{}),
 	}
 }

@@ -184,6 +184,7 @@ type udpReader struct {
 	ans   []byte // a fast answer
 	src   []byte // a fast answer's source-address control message
 	name  [wireform.MaxName]byte
+	ev    query.Event // a fast answer's event, when the sinks let it be reused (fastPath.reuse)
 	drops kernelDrops
 	raw   *rawUDP // the socket's calls (rawudp.go)
 }
@@ -262,7 +263,7 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 	// A cache hit is answered by the reader itself (fastpath.go): it holds
 	// nothing past its write, so it takes no share and no slot. The event
 	// is recorded after the write, as on the general path.
-	if ans, g, ev, ok := s.answerFast(wire, &rd.name, client, rd.ans[:0]); ok {
+	if ans, g, ev, ok := s.answerFast(wire, &rd.name, client, rd.ans[:0], &rd.ev); ok {
 		rd.src = appendSourceOOB(rd.src[:0], src)
 		err := rd.raw.write(ans, rd.src, from)
 		s.finishFast(g, ev, err == nil)

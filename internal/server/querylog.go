@@ -16,7 +16,9 @@ import (
 //
 // The fields are written straight from the event (one inline field) rather
 // than built as a slice of zap.Fields first: at cache-hit rates that slice
-// was a tenth of the line's cost.
+// was a tenth of the line's cost. The field holds the event, so the core
+// must encode the line before Write returns, as zap's own cores do: a UDP
+// fast hit's event may be overwritten by the next hit (fastPath.reuse).
 func (s *Server) logQuery(e *query.Event) {
 	if ce := s.qlog.Check(zap.InfoLevel, "query"); ce != nil {
 		ce.Write(zap.Inline(eventLine{e}))
