@@ -97,7 +97,8 @@ start() {
     {
       printf '[dns]\nlisten = ["127.0.0.1:%s"]\n%s\n[web]\nlisten = ""\n[log]\nqueries = false\n' "$dns" "${NXDNS_DNS:-}"
       bench_upstream "$up"
-      printf '%s\n' "${NXDNS_EXTRA//@UPSTREAM@/tls://127.0.0.1:$up}"
+      local extra=${NXDNS_EXTRA:-}
+      printf '%s\n' "${extra//@UPSTREAM@/tls://127.0.0.1:$up}"
     } >"$dir/nxdns.toml"
     "${pre[@]}" "$work/$name" run --config "$dir/nxdns.toml" 2>"$dir/log" &
     ;;
