@@ -162,8 +162,9 @@ if [ "$phase" = 1 ]; then
   uid=$(awk '/^Uid:/ { print $2 }' /proc/$pid/status)
   user=$(ps -o user= -p "$pid")
   echo "[$(now)] nxdns pid $pid uid $uid user $user"
-  check "unit: runs as a dynamic user (uid 61184-65519, named nxdns)" \
-    bash -c "[ $uid -ge 61184 ] && [ $uid -le 65519 ] && [ '$user' = nxdns ] && ! grep -q '^nxdns:' /etc/passwd"
+  check "unit: runs as a dynamic user (uid 61184-65519, named _nxdns) in the static group nxdns" \
+    bash -c "[ $uid -ge 61184 ] && [ $uid -le 65519 ] && [ '$user' = _nxdns ] && ! grep -q '^_nxdns:' /etc/passwd &&
+             grep -qE '^Groups:.*[[:space:]]$(getent group nxdns | cut -d: -f3)([[:space:]]|\$)' /proc/$pid/status"
   grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/$pid/status >"$OUT/caps.txt"
   check "unit: holds CAP_NET_BIND_SERVICE and nothing else (permitted, effective, bounding, ambient)" \
     bash -c "grep -E '^Cap(Prm|Eff|Bnd|Amb):' '$OUT/caps.txt' | awk '{print \$2}' | sort -u | grep -qx 0000000000000400 &&
