@@ -32,6 +32,7 @@ var differ = map[string]string{
 	"RestartSec":           "no RestartSteps before systemd 254: a fixed 2 s instead of 1 s growing to a minute",
 	"RestartSteps":         "systemd 254",
 	"RestartMaxDelaySec":   "systemd 254",
+	"User":                 "_nxdns: the .deb's static group nxdns would clash with a dynamic user named after the unit (systemd refuses it)",
 	"SupplementaryGroups":  "the .deb's group nxdns, so the dynamic user reads a password file chgrp'd to it; the module passes the file as a credential (LoadCredential)",
 }
 

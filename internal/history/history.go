@@ -80,6 +80,8 @@ type History struct {
 
 	flushMu   sync.Mutex         // one flush at a time (the ticker, Flush, Close, Reconfigure); guards lastWrite and opts
 	lastWrite int64              // bytes the last successful flush wrote, for prune's headroom
+	expiredAt time.Time          // when the file store's last age expiry committed (expireEvery); zero: at the next flush
+	expiring  time.Time          // the expiry in the transaction being written; expiredAt once it commits
 	interval  chan time.Duration // a new flush interval for the loop (Reconfigure)
 
 	recorded     atomic.Int64
@@ -335,7 +337,11 @@ func (h *History) write(batch, eps []buffered, now time.Time) error {
 	h.bytesWritten.Add(n)
 	if err == nil {
 		h.lastWrite = n
+		if !h.expiring.IsZero() {
+			h.expiredAt = h.expiring
+		}
 	}
+	h.expiring = time.Time{}
 	return err
 }
 
@@ -464,14 +470,32 @@ func rollUp(tx kvTx, from, to []byte, size time.Duration, cap int, now time.Time
 // after a long downtime does not build a huge transaction.
 const expireChunk = 100_000
 
+// expireEvery is how often a file store deletes by age. Each deletion
+// rewrites the first leaf and branch pages of the trees it deletes from
+// (copy-on-write), so deleting the minute that just passed max_age at
+// every flush wrote those pages once a minute: about a fifth of the
+// history's writes to an SD card (docs/performance.md, "SD card wear").
+// Once an hour, a row outlives max_days by at most an hour; the store in
+// memory has no card to wear and deletes at every flush.
+const expireEvery = time.Hour
+
 // expire deletes rows, hour and day buckets older than max_age and minute
-// buckets older than minuteRetention (or max_age, if shorter).
+// buckets older than minuteRetention (or max_age, if shorter): at every
+// flush in memory, at most every expireEvery in a file (a clock stepped
+// back, a changed max_age and a chunk left over after a long downtime run
+// it at the next flush).
 func (h *History) expire(tx kvTx, now time.Time) error {
+	if !h.mem && !h.expiredAt.IsZero() && !now.Before(h.expiredAt) && now.Sub(h.expiredAt) < expireEvery {
+		return nil
+	}
 	cut := now.Add(-h.opts.MaxAge)
 	n, _, err := tx.bucket(bucketRows).deleteBefore(timeKey(cut), expireChunk)
 	h.pruned.Add(int64(n))
 	if err != nil {
 		return err
+	}
+	if n < expireChunk { // a full chunk leaves more: the next flush goes on
+		h.expiring = now
 	}
 	if _, _, err := tx.bucket(bucketHour).deleteBefore(bucketKey(cut.Truncate(time.Hour)), expireChunk); err != nil {
 		return err

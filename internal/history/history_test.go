@@ -125,6 +125,49 @@ func TestHistory_searchFiltersAndPages(t *testing.T) {
 	}
 }
 
+// In a file the age budget deletes once an hour, not at every flush: each
+// deletion rewrites the first pages of the trees it deletes from, the SD
+// card's wear (docs/performance.md, "SD card wear"). A row is gone at most
+// an hour after max_days, and a lowered max_days applies at once.
+func TestHistory_ageBudgetInAFileDeletesHourly(t *testing.T) {
+	c := &clock{now: t0}
+	path := filePath(t)
+	h := openTest(t, path, c, func(o *Options) { o.MaxAge = 24 * time.Hour })
+	rows := func() int {
+		t.Helper()
+		p, err := h.Search(context.Background(), Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Rows)
+	}
+	h.Record(event(t0.Add(-24*time.Hour+30*time.Second), 1)) // past max_days 30 s from now
+	h.Record(event(t0, 2))
+	h.Flush() // the first flush deletes by age
+	if n := rows(); n != 2 {
+		t.Fatalf("at the first flush: %d rows, want 2", n)
+	}
+	c.now = t0.Add(time.Minute)
+	h.Flush()
+	if n := rows(); n != 2 {
+		t.Fatalf("a minute later: %d rows, want 2 (the next deletion is due in an hour)", n)
+	}
+	c.now = t0.Add(time.Hour)
+	h.Flush()
+	if n := rows(); n != 1 {
+		t.Fatalf("an hour later: %d rows, want 1 (the expired row deleted)", n)
+	}
+	h.Record(event(t0.Add(-time.Hour), 3))
+	h.Flush()
+	if n := rows(); n != 2 {
+		t.Fatalf("%d rows, want 2", n)
+	}
+	h.Reconfigure(Options{Path: path, MaxBytes: 64 << 20, MaxAge: 90 * time.Minute, Flush: time.Hour})
+	if n := rows(); n != 1 {
+		t.Fatalf("after max_days was lowered: %d rows, want 1 (the lower budget applies at once)", n)
+	}
+}
+
 func TestHistory_ageBudgetDeletesOldRowsAndBuckets(t *testing.T) {
 	c := &clock{now: t0}
 	h := openTest(t, filePath(t), c, func(o *Options) { o.MaxAge = 24 * time.Hour })

@@ -51,6 +51,7 @@ func (h *History) Reconfigure(opts Options) {
 	if !reopen {
 		if budgets {
 			h.opts.MaxBytes, h.opts.MaxAge = opts.MaxBytes, opts.MaxAge
+			h.expiredAt = time.Time{} // the new max_age applies at this flush
 			h.kv.setMaxBytes(opts.MaxBytes)
 			h.flushLocked()
 		}
@@ -60,6 +61,7 @@ func (h *History) Reconfigure(opts Options) {
 		h.flushLocked() // what is buffered stays with the store it was meant for
 	}
 	h.opts.MaxBytes, h.opts.MaxAge = opts.MaxBytes, opts.MaxAge
+	h.expiredAt = time.Time{}
 	next, mem, err := h.openStore(opts.Path, opts.MaxBytes) // up to a second when another process holds the file
 	if err != nil && h.mem {
 		// Already in memory: keep that store and what it holds.

@@ -8,7 +8,9 @@
 #
 #   scripts/vm/run.sh [amd64|arm64]
 #
-#   NXDNS_VM_SCENARIOS=0   skip the netem field scenarios (scripts/vm/scenarios.sh)
+#   NXDNS_VM_SCENARIOS=0|1 the netem field scenarios (scripts/vm/scenarios.sh);
+#                          default 1 on amd64, 0 on arm64 (lifecycle only:
+#                          docs/testing-vm.md, "arm64")
 #   NXDNS_VM_TIMEOUT       seconds for the first boot, to its poweroff (default
 #                          2400; the second, short boot gets 900)
 #   NXDNS_VM_WORK          work directory (default: a new one under the cache)
@@ -24,12 +26,14 @@ root=$(cd "$here/../.." && pwd)
 . "$here/lib.sh"
 arch=${1:-amd64}
 case "$arch" in
-  amd64) qemu=qemu-system-x86_64 goarch=amd64 ;;
-  arm64) qemu=qemu-system-aarch64 goarch=arm64 ;;
+  amd64) qemu=qemu-system-x86_64 goarch=amd64 scenarios=1 ;;
+  arm64) qemu=qemu-system-aarch64 goarch=arm64 scenarios=0 ;;
   *) echo "run: unknown architecture $arch" >&2; exit 2 ;;
 esac
-for tool in "$qemu" debootstrap mkfs.ext4 debugfs; do
-  command -v "$tool" >/dev/null || { echo "run: $tool is missing (apt-get install qemu-system-x86 qemu-system-arm debootstrap e2fsprogs)" >&2; exit 2; }
+tools=("$qemu" debootstrap mkfs.ext4 debugfs)
+[ "$arch" != "$(dpkg --print-architecture)" ] && tools+=("qemu-$(vm_qemu_arch "$arch")-static")
+for tool in "${tools[@]}"; do
+  command -v "$tool" >/dev/null || { echo "run: $tool is missing (apt-get install qemu-system-x86 qemu-system-arm qemu-user-static debootstrap e2fsprogs)" >&2; exit 2; }
 done
 T0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -94,7 +98,7 @@ cat >"$in/params" <<P
 VERSION_OLD=0.0.1
 VERSION_NEW=0.0.2
 ARCH=$arch
-SCENARIOS=${NXDNS_VM_SCENARIOS:-1}
+SCENARIOS=${NXDNS_VM_SCENARIOS:-$scenarios}
 HOST_QUERY=1
 WEAR_SECONDS=${NXDNS_VM_WEAR_SECONDS:-0}
 WEAR_RATE=${NXDNS_VM_WEAR_RATE:-0.58}
