@@ -234,12 +234,18 @@ func TestUpstreamDoH3Ngtcp2(t *testing.T) {
 	port := testutil.FreePort(t)
 	srv := exec.Command(bin, "-q", "--htdocs="+htdocs, "--mime-types-file="+mimeTypes,
 		"127.0.0.1", strconv.Itoa(int(port)), keyFile, certFile)
-	var log strings.Builder
-	srv.Stdout, srv.Stderr = &log, &log
+	var out strings.Builder // read only after Wait
+	srv.Stdout, srv.Stderr = &out, &out
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+		if t.Failed() {
+			t.Logf("gtlsserver's output:\n%s", out.String())
+		}
+	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	// Ready once it completes a handshake: it prints nothing when it binds.
 	testutil.WaitFor(t, "gtlsserver's first handshake", 10*time.Second, func() bool {
