@@ -134,6 +134,12 @@ func (a *App) layerChange(ed edit) http.Handler {
 			return
 		}
 		b, _ := json.MarshalIndent(l, "", "  ")
+		if len(b)+1 > config.MaxLayerBytes {
+			// No start or reload reads a larger file: written, it would
+			// take every change made here out at once.
+			layerError(w, http.StatusBadRequest, fmt.Sprintf("the layer file would be %d bytes, at most %d; nothing changed", len(b)+1, config.MaxLayerBytes))
+			return
+		}
 		if err := safefile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
 			layerError(w, http.StatusInternalServerError, "not saved, nothing changed: "+err.Error())
 			return
