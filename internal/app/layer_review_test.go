@@ -77,3 +77,31 @@ func hasGroup(c config.Config, name string) bool {
 	}
 	return false
 }
+
+// TestLayer_removingAListAGroupUsesRefused: removing a list added from the
+// dashboard that a group made there uses would leave the whole group out
+// (its schedule, services and devices with it); the change is refused
+// with the reason, naming the group, and the group still applies.
+func TestLayer_removingAListAGroupUsesRefused(t *testing.T) {
+	r, cfg, _, base := passwordConfig(t)
+	path := config.LayerPath(cfg.Filter.StateDir)
+	before := writeLayer(t, path, config.Layer{
+		Lists:  []config.LayerList{{Name: "trk", URL: "http://127.0.0.1:1/t.txt"}},
+		Groups: []config.LayerGroup{{Name: "kids", Devices: []string{"127.0.0.3"}, Lists: []string{"ads", "trk"}, Services: []string{"tiktok"}}},
+	})
+	a := r.start(t, cfg)
+	if st, _, eff := a.layerInfo(); len(st.Skips) > 0 || !hasGroup(eff, "kids") {
+		t.Fatalf("the layer does not apply: %v", st.Skips)
+	}
+	s := login(t, base, "pw-long-enough")
+	code, body := s.do(t, "POST", "/api/filter/layer/lists/remove?name=trk", true)
+	if code != http.StatusBadRequest || !strings.Contains(body, "group kids") {
+		t.Errorf("removing a list a group uses: %d %s, want 400 naming group kids", code, body)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Errorf("the layer file changed:\n%s", after)
+	}
+	if st, _, eff := a.layerInfo(); len(st.Skips) > 0 || !hasGroup(eff, "kids") {
+		t.Errorf("group kids no longer applies: %v", st.Skips)
+	}
+}
