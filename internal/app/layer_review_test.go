@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/http"
 	"os"
 	"strings"
@@ -103,5 +104,30 @@ func TestLayer_removingAListAGroupUsesRefused(t *testing.T) {
 	}
 	if st, _, eff := a.layerInfo(); len(st.Skips) > 0 || !hasGroup(eff, "kids") {
 		t.Errorf("group kids no longer applies: %v", st.Skips)
+	}
+}
+
+// TestLayer_changesTOMLNoClientTheFileHas: a group made from the dashboard
+// with a MAC address whose [[clients]] entry mac-… is already in the file
+// (pasted from another group's lines on "changes made here") shows no
+// [[clients]] entry of its own: pasted, its lines load with the file.
+func TestLayer_changesTOMLNoClientTheFileHas(t *testing.T) {
+	r, cfg, _, base := passwordConfig(t)
+	cfg.Clients = append(cfg.Clients, config.Client{Name: "mac-aabbccddeeff", MAC: "aa:bb:cc:dd:ee:ff"})
+	writeLayer(t, config.LayerPath(cfg.Filter.StateDir), config.Layer{
+		Groups: []config.LayerGroup{{Name: "teens", Devices: []string{"aa:bb:cc:dd:ee:ff"}, Lists: []string{"ads"}}},
+	})
+	a := r.start(t, cfg)
+	if st, _, _ := a.layerInfo(); len(st.Skips) > 0 || st.Err != "" {
+		t.Fatalf("the layer does not apply: %v %s", st.Skips, st.Err)
+	}
+	s := login(t, base, "pw-long-enough")
+	_, page := s.do(t, "GET", "/changes", false)
+	page = html.UnescapeString(page)
+	if !strings.Contains(page, "[[filter.groups]]\nname = \"teens\"\nclients = [\"mac-aabbccddeeff\"]") {
+		t.Fatalf("the changes page lacks the group's TOML:\n%s", page)
+	}
+	if strings.Contains(page, "[[clients]]\nname = \"mac-aabbccddeeff\"") || strings.Contains(page, `settings.clients = [ { name = "mac-aabbccddeeff"`) {
+		t.Error("the changes page repeats a [[clients]] entry the file has: pasted, the file gets a duplicate name")
 	}
 }
