@@ -119,6 +119,7 @@ func (a *App) layerChange(ed edit) http.Handler {
 			layerError(w, http.StatusConflict, err.Error()+"; nothing changed")
 			return
 		}
+		_, was := l.Apply(file)
 		item, changed, err := ed(&l, file, r)
 		if err != nil {
 			layerError(w, http.StatusBadRequest, err.Error())
@@ -128,12 +129,23 @@ func (a *App) layerChange(ed edit) http.Handler {
 			layerJSON(w, http.StatusOK, dashboard.LayerAnswer{State: a.layer.Load().st, Item: item})
 			return
 		}
+		// Refused: a change its own entry fails, and one that leaves out
+		// another entry that applied (a list removed that a group uses,
+		// which would take the whole group out with it).
 		_, skips := l.Apply(file)
-		if i := slices.IndexFunc(skips, func(s config.LayerSkip) bool { return s.Item == item }); i >= 0 {
+		if i := slices.IndexFunc(skips, func(s config.LayerSkip) bool {
+			return s.Item == item || !slices.ContainsFunc(was, func(w config.LayerSkip) bool { return w.Item == s.Item })
+		}); i >= 0 {
 			layerError(w, http.StatusBadRequest, skips[i].String()+"; nothing changed")
 			return
 		}
 		b, _ := json.MarshalIndent(l, "", "  ")
+		if len(b)+1 > config.MaxLayerBytes {
+			// No start or reload reads a larger file: written, it would
+			// take every change made here out at once.
+			layerError(w, http.StatusBadRequest, fmt.Sprintf("the layer file would be %d bytes, at most %d; nothing changed", len(b)+1, config.MaxLayerBytes))
+			return
+		}
 		if err := safefile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
 			layerError(w, http.StatusInternalServerError, "not saved, nothing changed: "+err.Error())
 			return

@@ -146,9 +146,16 @@ func (d *Dashboard) layerChanges() []change {
 			TOML: config.OffTOML(n), Nix: "# remove the list named " + n + " from services.nxdns.settings.filter.lists and from every group's lists",
 			Drop: "/api/filter/layer/lists/remove", Later: "Drop (switch the list on again)", Skipped: skipped["list "+n]})
 	}
+	// The [[clients]] entries the layer made, not the file's: a MAC's
+	// entry mac-… already in the file (pasted from another group's lines)
+	// is not shown again, which pasted would be a duplicate name.
+	made := li.Effective
+	made.Clients = slices.DeleteFunc(slices.Clone(made.Clients), func(cl config.Client) bool {
+		return slices.ContainsFunc(li.File.Clients, func(f config.Client) bool { return f.Name == cl.Name })
+	})
 	for _, g := range st.Layer.Groups {
 		why := skipped["group "+g.Name]
-		eff := li.Effective
+		eff := made
 		if why != "" {
 			eff = config.Config{} // not applied: the entry as the layer has it, not a file group of its name
 		}
