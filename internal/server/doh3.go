@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
@@ -48,7 +49,7 @@ func (s *Server) ListenDoH3(addrs []string) error {
 		d.noError = quic.ApplicationErrorCode(http3.ErrCodeNoError)
 		d.excessiveLoad = quic.ApplicationErrorCode(http3.ErrCodeExcessiveLoad)
 		s.tls.h3 = &http3.Server{
-			Handler:        http.HandlerFunc(s.serveDoH),
+			Handler:        http.HandlerFunc(s.serveDoH3),
 			MaxHeaderBytes: dohMaxHeaderBytes,
 			IdleTimeout:    dohIdleTimeout,
 		}
@@ -59,6 +60,19 @@ func (s *Server) ListenDoH3(addrs []string) error {
 	}
 	s.tls.altSvc.Store(altSvc(s.tls.doh3.addrs()))
 	return nil
+}
+
+// serveDoH3 is serveDoH with DoH/2's time bounds, which http3.Server
+// lacks: the body read and the answer written within doh3RequestTimeout
+// (ReadTimeout and WriteTimeout on DoH/2). A client that keeps its
+// connection alive with PINGs never lets QUIC's idle timeout end a stream
+// whose body it stalled.
+func (s *Server) serveDoH3(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	end := time.Now().Add(doh3RequestTimeout)
+	rc.SetReadDeadline(end)
+	rc.SetWriteDeadline(end)
+	s.serveDoH(w, r)
 }
 
 // altSvc is the Alt-Svc value for the bound DoH3 addresses (RFC 7838 §3):
@@ -103,3 +117,7 @@ func (s *Server) advertiseH3(w http.ResponseWriter, r *http.Request) {
 // DoH3Addrs returns the bound UDP addresses of the current DoH3 listeners,
 // in ListenDoH3 order.
 func (s *Server) DoH3Addrs() []net.Addr { return s.tls.doh3.addrs() }
+
+// doh3RequestTimeout bounds reading a DoH3 request's body and writing its
+// answer, as dohRequestTimeout does on DoH/2; tests lower it.
+var doh3RequestTimeout = dohRequestTimeout

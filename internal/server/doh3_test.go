@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"testing"
@@ -228,4 +229,45 @@ func dialRawH3(t *testing.T, p *testPKI, addr netip.AddrPort) *quic.Conn {
 	}
 	t.Cleanup(func() { c.CloseWithError(0, "") })
 	return c
+}
+
+// A POST over HTTP/3 whose body never finishes is ended (an error status
+// or a reset stream) once the request's time is up, as DoH/2's ReadTimeout does
+// (dohRequestTimeout) and DoQ's stream read deadline: the client keeps its
+// connection alive with PINGs, so QUIC's idle timeout never ends the
+// stream, and without a bound the handler waits for the body for ever.
+func TestDoH3_stalledBodyEndsAtTheRequestTimeout(t *testing.T) {
+	defer func(d time.Duration) { doh3RequestTimeout = d }(doh3RequestTimeout)
+	doh3RequestTimeout = 300 * time.Millisecond
+	p := newTestPKI(t)
+	_, addr := startDoH3Server(t, state(answerA("192.0.2.11")), p)
+	tr := &http3.Transport{
+		TLSClientConfig: p.clientConf.Clone(),
+		QUICConfig:      &quic.Config{KeepAlivePeriod: 100 * time.Millisecond},
+		Dial: func(ctx context.Context, _ string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+			return quic.DialAddr(ctx, addr.String(), tc, qc)
+		},
+	}
+	defer tr.Close()
+	body, stall := io.Pipe()
+	defer stall.Close()
+	go stall.Write(mustPack(t, tlsQuery("stalled.example."))[:5]) // then nothing more, and no FIN
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, doh3URL(addr), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", dohContentType)
+	resp, err := tr.RoundTrip(req)
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("the stalled request was still open when the client gave up: %v", err)
+	case err == nil:
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("a stalled body was answered 200")
+		}
+	}
+	// Otherwise the server reset the stream: ended, which is the point.
 }

@@ -263,11 +263,16 @@ type Tokens struct {
 	overHTTP atomic.Bool
 }
 
+// fileStamp tells whether the tokens file changed since it was read. The
+// change time is in it because the fix for a file the service cannot open
+// is chmod or chown, which changes nothing else: without it an unreadable
+// file stayed refused until a restart.
 type fileStamp struct {
 	ok    bool
 	size  int64
 	mtime time.Time
 	ino   uint64
+	ctime syscall.Timespec
 }
 
 // NewTokens returns a token table with nothing to read yet.
@@ -295,7 +300,7 @@ func (t *Tokens) refresh() {
 	if fi, err := os.Stat(filepath.Join(t.dir, TokensFile)); err == nil {
 		st = fileStamp{ok: true, size: fi.Size(), mtime: fi.ModTime()}
 		if s, ok := fi.Sys().(*syscall.Stat_t); ok {
-			st.ino = s.Ino
+			st.ino, st.ctime = s.Ino, s.Ctim
 		}
 	}
 	if st == t.stamp && t.byHash != nil {
