@@ -128,6 +128,104 @@ if [ "$phase" = 1 ]; then
   check "no network: nxdns answers its own names without any upstream reachable" \
     poll 30 noerror localhost A
 
+  # ---- the shipped configuration, set up as a household would: the steps
+  # at the top of /etc/nxdns/nxdns.toml (and the README's "Open the
+  # dashboard"): the password with `nxdns hash-password`, group nxdns, 640;
+  # password_file and the listen on 0.0.0.0 uncommented; the router's
+  # forward zones uncommented with its address (here nxdns-fakeup as the
+  # router, on 127.0.0.3:5300). One change is the test's own: the list's
+  # URL points at a hosts-format list served inside the guest (perl-base's
+  # sockets: the image has no python, curl or busybox), so nothing is
+  # downloaded. Then: the dashboard on the LAN address, the list blocking,
+  # and the cache and the history across `systemctl restart`.
+  conf=/etc/nxdns/nxdns.toml
+  cp "$conf" "$OUT/household-shipped.toml"
+  export lan; lan=$(ip -4 -o addr show dev eth0 | awk '{ sub("/.*", "", $4); print $4; exit }')
+  echo "[$(now)] household: LAN address ${lan:-none}"
+  printf '0.0.0.0 ads.blocked.lan\n0.0.0.0 tracker.blocked.lan\n' >/usr/local/share/nxdns-vm/hosts
+  systemd-run -q --unit=vm-lists perl -MIO::Socket::INET -e '
+    open(my $fh, "<", $ARGV[0]) or die "$ARGV[0]: $!"; my $b = do { local $/; <$fh> };
+    my $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 8088, Listen => 5, ReuseAddr => 1) or die "listen: $!";
+    while (my $c = $s->accept) {
+      while (my $l = <$c>) { last if $l =~ /^\r?\n$/ }
+      print $c "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " . length($b) . "\r\nConnection: close\r\n\r\n" . $b;
+      close $c;
+    }' /usr/local/share/nxdns-vm/hosts
+  systemd-run -q --unit=vm-router /usr/local/bin/nxdns-fakeup -listen udp://127.0.0.3:5300 -listen tcp://127.0.0.3:5300
+  PW=household-secret
+  # http METHOD HOST PORT PATH [HEADERS] [FORM]: the whole HTTP/1.0
+  # response (status line, headers, body) over bash's /dev/tcp.
+  http() {
+    exec 3<>"/dev/tcp/$2/$3" || return 1
+    printf '%s %s HTTP/1.0\r\nHost: %s:%s\r\n%s' "$1" "$4" "$2" "$3" "${5:-}" >&3
+    if [ -n "${6:-}" ]; then
+      printf 'Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %s\r\n\r\n%s' "${#6}" "$6" >&3
+    else
+      printf '\r\n' >&3
+    fi
+    cat <&3
+    exec 3<&-
+  }
+  export -f http
+  status() { http "$@" 2>/dev/null | head -1 | awk '{ print $2 }'; }
+  login() { # the session cookie of a login on the LAN address
+    http POST "$lan" 9153 /login "" "password=$PW" | tr -d '\r' | sed -n 's/^Set-Cookie: \(nxdns_session=[^;]*\).*/\1/p'
+  }
+  check "household: before the password step the dashboard is not on the LAN address" \
+    bash -c "[ -n '$lan' ] && ! true <>/dev/tcp/$lan/9153" 2>/dev/null
+  printf '%s\n' "$PW" | nxdns hash-password >/etc/nxdns/web-password
+  chgrp nxdns /etc/nxdns/web-password
+  chmod 640 /etc/nxdns/web-password
+  sed -i -e 's|^# listen = "0.0.0.0:9153"$|listen = "0.0.0.0:9153"|' \
+    -e 's|^# password_file = |password_file = |' \
+    -e 's|^# \[\[forward_zones\]\]$|[[forward_zones]]|' -e 's|^# zone = |zone = |' \
+    -e 's|^# resolver = "udp://192.168.1.1:53"$|resolver = "udp://127.0.0.3:5300"|' \
+    -e 's|^url = "https://raw.githubusercontent.com/StevenBlack/hosts/master/hosts"$|url = "http://127.0.0.1:8088/hosts"|' "$conf"
+  diff -u "$OUT/household-shipped.toml" "$conf" >"$OUT/household.diff"
+  check "household: the documented edits apply to the shipped file (9 lines changed)" \
+    test "$(grep -c '^+[^+]' "$OUT/household.diff")" = 9
+  check "household: systemctl reload accepts the documented setup" systemctl reload nxdns
+  check "household: the dashboard answers on the LAN address $lan:9153 after the password step" \
+    poll 30 bash -c "[ -n '$lan' ] && http GET $lan 9153 /api/health | head -1 | grep -q '^HTTP/1'"
+  check "household: without a login, /api/queries on the LAN address is 401" test "$(status GET "$lan" 9153 /api/queries)" = 401
+  check "household: without a login, the overview on the LAN address sends to /login" \
+    bash -c "http GET $lan 9153 / | tr -d '\r' | grep -q '^Location: /login'"
+  check "household: a wrong password is refused (401)" \
+    test "$(http POST "$lan" 9153 /login "" "password=wrong" 2>/dev/null | head -1 | awk '{ print $2 }')" = 401
+  cookie=$(login)
+  check "household: the password logs in (a session cookie)" test -n "$cookie"
+  check "household: a name on the list is blocked (0.0.0.0, block_response null)" poll 60 answers ads.blocked.lan 0.0.0.0
+  check "household: a name not on the list is answered by the router (forward zone lan)" poll 30 answers printer.lan '198\.1[89]\.'
+  q printer.lan A >"$OUT/household-printer.txt" 2>&1
+  for i in 1 2 3 4 5; do q "host$i.lan" A >/dev/null; done
+  q tracker.blocked.lan A >/dev/null
+  queries_have() { http GET "$lan" 9153 "/api/queries?name=$2" "Cookie: $1"$'\r\n' | grep -qE "\"name\": ?\"$2"; }
+  export -f queries_have
+  check "household: the query log has the blocked name (/api/queries after login)" poll 30 queries_have "$cookie" ads.blocked.lan
+  hist=/var/lib/private/nxdns/history.db
+  ino=$(stat -c %i "$hist" 2>/dev/null)
+  # The list's copy on disk serves it across the restart: the list's
+  # server stops first.
+  systemctl stop vm-lists
+  jsince=$(date '+%Y-%m-%d %H:%M:%S')
+  systemctl restart nxdns
+  poll 30 systemctl is-active --quiet nxdns
+  journal --since "$jsince" >"$OUT/journal-household-restart.txt"
+  check "household restart: the cache came back from cache.db (journal: cache loaded, entries > 0)" \
+    poll 30 bash -c "journalctl -u nxdns --no-pager -o cat --since '$jsince' | grep 'cache loaded' | grep 'cache.db' | grep -qE '\"entries\": [1-9]'"
+  check "household restart: the history is the same file (inode $ino), none set aside as corrupt" \
+    bash -c "[ -n '$ino' ] && [ \"\$(stat -c %i $hist)\" = '$ino' ] && ! ls /var/lib/private/nxdns/ | grep -q corrupt"
+  poll 30 bash -c "http GET $lan 9153 /api/health | head -1 | grep -q '^HTTP/1'"
+  cookie=$(login)
+  check "household restart: the query log still has the rows from before (/api/queries after a new login)" \
+    bash -c "[ -n '$cookie' ] && queries_have '$cookie' ads.blocked.lan && queries_have '$cookie' printer.lan"
+  check "household restart: the list still blocks from its copy on disk (its server stopped)" poll 30 answers ads.blocked.lan 0.0.0.0
+  journal --since "$jsince" >"$OUT/journal-household-restart.txt"
+  # What the later cases expect: their own configuration (written below),
+  # no password file, the helpers gone.
+  systemctl stop vm-router
+  rm -f /etc/nxdns/web-password
+
   # The fake upstream, with a CA it generates.
   FAKEUP_HTTP=127.0.0.1:8081 fakeup_start vm-fakeup - "dot://127.0.0.2:853?latency=5ms"
   poll 30 test -s /usr/local/share/nxdns-vm/ca.key || fail "fakeup" "no CA written"
