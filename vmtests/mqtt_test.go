@@ -163,6 +163,8 @@ lists = ["games"]
 [mqtt]
 broker = "mqtt://127.0.0.1:%d"
 publish_seconds = 5
+[history]
+flush_seconds = 1
 `, games, port)}, up)
 
 	cfgTopic := "homeassistant/switch/nxdns/group_kids/config"

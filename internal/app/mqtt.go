@@ -120,7 +120,7 @@ func (a *App) mqttSensors() mqtt.Sensors {
 	var s mqtt.Sensors
 	now := time.Now()
 	y, mo, d := now.Date()
-	if ov, err := a.history.Overview(time.Date(y, mo, d, 0, 0, 0, 0, now.Location()), now, 1); err == nil {
+	if ov, err := a.history.OverviewFlushed(time.Date(y, mo, d, 0, 0, 0, 0, now.Location()), now, 1); err == nil {
 		s.QueriesToday, s.BlockedToday, s.CacheHitRate = ov.Total, ov.Blocked, ov.CacheHitRate*100
 	}
 	for _, u := range a.gen.Load().pool.Snapshot().Upstreams {
@@ -149,7 +149,7 @@ func (a *App) dnssecModeSensor() string {
 // clients, at most history.MaxTop), named as the dashboard names them.
 func (a *App) mqttClients(d time.Duration) []mqtt.Device {
 	now := time.Now()
-	ov, err := a.history.Overview(now.Add(-d), now, history.MaxTop)
+	ov, err := a.history.OverviewFlushed(now.Add(-d), now, history.MaxTop)
 	if err != nil {
 		return nil
 	}

@@ -76,8 +76,23 @@ type UpstreamUse struct {
 
 // Overview sums the buckets of [from, to): minute buckets for ranges up to
 // two days within the minute buckets' retention, hour buckets otherwise.
-// top bounds the top lists.
+// top bounds the top lists. It includes the events not yet flushed, decoded
+// anew at each call.
 func (h *History) Overview(from, to time.Time, top int) (Overview, error) {
+	return h.overview(from, to, top, true)
+}
+
+// OverviewFlushed is Overview without the events not yet flushed: at most
+// one flush interval behind, and its cost does not grow with the query
+// rate. For a periodic publisher (the MQTT sensors): Overview decodes every
+// buffered event at every call, so a publisher calling it every few seconds
+// would decode each query several times, off the query path but on the
+// same CPU (docs/performance.md, "MQTT's cost").
+func (h *History) OverviewFlushed(from, to time.Time, top int) (Overview, error) {
+	return h.overview(from, to, top, false)
+}
+
+func (h *History) overview(from, to time.Time, top int, withBuffered bool) (Overview, error) {
 	top = min(max(top, 1), MaxTop)
 	res, cap := time.Minute, minuteCap
 	if to.Sub(from) > minuteRange || from.Before(h.opts.Now().Add(-minuteRetention+time.Hour)) {
@@ -99,7 +114,9 @@ func (h *History) Overview(from, to time.Time, top int) (Overview, error) {
 	if err != nil {
 		return Overview{}, err
 	}
-	buckets = mergeBuckets(buckets, h.bufferedBuckets(from, to, res, cap))
+	if withBuffered {
+		buckets = mergeBuckets(buckets, h.bufferedBuckets(from, to, res, cap))
+	}
 	return summarize(from, to, res, buckets, days, top), nil
 }
 

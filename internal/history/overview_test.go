@@ -151,6 +151,25 @@ func TestOverview_countsBufferedEvents(t *testing.T) {
 	}
 }
 
+// TestOverviewFlushed_leavesOutBufferedEventsUntilTheirFlush: the
+// periodic publisher's view is the stored buckets only; a query reaches it
+// at its flush.
+func TestOverviewFlushed_leavesOutBufferedEventsUntilTheirFlush(t *testing.T) {
+	c := &clock{now: t0}
+	h := openTest(t, "", c, nil)
+	h.Record(event(t0, 1))
+	h.Flush()
+	h.Record(event(t0.Add(time.Second), 2))
+	from, to := t0.Add(-time.Hour), t0.Add(time.Hour)
+	if o, err := h.OverviewFlushed(from, to, 10); err != nil || o.Total != 1 {
+		t.Fatalf("total %d (%v), want 1: the stored one only", o.Total, err)
+	}
+	h.Flush()
+	if o, err := h.OverviewFlushed(from, to, 10); err != nil || o.Total != 2 {
+		t.Fatalf("total %d (%v) after the flush, want 2", o.Total, err)
+	}
+}
+
 // TestOverview_lateQueryReachesItsRolledUpDay: a query that arrived before
 // midnight but was flushed after the day was rolled up still counts in the
 // day's top lists.
