@@ -41,10 +41,11 @@ const MaxLeaseName = 253
 
 // cleanName is a host name fit to show: trimmed, without the FQDN's final
 // dot; "" when it is none ("*" is dnsmasq's, "-" odhcpd's) or does not look
-// like a name.
+// like a name (an empty label, "a..b" or "a..", included). A name it returns
+// is returned unchanged by it again.
 func cleanName(s string) string {
 	s = strings.TrimSuffix(strings.TrimSpace(s), ".")
-	if s == "" || s == "*" || s == "-" || len(s) > MaxLeaseName {
+	if s == "" || s == "*" || s == "-" || len(s) > MaxLeaseName || strings.HasSuffix(s, ".") || strings.Contains(s, "..") {
 		return ""
 	}
 	if strings.IndexFunc(s, func(r rune) bool {
