@@ -337,7 +337,10 @@ func (s *Store) Run(ctx context.Context, peers []Peer) {
 func (s *Store) pull(ctx context.Context, c *http.Client, p Peer) {
 	st, err := fetch(ctx, c, p)
 	if err == nil && st.Node == s.node {
-		err = errors.New("the peer is this node (its URL points back here)")
+		// The same id means the same node or a copy of its state: a Pi
+		// whose SD card was cloned from this one keeps this node's
+		// peer-node-id, and the two would take each other for themselves.
+		err = fmt.Errorf("the peer answers with this node's own id %s: its URL points back here, or its %s was copied from this node (an SD card cloned from this one: delete that file on one of them and restart it)", s.node, NodeFile)
 	}
 	s.mu.Lock()
 	ps := s.status[p.URL]

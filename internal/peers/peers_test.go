@@ -153,7 +153,7 @@ func TestPull_badPeersChangeNothingAndSayWhy(t *testing.T) {
 			t.Errorf("the real peer: %+v, want in sync", p)
 		}
 	}
-	for u, want := range map[string]string{html: "not an nxdns peer state", refused: "401", self: "this node", huge: "node id"} {
+	for u, want := range map[string]string{html: "not an nxdns peer state", refused: "401", self: "peer-node-id was copied from this node", huge: "node id"} {
 		if !strings.Contains(why[u], want) {
 			t.Errorf("peer %s: error %q, want it to say %q", u, why[u], want)
 		}
