@@ -3,6 +3,7 @@ package dashboard
 import (
 	"cmp"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -153,14 +154,33 @@ func (d *Dashboard) layerChanges() []change {
 	made.Clients = slices.DeleteFunc(slices.Clone(made.Clients), func(cl config.Client) bool {
 		return slices.ContainsFunc(li.File.Clients, func(f config.Client) bool { return f.Name == cl.Name })
 	})
+	// A MAC in two groups has one entry: the first group's lines carry it
+	// and the later ones say where it is, so pasting them all makes no
+	// duplicate name.
+	shownIn := map[string]string{} // [[clients]] name → the group whose lines have it
 	for _, g := range st.Layer.Groups {
 		why := skipped["group "+g.Name]
 		eff := made
 		if why != "" {
 			eff = config.Config{} // not applied: the entry as the layer has it, not a file group of its name
 		}
+		var elsewhere []string
+		eff.Clients = slices.DeleteFunc(slices.Clone(eff.Clients), func(cl config.Client) bool {
+			in, ok := shownIn[cl.Name]
+			if ok && in != g.Name {
+				elsewhere = append(elsewhere, "# the [[clients]] entry "+config.QuoteTOML(cl.Name)+" is in group "+in+"'s lines\n")
+			}
+			return ok
+		})
+		toml, nix := g.GroupTOML(eff), g.GroupNix(eff)
+		for _, d := range g.Devices {
+			if hw, err := net.ParseMAC(d); err == nil && slices.ContainsFunc(eff.Clients, func(cl config.Client) bool { return cl.Name == config.MACClientName(hw) }) {
+				shownIn[config.MACClientName(hw)] = g.Name
+			}
+		}
+		note := strings.Join(elsewhere, "")
 		out = append(out, change{Kind: "group", Name: g.Name, What: "group " + g.Name + ": " + strings.Join(g.Devices, ", ") + ", " + windowsText(g.Schedule),
-			TOML: g.GroupTOML(eff), Nix: g.GroupNix(eff), Drop: "/api/filter/layer/groups/remove",
+			TOML: note + toml, Nix: note + nix, Drop: "/api/filter/layer/groups/remove",
 			Later: "Drop (remove the group)", Skipped: why})
 	}
 	return out
