@@ -1,6 +1,7 @@
 package local
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -82,10 +83,35 @@ var specialZones = func() map[string]kind {
 	return m
 }()
 
-// match returns the zone of m that name (lower-case, fully qualified) is at
-// or below, walking name's label suffixes from the longest: one map lookup
-// per label, whatever the number of zones.
+// specialTLDs are the last labels of specialZones' zones ("arpa.",
+// "local.", "net.", …): a name under none of them is under no special zone,
+// which a few string compares tell before any map lookup. Nearly every
+// name a household asks ends in another label, so the walk below is for
+// the few that do not.
+var specialTLDs = func() []string {
+	var out []string
+	for z := range specialZones {
+		if t := lastLabel(z); !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}()
+
+// lastLabel is the last label of a fully qualified name with its dot:
+// "net." for "use-application-dns.net.", name itself for "localhost.".
+func lastLabel(name string) string {
+	return name[strings.LastIndexByte(strings.TrimSuffix(name, "."), '.')+1:]
+}
+
+// match returns the zone of m (specialZones, or a part of it) that name
+// (lower-case, fully qualified) is at or below, walking name's label
+// suffixes from the longest: one map lookup per label, whatever the
+// number of zones, once the last label is one of specialTLDs.
 func match(m map[string]kind, name string) (zone string, k kind) {
+	if !slices.Contains(specialTLDs, lastLabel(name)) {
+		return "", kindNone
+	}
 	for off := 0; off < len(name); {
 		if k, ok := m[name[off:]]; ok {
 			return name[off:], k
