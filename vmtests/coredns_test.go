@@ -50,6 +50,10 @@ const corednsZone = `    template IN A coredns.test {
     errors
 `
 
+// bigRecords is how many A records TestServedDoQCoreDNS's large local
+// answer has.
+const bigRecords = 100
+
 // corednsBinary is the CoreDNS binary to run, or the test skips.
 func corednsBinary(t *testing.T) string {
 	t.Helper()
@@ -132,12 +136,18 @@ func corednsCert(t *testing.T, ca testCA) (certFile, keyFile string) {
 // its output.
 func kdigUDP(t *testing.T, addr, name string) string {
 	t.Helper()
+	return kdigAsk(t, addr, name, "+notcp")
+}
+
+// kdigAsk is kdigUDP with kdig's transport flag given (+notcp, +tcp).
+func kdigAsk(t *testing.T, addr, name, transport string) string {
+	t.Helper()
 	kdig := tool(t, "kdig", "knot-dnsutils")
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, kdig, "@"+host, "-p", port, "+notcp", "+timeout=5", "+retry=0", name, "A")
+	out, err := run(t, kdig, "@"+host, "-p", port, transport, "+timeout=5", "+retry=0", name, "A")
 	if err != nil {
 		t.Fatalf("kdig @%s %s: %v\n%s", addr, name, err, out)
 	}
@@ -217,7 +227,15 @@ func TestServedDoQCoreDNS(t *testing.T) {
 	bin := corednsBinary(t)
 	ca := newTestCA(t)
 	doq := testutil.FreePort(t)
-	n := startTLSNode(t, ca, nil, startUpstream(t, ca, "dot://127.0.0.1:0"), fmt.Sprintf("doq_listen = [\"127.0.0.1:%d\"]\n", doq))
+	// big.home.arpa: a local name whose answer (100 A records) is larger
+	// than any EDNS UDP size a client advertises here.
+	var big strings.Builder
+	big.WriteString("[local]\nrecords = [\n")
+	for i := 1; i <= bigRecords; i++ {
+		fmt.Fprintf(&big, "  \"big.home.arpa. 300 IN A 192.0.2.%d\",\n", i)
+	}
+	big.WriteString("]\n")
+	n := startTLSNode(t, ca, nil, startUpstream(t, ca, "dot://127.0.0.1:0"), fmt.Sprintf("doq_listen = [\"127.0.0.1:%d\"]\n", doq)+big.String())
 	trusting, untrusting := testutil.FreePort(t), testutil.FreePort(t)
 	forward := func(port uint16, caFile string) string {
 		return fmt.Sprintf(".:%d {\n    bind 127.0.0.1\n    forward . quic://127.0.0.1:%d {\n        tls %s\n        tls_servername dns.home.test\n    }\n    log\n    errors\n}\n", port, doq, caFile)
@@ -239,8 +257,17 @@ func TestServedDoQCoreDNS(t *testing.T) {
 		t.Errorf("nxdns_queries_by_proto_total{proto=\"doq\"} = %v, want at least 2", got)
 	}
 
+	// RFC 9250 §4.6: DoQ ignores the EDNS UDP size and never truncates.
+	// CoreDNS forwards kdig's TCP query as it is, without EDNS, which over
+	// UDP would cap the answer at 512 bytes; over DoQ all 100 records
+	// reach CoreDNS (and kdig), TC clear.
+	out := kdigAsk(t, coredns, "big.home.arpa.", "+tcp")
+	if !strings.Contains(out, fmt.Sprintf("ANSWER: %d;", bigRecords)) || strings.Contains(out, " tc ") {
+		t.Errorf("big.home.arpa through CoreDNS over DoQ: want %d records, TC clear\n%s", bigRecords, out)
+	}
+
 	name := "coredns-untrusted.example.org."
-	out := kdigUDP(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(untrusting))), name)
+	out = kdigUDP(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(untrusting))), name)
 	if !strings.Contains(out, "SERVFAIL") || strings.Contains(out, fakeup.AddressV4(name).String()) {
 		t.Fatalf("CoreDNS trusting another CA: want SERVFAIL, not nxdns's answer\n%s", out)
 	}
