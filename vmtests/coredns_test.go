@@ -40,7 +40,7 @@ const corednsAnswer = "198.51.100.53"
 // authoritative for coredns.test (A), and for ". NS", the question of
 // nxdns's start-up probe (docs/upstream-pool.md), so the probe succeeds
 // and the upstream stays out of backoff.
-const corednsZone = `    template IN A coredns.test {
+var corednsZone = `    template IN A coredns.test {
         answer "{{ .Name }} 60 IN A ` + corednsAnswer + `"
     }
     template IN NS . {
@@ -48,7 +48,15 @@ const corednsZone = `    template IN A coredns.test {
     }
     log
     errors
-`
+` + "    template IN TXT coredns.test {\n" + corednsBigTXT + "    }\n"
+
+// corednsBigTXT is the Corefile lines of TXT answers that make one answer
+// of about 4 kB, larger than the 1232-byte EDNS size nxdns advertises on
+// UDP (internal/server/handler.go upstreamUDPSize).
+var corednsBigTXT = strings.Repeat("        answer \"{{ .Name }} 60 IN TXT "+strings.Repeat("x", 200)+"\"\n", bigTXTRecords)
+
+// bigTXTRecords is how many TXT records CoreDNS answers under coredns.test.
+const bigTXTRecords = 20
 
 // bigRecords is how many A records TestServedDoQCoreDNS's large local
 // answer has.
@@ -136,18 +144,19 @@ func corednsCert(t *testing.T, ca testCA) (certFile, keyFile string) {
 // its output.
 func kdigUDP(t *testing.T, addr, name string) string {
 	t.Helper()
-	return kdigAsk(t, addr, name, "+notcp")
+	return kdigAsk(t, addr, name, "+notcp", "A")
 }
 
-// kdigAsk is kdigUDP with kdig's transport flag given (+notcp, +tcp).
-func kdigAsk(t *testing.T, addr, name, transport string) string {
+// kdigAsk is kdigUDP with kdig's transport flag (+notcp, +tcp) and the
+// query type given.
+func kdigAsk(t *testing.T, addr, name, transport, qtype string) string {
 	t.Helper()
 	kdig := tool(t, "kdig", "knot-dnsutils")
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, kdig, "@"+host, "-p", port, transport, "+timeout=5", "+retry=0", name, "A")
+	out, err := run(t, kdig, "@"+host, "-p", port, transport, "+timeout=5", "+retry=0", name, qtype)
 	if err != nil {
 		t.Fatalf("kdig @%s %s: %v\n%s", addr, name, err, out)
 	}
@@ -198,6 +207,21 @@ func TestUpstreamDoQCoreDNS(t *testing.T) {
 				metric(fams, "nxdns_upstream_probes_total", "url", label, "outcome", "failure")
 			if ok < 1 || bad != 0 {
 				t.Errorf("%v successful requests, %v failed requests and probes; want at least 1 and 0\n%s", ok, bad, p.logs.String())
+			}
+
+			// An answer larger than any UDP size: RFC 9250 §4.6 has DoQ
+			// ignore the EDNS UDP size, but CoreDNS sizes its DoQ and DoH3
+			// answers by it as over UDP and sets TC above it, which nxdns
+			// refuses over a stream; nxdns advertises 65535 on the QUIC
+			// transports, and gets the whole answer.
+			big := "big-" + strings.ToLower(c.name) + ".coredns.test."
+			out = kdigAsk(t, p.dns, big, "+tcp", "TXT")
+			if !strings.Contains(out, "NOERROR") || !strings.Contains(out, fmt.Sprintf("ANSWER: %d;", bigTXTRecords)) {
+				t.Errorf("%s TXT over TCP through nxdns: want NOERROR with CoreDNS's %d records\n%s\nnxdns:\n%s", big, bigTXTRecords, out, p.logs.String())
+			}
+			fams = p.metrics(t)
+			if bad := metric(fams, "nxdns_upstream_requests_total", "url", label, "outcome", "failure"); bad != 0 {
+				t.Errorf("%v failed requests after the large answer, want 0", bad)
 			}
 
 			// Another CA: the handshake fails, the query gets no answer
@@ -261,7 +285,7 @@ func TestServedDoQCoreDNS(t *testing.T) {
 	// CoreDNS forwards kdig's TCP query as it is, without EDNS, which over
 	// UDP would cap the answer at 512 bytes; over DoQ all 100 records
 	// reach CoreDNS (and kdig), TC clear.
-	out := kdigAsk(t, coredns, "big.home.arpa.", "+tcp")
+	out := kdigAsk(t, coredns, "big.home.arpa.", "+tcp", "A")
 	if !strings.Contains(out, fmt.Sprintf("ANSWER: %d;", bigRecords)) || strings.Contains(out, " tc ") {
 		t.Errorf("big.home.arpa through CoreDNS over DoQ: want %d records, TC clear\n%s", bigRecords, out)
 	}
