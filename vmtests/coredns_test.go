@@ -167,9 +167,10 @@ func kdigAsk(t *testing.T, addr, name, transport, qtype string) string {
 // server, authoritative for coredns.test. kdig asks nxdns over UDP and gets
 // CoreDNS's answer; the query log names the quic:// upstream, and the
 // upstream's metrics count a new QUIC connection and successful requests
-// with no failure. Then the same through an h3:// upstream to CoreDNS's
-// DoH over HTTP/3 server. An nxdns that trusts another CA gets no answer
-// from either: it verifies CoreDNS's certificate.
+// with no failure; a 4 kB TXT answer arrives whole. Then the same through
+// an h3:// upstream to CoreDNS's DoH over HTTP/3 server. An nxdns that
+// trusts another CA gets no answer from either: it verifies CoreDNS's
+// certificate.
 func TestUpstreamDoQCoreDNS(t *testing.T) {
 	skipShort(t)
 	bin := corednsBinary(t)
