@@ -12,6 +12,11 @@
 # ~/.cache/nxdns-interop): its name carries a hash of the module's go.mod,
 # go.sum and main.go and of the Go version, so a change to any of them
 # builds anew and an unchanged one is reused.
+#
+# Measured on 2026-12-03 on 2 cores shared with other builds (load ~12):
+# the build 264 s with the Go module cache already holding its modules
+# (a fresh machine downloads them first), 0 s from the cache; the tests
+# 16 s, the nxdns binary's build included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +36,7 @@ else
   find "$cache" -maxdepth 1 -name 'coredns-*' ! -name "coredns-$key" -delete
   echo "interop: built CoreDNS in $(($(date +%s) - start)) s"
 fi
-"$bin" -version | head -1
+"$bin" -version
 
 start=$(date +%s)
 NXDNS_COREDNS=$bin go test -count=1 -timeout 5m -run 'CoreDNS$' ./vmtests/

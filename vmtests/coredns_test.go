@@ -37,23 +37,23 @@ import (
 const corednsAnswer = "198.51.100.53"
 
 // corednsZone is the Corefile body of a CoreDNS server block that is
-// authoritative for coredns.test (A), and for ". NS", the question of
-// nxdns's start-up probe (docs/upstream-pool.md), so the probe succeeds
-// and the upstream stays out of backoff.
+// authoritative for coredns.test: A, and TXT with bigTXTRecords strings of
+// 200 octets, about 4 kB in one answer, more than the 1232 bytes nxdns
+// advertises where a UDP path may be involved (internal/server/handler.go
+// upstreamUDPSize). And for ". NS", the question of nxdns's start-up
+// probe (docs/upstream-pool.md), so the probe succeeds and the upstream
+// stays out of backoff.
 var corednsZone = `    template IN A coredns.test {
         answer "{{ .Name }} 60 IN A ` + corednsAnswer + `"
     }
+    template IN TXT coredns.test {
+` + strings.Repeat(`        answer "{{ .Name }} 60 IN TXT `+strings.Repeat("x", 200)+"\"\n", bigTXTRecords) + `    }
     template IN NS . {
         answer ". 60 IN NS ns.coredns.test."
     }
     log
     errors
-` + "    template IN TXT coredns.test {\n" + corednsBigTXT + "    }\n"
-
-// corednsBigTXT is the Corefile lines of TXT answers that make one answer
-// of about 4 kB, larger than the 1232-byte EDNS size nxdns advertises on
-// UDP (internal/server/handler.go upstreamUDPSize).
-var corednsBigTXT = strings.Repeat("        answer \"{{ .Name }} 60 IN TXT "+strings.Repeat("x", 200)+"\"\n", bigTXTRecords)
+`
 
 // bigTXTRecords is how many TXT records CoreDNS answers under coredns.test.
 const bigTXTRecords = 20
