@@ -92,7 +92,7 @@ func (d *DoH3) Dials() Dials { return d.dials.load() }
 // Exchange posts m and returns the validated response with m's ID restored.
 // Failures are *AttemptError; none of them names more than the redacted URL.
 func (d *DoH3) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	wire, err := packPadded(m)
+	wire, err := packQUIC(m)
 	if err != nil {
 		return nil, &AttemptError{Upstream: d.ep.Redacted(), Kind: KindNoResources, Err: fmt.Errorf("pack query: %w", err)}
 	}

@@ -142,7 +142,7 @@ func (d *DoQ) Dials() Dials { return d.dials.load() }
 // Exchange sends m on a new stream and returns the validated response with
 // m's ID restored. Failures are *AttemptError.
 func (d *DoQ) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
-	wire, err := packPadded(m) // RFC 9250 §5.4: pad as RFC 8467 says
+	wire, err := packQUIC(m) // RFC 9250 §5.4: pad as RFC 8467 says; §4.6: 65535
 	if err != nil {
 		// The handler parsed this query: failing to pack it is our bug.
 		return nil, &AttemptError{Upstream: d.name, Kind: KindNoResources, Err: fmt.Errorf("pack query: %w", err)}
