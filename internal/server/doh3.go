@@ -24,8 +24,9 @@ import (
 // methods, errors, per-client share of queries in flight and answers; its
 // queries log proto h3. While doh3_listen is set the DoH/2 answers carry an
 // Alt-Svc header naming its port (RFC 7838), so browsers that reached DoH
-// over TCP learn they may use HTTP/3. No 0-RTT, as for DoQ: a replayed
-// query could be answered twice.
+// over TCP learn they may use HTTP/3. No 0-RTT, unlike DoQ: HTTP/3 would
+// need RFC 8470's Early-Data handling to tell which requests are safe, and
+// doh3QUICConfig copies doqQUICConfig, whose Allow0RTT is false.
 
 // doh3QUICConfig is every DoH3 connection's QUIC configuration: DoQ's
 // bounds, with the few unidirectional streams HTTP/3 needs (the client's
