@@ -107,3 +107,31 @@ func TestDoQ_nonQueryOpcodeWaitsForTheHandshake(t *testing.T) {
 		t.Errorf("server read %d queries, want 2", got)
 	}
 }
+
+// The query's one deadline bounds a 0-RTT dial too: against a server that
+// vanished after issuing the ticket (here every datagram is swallowed), the
+// QUERY that went in 0-RTT and the UPDATE held for the handshake both end
+// at their deadline as the attempt's expiry, not at the dial cap.
+func TestDoQ_0RTTDialToAVanishedServerSpendsTheDeadline(t *testing.T) {
+	_, c := doq0RTTSetup(t)
+	hole := doqTestBlackHole(t)
+	ep := transportEndpoint(t, fmt.Sprintf("quic://doq.test:%d", hole.Port()), hole)
+	gone := NewDoQ(ep, testutil.NewCA(t).Pool(), nil)
+	t.Cleanup(func() { gone.Close() })
+	gone.tlsConf.ClientSessionCache = c.tlsConf.ClientSessionCache // the ticket, offered to the vanished server
+	for _, opcode := range []int{dns.OpcodeQuery, dns.OpcodeUpdate} {
+		q := transportQuery("gone.example.")
+		q.Opcode = opcode
+		ctx, cancel := context.WithTimeoutCause(context.Background(), 300*time.Millisecond, KindAttemptExpired)
+		start := time.Now()
+		_, err := gone.Exchange(ctx, q)
+		cancel()
+		transportWantKind(t, err, KindAttemptExpired, ep.Redacted())
+		if el := time.Since(start); el > 3*time.Second {
+			t.Errorf("%s: exchange took %v, want about its 300ms deadline", dns.OpcodeToString[opcode], el)
+		}
+	}
+	if d := gone.Dials(); d.ZeroRTTAccepted+d.ZeroRTTRejected != 0 {
+		t.Errorf("dials %+v: a handshake that never completed counts in neither 0-RTT outcome", d)
+	}
+}
