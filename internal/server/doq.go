@@ -212,11 +212,24 @@ type quicListener interface {
 // Allow0RTT, which ListenDoQ sets on its copy. quicAdmit
 // returns it for each admitted client: quic-go uses its defaults (100
 // streams) for a connection whose GetConfigForClient returns nil.
+//
+// Its receive windows are DoH/2's (dohStreamBuffer per stream, dohConnBuffer
+// per connection), not quic-go's defaults (512 KiB per stream, growing to
+// 6 MiB, and 15 MiB per connection): a DoQ query is at most maxTCPQuerySize
+// octets and a DoH3 request its headers and such a body, so a bigger window
+// would only let a client make nxdns buffer what it never reads. A stream
+// that carries more waits for the window to move as nxdns reads (RFC 9000
+// §4.1); the connection's window is one stream's for each of the
+// maxConnQueries it may have open.
 var doqQUICConfig = &quic.Config{
-	HandshakeIdleTimeout:  tlsHandshakeTimeout,
-	MaxIdleTimeout:        doqIdleTimeout,
-	MaxIncomingStreams:    maxConnQueries,
-	MaxIncomingUniStreams: -1, // RFC 9250 §4.2: DoQ uses bidirectional streams only
+	HandshakeIdleTimeout:           tlsHandshakeTimeout,
+	MaxIdleTimeout:                 doqIdleTimeout,
+	MaxIncomingStreams:             maxConnQueries,
+	MaxIncomingUniStreams:          -1, // RFC 9250 §4.2: DoQ uses bidirectional streams only
+	InitialStreamReceiveWindow:     dohStreamBuffer,
+	MaxStreamReceiveWindow:         dohStreamBuffer,
+	InitialConnectionReceiveWindow: dohConnBuffer,
+	MaxConnectionReceiveWindow:     dohConnBuffer,
 }
 
 var errDoQNotAllowed = errors.New("client outside dns.allow")
