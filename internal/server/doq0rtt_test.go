@@ -13,6 +13,9 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/quic-go/quic-go"
+
+	"github.com/nxdns/nxdns/internal/pathemu"
+	"github.com/nxdns/nxdns/internal/upstream"
 )
 
 // recordingConn is a UDP socket that keeps a copy of every datagram it
@@ -116,9 +119,17 @@ func TestDoQ_0RTTReplayAnswersTheQueryOnceMoreAndNeverTheUpdate(t *testing.T) {
 	waitFor(t, "a session ticket", func() bool { _, ok := tlsConf.ClientSessionCache.Get(testServerName); return ok })
 	c1.CloseWithError(0, "")
 
-	// The resumed connection: both queries go in 0-RTT.
+	// The resumed connection: both queries go in 0-RTT. It crosses a path
+	// of 100 ms, so that the client's handshake cannot complete before
+	// the queries are written (on bare loopback it may, and they would go
+	// in 1-RTT, which the replay cannot use).
+	relay, err := pathemu.Start("127.0.0.1:0", addrs[0].String(), pathemu.Path{RTT: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Close()
 	rec.take()
-	c2, err := tr.DialEarly(ctx, addrs[0], tlsConf, &quic.Config{})
+	c2, err := tr.DialEarly(ctx, net.UDPAddrFromAddrPort(relay.Addr), tlsConf, &quic.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,4 +171,51 @@ func TestDoQ_0RTTReplayAnswersTheQueryOnceMoreAndNeverTheUpdate(t *testing.T) {
 	if got := protoCount(s, "doq"); got != 4 {
 		t.Errorf("%d DoQ queries served, want 4: the replayed UPDATE must never be processed", got)
 	}
+}
+
+// nxdns's own DoQ upstream client against its served DoQ: after the server
+// closes the connection, the client's next query goes in 0-RTT and the
+// server accepts it (the client counts the dial as accepted), answered once.
+// Across a 20 ms path: on bare loopback the server's first flight can be
+// processed while the query's stream is being opened, which quic-go
+// v0.65.0 does with a data race the race detector reports (quic-go issue
+// 4303; see internal/upstream/doq.go).
+func TestDoQ_ownClientResumesWith0RTTAccepted(t *testing.T) {
+	p := newTestPKI(t)
+	s, direct := startDoQServer(t, state(answerA("192.0.2.9")), p)
+	relay, err := pathemu.Start("127.0.0.1:0", direct.String(), pathemu.Path{RTT: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { relay.Close() })
+	c := doqClient(t, p, relay.Addr).(*upstream.DoQ)
+	ask := func(name string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.Exchange(ctx, newQuery(name, dns.TypeA)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask("a.example.")
+	// The server ends the connection. The client holds its ticket by now:
+	// the server sends it when the handshake completes, before it has
+	// read the query, let alone written the answer.
+	s.doq.mu.Lock()
+	l := s.doq.ls[0]
+	s.doq.mu.Unlock()
+	l.mu.Lock()
+	for qc := range l.conns {
+		qc.CloseWithError(doqNoError, "")
+	}
+	l.mu.Unlock()
+	waitFor(t, "the client sees the close", func() bool {
+		key := clientKey(netip.MustParseAddr("127.0.0.1"))
+		s.doq.conns.mu.Lock()
+		defer s.doq.conns.mu.Unlock()
+		return s.doq.conns.held[key] == 0
+	})
+	ask("b.example.")
+	waitFor(t, "the redial counted as 0-RTT accepted", func() bool { return c.Dials().ZeroRTTAccepted == 1 })
+	waitFor(t, "both queries counted", func() bool { return protoCount(s, "doq") == 2 })
 }
