@@ -39,6 +39,7 @@ type Behaviour struct {
 	TC             bool          // answer TC=1 with no records: over UDP clients retry over TCP; over a stream it is hostile
 	Refuse         bool          // answer REFUSED
 	CloseOnQuery   int           // TCP/DoT: close, unanswered, on a connection's Nth query; 0 never
+	EarlyData      bool          // DoQ: issue tickets that allow 0-RTT and accept it (RFC 9250 §4.5)
 
 	// Hostile behaviours (hostile.go).
 	EDEText   int           // every answer carries an EDE with this many bytes of text
@@ -67,6 +68,7 @@ func (b Behaviour) String() string {
 	flag("stall", b.Stall)
 	dur("handshake_delay", b.HandshakeDelay)
 	dur("idle_close", b.IdleClose)
+	flag("early_data", b.EarlyData)
 	flag("tc", b.TC)
 	flag("refuse", b.Refuse)
 	if b.CloseOnQuery > 0 {
@@ -167,6 +169,11 @@ func parseBehaviour(q url.Values, t Transport) (Behaviour, error) {
 				return b, errors.New("idle_close applies to connections, not udp")
 			}
 			b.IdleClose, err = parseDuration(v)
+		case "early_data":
+			if t != DoQ {
+				return b, errors.New("early_data applies to doq only")
+			}
+			b.EarlyData, err = strconv.ParseBool(v)
 		case "tc":
 			b.TC, err = strconv.ParseBool(v) // over a stream: hostile (docs/design.md#response-validation)
 		case "refuse":
@@ -193,7 +200,7 @@ func parseBehaviour(q url.Values, t Transport) (Behaviour, error) {
 			}
 			b.SlowBytes, err = parseDuration(v)
 		default:
-			return b, fmt.Errorf("unknown setting %q (want latency, jitter, stall, handshake_delay, idle_close, tc, refuse, close_on_query, ede_text, txt, tsig, endless, slow_bytes)", key)
+			return b, fmt.Errorf("unknown setting %q (want latency, jitter, stall, handshake_delay, idle_close, early_data, tc, refuse, close_on_query, ede_text, txt, tsig, endless, slow_bytes)", key)
 		}
 		if err != nil {
 			return b, fmt.Errorf("%s=%s: %w", key, v, err)

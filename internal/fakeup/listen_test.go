@@ -41,6 +41,8 @@ func TestParseListen(t *testing.T) {
 		{in: "udp://127.0.0.1:53?idle_close=1s", wantErr: "not udp"},
 		{in: "tcp://127.0.0.1:53?handshake_delay=1s", wantErr: "dot and doh"},
 		{in: "dot://user@127.0.0.1:853", wantErr: "userinfo"},
+		{in: "doq://127.0.0.1:853?early_data=1", want: Listen{Transport: DoQ, Addr: "127.0.0.1:853", Behaviour: Behaviour{EarlyData: true}}},
+		{in: "dot://127.0.0.1:853?early_data=1", wantErr: "doq only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

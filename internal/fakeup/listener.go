@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/quic-go/quic-go"
-
 	"github.com/nxdns/nxdns/internal/sleep"
 )
 
@@ -41,7 +39,7 @@ type listener struct {
 	ln       net.Listener   // tcp, dot, doh
 	pc       net.PacketConn // udp
 	tlsConf  *tls.Config    // dot, doh, doq
-	qln      *quic.Listener // doq
+	qln      quicListener   // doq
 	doh      *http.Server   // doh
 	handoff  *connQueue     // doh: connections past their handshake, for net/http
 	sessions sessionSet     // tcp, dot: open sessions, for CloseIdle

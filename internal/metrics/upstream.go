@@ -35,6 +35,9 @@ var (
 	upstreamConnections = prometheus.NewDesc("nxdns_upstream_connections_total",
 		"Connections dialed to this upstream (DoT, DoH), by outcome: new (a full TLS handshake), resumed (TLS session resumption) or failed (refused, timed out, certificate or handshake error, or cut short by the query that started it). A steady rise of new or resumed under steady load is connection churn.",
 		[]string{"index", "url", "outcome", "pool"}, nil)
+	upstreamZeroRTT = prometheus.NewDesc("nxdns_upstream_zero_rtt_total",
+		"DoQ connections that sent queries in 0-RTT (a resumed session whose ticket allows early data), by the server's answer: accepted, or rejected (each query in it was sent again once in 1-RTT).",
+		[]string{"index", "url", "outcome", "pool"}, nil)
 	upstreamRequests = prometheus.NewDesc("nxdns_upstream_requests_total",
 		"Attempts recorded in this upstream's health, by outcome: success (it answered) or failure (refused, reset, TLS or response error, REFUSED/NOTIMP, or no answer within a full attempt_timeout). Attempts cut short by the query's budget or a cancellation, and SERVFAIL answers, count in neither.",
 		[]string{"index", "url", "outcome", "pool"}, nil)
@@ -65,7 +68,7 @@ type upstreamCollector struct {
 func (upstreamCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		upstreamInFlight, upstreamSlots, upstreamQueued, upstreamQueuedSeconds,
-		upstreamReuseRecoveries, upstreamConnections, upstreamRequests, upstreamProbes, upstreamAttemptDuration,
+		upstreamReuseRecoveries, upstreamConnections, upstreamZeroRTT, upstreamRequests, upstreamProbes, upstreamAttemptDuration,
 		upstreamBackoff, upstreamBackoffEpisodes, upstreamBudgetExhausted,
 	} {
 		ch <- d
@@ -96,6 +99,8 @@ func collectPool(ch chan<- prometheus.Metric, s upstream.Snapshot, pool string) 
 		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.New), index, url, "new", pool)
 		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.Resumed), index, url, "resumed", pool)
 		send(ch, upstreamConnections, prometheus.CounterValue, float64(u.Dials.Failed), index, url, "failed", pool)
+		send(ch, upstreamZeroRTT, prometheus.CounterValue, float64(u.Dials.ZeroRTTAccepted), index, url, "accepted", pool)
+		send(ch, upstreamZeroRTT, prometheus.CounterValue, float64(u.Dials.ZeroRTTRejected), index, url, "rejected", pool)
 		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Successes), index, url, "success", pool)
 		send(ch, upstreamRequests, prometheus.CounterValue, float64(u.Failures), index, url, "failure", pool)
 		send(ch, upstreamProbes, prometheus.CounterValue, float64(u.ProbeSuccesses), index, url, "success", pool)

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -24,8 +26,9 @@ import (
 // methods, errors, per-client share of queries in flight and answers; its
 // queries log proto h3. While doh3_listen is set the DoH/2 answers carry an
 // Alt-Svc header naming its port (RFC 7838), so browsers that reached DoH
-// over TCP learn they may use HTTP/3. No 0-RTT, as for DoQ: a replayed
-// query could be answered twice.
+// over TCP learn they may use HTTP/3. No 0-RTT, unlike DoQ: HTTP/3 would
+// need RFC 8470's Early-Data handling to tell which requests are safe, and
+// doh3QUICConfig copies doqQUICConfig, whose Allow0RTT is false.
 
 // doh3QUICConfig is every DoH3 connection's QUIC configuration: DoQ's
 // bounds, with the few unidirectional streams HTTP/3 needs (the client's
@@ -90,10 +93,38 @@ func altSvc(bound []net.Addr) *string {
 }
 
 // serveDoH3Conn serves one admitted connection until it ends; its requests
-// reach serveDoH.
+// reach serveDoH. It runs http3's stream loop itself (RawServerConn) for one
+// bound http3.Server lacks, DoH/2's ReadHeaderTimeout: a request stream has
+// doh3RequestTimeout from its opening to send its HEADERS, and is then reset
+// with H3_REQUEST_INCOMPLETE. Without it a stream that never sends them is
+// held until the connection ends, which a client's PINGs put off for ever,
+// and its connection's 16 streams and the client's share with it. Once the
+// headers are in, serveDoH3 sets the body's own deadline.
 func (s *Server) serveDoH3Conn(c *quic.Conn, _ netip.Addr) {
-	s.tls.h3.ServeQUICConn(c)
-	c.CloseWithError(s.tls.doh3.noError, "")
+	defer c.CloseWithError(s.tls.doh3.noError, "")
+	hc, err := s.tls.h3.NewRawServerConn(c) // opens the control stream with SETTINGS
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for {
+			st, err := c.AcceptUniStream(context.Background())
+			if err != nil {
+				return // the connection ended
+			}
+			wg.Go(func() { hc.HandleUnidirectionalStream(st) })
+		}
+	})
+	for {
+		st, err := c.AcceptStream(context.Background())
+		if err != nil {
+			return // the connection ended
+		}
+		st.SetReadDeadline(time.Now().Add(doh3RequestTimeout))
+		wg.Go(func() { hc.HandleRequestStream(st) })
+	}
 }
 
 // dohProto is the transport a DoH request arrived on: HTTP/3 or not.

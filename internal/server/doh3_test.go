@@ -271,3 +271,35 @@ func TestDoH3_stalledBodyEndsAtTheRequestTimeout(t *testing.T) {
 	}
 	// Otherwise the server reset the stream: ended, which is the point.
 }
+
+// A request stream that never sends its HEADERS is reset with
+// H3_REQUEST_INCOMPLETE once doh3RequestTimeout has passed since it
+// opened, as DoH/2's ReadHeaderTimeout ends such a request; the client's
+// PINGs keep the connection, so nothing else would end the stream, and 16
+// such streams would hold the connection's every stream for good.
+func TestDoH3_streamWithoutHeadersEndsAtTheRequestTimeout(t *testing.T) {
+	defer func(d time.Duration) { doh3RequestTimeout = d }(doh3RequestTimeout)
+	doh3RequestTimeout = 300 * time.Millisecond
+	p := newTestPKI(t)
+	_, addr := startDoH3Server(t, state(answerA("192.0.2.11")), p)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conf := p.clientConf.Clone()
+	conf.NextProtos = []string{http3.NextProtoH3}
+	c, err := quic.DialAddr(ctx, addr.String(), conf, &quic.Config{KeepAlivePeriod: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseWithError(0, "")
+	st, err := c.OpenStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Write([]byte{0x01}) // a HEADERS frame's type, then nothing: the stream reaches the server
+	st.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadAll(st)
+	var se *quic.StreamError
+	if !errors.As(err, &se) || !se.Remote || se.ErrorCode != quic.StreamErrorCode(http3.ErrCodeRequestIncomplete) {
+		t.Fatalf("stream read: %v; want the server's reset with H3_REQUEST_INCOMPLETE within the request timeout", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/quic-go/quic-go"
 
 	"github.com/nxdns/nxdns/internal/query"
@@ -39,8 +40,14 @@ import (
 //     reset stream must not free a place while its work goes on.
 //   - Answers take the common serve path with proto doq, so the query log,
 //     metrics and events are DoT's.
-//
-// No 0-RTT (Allow0RTT stays false): a replayed query could be answered twice.
+//   - 0-RTT is accepted (an early listener with Allow0RTT; docs/server.md
+//     "0-RTT"): a standard QUERY read from a connection whose handshake is
+//     still running is answered at once, as RFC 9250 §4.5 allows for a
+//     replayable transaction. Any other opcode waits for the handshake to
+//     complete (§4.5's first option), so a replayed one, whose handshake an
+//     attacker without the client's keys cannot complete, is never
+//     processed. The share of connections is taken at the early Accept, so
+//     replayed connections count in it until their handshake times out.
 
 // The DoQ error codes (RFC 9250 §8.4), untyped: both connection and stream
 // errors carry them.
@@ -65,6 +72,10 @@ type doqFront struct {
 	conf  *tls.Config    // built once; certificates read through tlsFront.certs
 	qconf *quic.Config   // every admitted connection's QUIC configuration
 	serve func(c *quic.Conn, client netip.Addr)
+	// early makes the listeners quic-go's early ones: Accept returns a
+	// connection before its handshake completes, so that 0-RTT is served
+	// (DoQ only; qconf allows 0-RTT then).
+	early bool
 	// noError and excessiveLoad are the application's codes for a clean
 	// close and for a connection over the client's share: DoQ's (RFC 9250
 	// §8.4) or HTTP/3's (RFC 9114 §8.1).
@@ -84,7 +95,7 @@ type doqListener struct {
 	noError quic.ApplicationErrorCode // the front's clean close
 	udp     *net.UDPConn
 	tr      *quic.Transport
-	ln      *quic.Listener
+	ln      quicListener
 
 	mu    sync.Mutex
 	conns map[*quic.Conn]struct{} // accepted and being served, for close
@@ -97,7 +108,8 @@ type doqListener struct {
 func (s *Server) ListenDoQ(addrs []string) error {
 	return s.listenQUIC(&s.doq, "DoQ", addrs, func(d *doqFront) {
 		d.conf = s.tlsConfig("doq") // RFC 9250 §4.1.1; QUIC itself requires TLS 1.3
-		d.qconf = doqQUICConfig
+		d.qconf = doqQUICConfig.Clone()
+		d.qconf.Allow0RTT, d.early = true, true
 		d.noError, d.excessiveLoad = doqNoError, doqExcessiveLoad
 		d.serve = s.serveDoQConn
 	})
@@ -177,7 +189,12 @@ func (s *Server) bindQUIC(d *doqFront, addr string) (*doqListener, error) {
 	}
 	conf := d.qconf.Clone()
 	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) { return s.quicAdmit(d, info) }
-	ln, err := tr.Listen(d.conf, conf)
+	var ln quicListener
+	if d.early {
+		ln, err = tr.ListenEarly(d.conf, conf)
+	} else {
+		ln, err = tr.Listen(d.conf, conf)
+	}
 	if err != nil {
 		udp.Close()
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
@@ -185,14 +202,34 @@ func (s *Server) bindQUIC(d *doqFront, addr string) (*doqListener, error) {
 	return &doqListener{addr: addr, noError: d.noError, udp: udp, tr: tr, ln: ln, conns: map[*quic.Conn]struct{}{}}, nil
 }
 
-// doqQUICConfig is every DoQ connection's QUIC configuration. quicAdmit
+// quicListener is a quic.Listener or a quic.EarlyListener.
+type quicListener interface {
+	Accept(context.Context) (*quic.Conn, error)
+	Close() error
+}
+
+// doqQUICConfig is every DoQ connection's QUIC configuration, but for
+// Allow0RTT, which ListenDoQ sets on its copy. quicAdmit
 // returns it for each admitted client: quic-go uses its defaults (100
 // streams) for a connection whose GetConfigForClient returns nil.
+//
+// Its receive windows are DoH/2's (dohStreamBuffer per stream, dohConnBuffer
+// per connection), not quic-go's defaults (512 KiB per stream, growing to
+// 6 MiB, and 15 MiB per connection): a DoQ query is at most maxTCPQuerySize
+// octets and a DoH3 request its headers and such a body, so a bigger window
+// would only let a client make nxdns buffer what it never reads. A stream
+// that carries more waits for the window to move as nxdns reads (RFC 9000
+// §4.1); the connection's window is one stream's for each of the
+// maxConnQueries it may have open.
 var doqQUICConfig = &quic.Config{
-	HandshakeIdleTimeout:  tlsHandshakeTimeout,
-	MaxIdleTimeout:        doqIdleTimeout,
-	MaxIncomingStreams:    maxConnQueries,
-	MaxIncomingUniStreams: -1, // RFC 9250 §4.2: DoQ uses bidirectional streams only
+	HandshakeIdleTimeout:           tlsHandshakeTimeout,
+	MaxIdleTimeout:                 doqIdleTimeout,
+	MaxIncomingStreams:             maxConnQueries,
+	MaxIncomingUniStreams:          -1, // RFC 9250 §4.2: DoQ uses bidirectional streams only
+	InitialStreamReceiveWindow:     dohStreamBuffer,
+	MaxStreamReceiveWindow:         dohStreamBuffer,
+	InitialConnectionReceiveWindow: dohConnBuffer,
+	MaxConnectionReceiveWindow:     dohConnBuffer,
 }
 
 var errDoQNotAllowed = errors.New("client outside dns.allow")
@@ -265,11 +302,36 @@ func (s *Server) acceptQUIC(d *doqFront, l *doqListener) {
 		if err != nil {
 			return // the listener closed
 		}
-		d.handshakes.done(c.Context()) // Accept returns a connection after its handshake
+		if d.early {
+			// Accept returned before the handshake: it ends when the
+			// handshake completes, or with the connection.
+			d.wg.Go(func() {
+				select {
+				case <-c.HandshakeComplete():
+					d.handshakes.done(c.Context())
+				case <-c.Context().Done():
+				}
+			})
+		} else {
+			d.handshakes.done(c.Context()) // Accept returns a connection after its handshake
+		}
 		client := query.ClientOfRemote(c.RemoteAddr().String())
 		key := clientKey(client)
 		if !d.conns.tryAcquire(key) {
 			d.refusedShare.Add(1)
+			if d.early {
+				// A close before the handshake completes reaches the
+				// client as a bare APPLICATION_ERROR (RFC 9000 §10.2.3):
+				// wait for it, so that the client learns the code.
+				d.wg.Go(func() {
+					select {
+					case <-c.HandshakeComplete():
+					case <-c.Context().Done():
+					}
+					c.CloseWithError(d.excessiveLoad, "too many connections from this client")
+				})
+				continue
+			}
 			c.CloseWithError(d.excessiveLoad, "too many connections from this client")
 			continue
 		}
@@ -312,6 +374,16 @@ func (s *Server) serveDoQStream(c *quic.Conn, st *quic.Stream, client netip.Addr
 		}
 		return
 	}
+	if doqOpcode(wire) != dns.OpcodeQuery {
+		// Not replayable: held until the handshake completes (RFC 9250
+		// §4.5), which a replayed 0-RTT flight never does. Bounded by the
+		// handshake timeout, after which quic-go ends the connection.
+		select {
+		case <-c.HandshakeComplete():
+		case <-c.Context().Done():
+			return
+		}
+	}
 	key := clientKey(client)
 	if !s.dohShare.tryAcquire(key) {
 		st.CancelWrite(doqExcessiveLoad)
@@ -336,6 +408,10 @@ func (s *Server) serveDoQStream(c *quic.Conn, st *quic.Stream, client netip.Addr
 }
 
 var errDoQFraming = errors.New("DoQ framing")
+
+// doqOpcode is the OPCODE of a query readDoQQuery returned (at least a
+// header long).
+func doqOpcode(wire []byte) int { return int(wire[2]>>3) & 0xf }
 
 // readDoQQuery reads the one length-prefixed query of a stream and its FIN,
 // within tcpIdleTimeout for the whole of it. A wrong length, bytes after

@@ -71,9 +71,11 @@ const (
 // queries never wait behind each other and a lost packet stalls only the
 // streams it carried. It dials the configured address, never the URL's host,
 // verifies the certificate against tls_name, and redials when the connection
-// ends. No 0-RTT: every dial completes the handshake before the first query
-// (docs/upstream-pool.md "DNS over QUIC (DoQ)"). Exchange is safe for concurrent
-// use.
+// ends. A redial that resumes a session whose ticket allows early data sends
+// standard queries in 0-RTT; anything else waits for the handshake, and a
+// query whose 0-RTT the server rejected is sent again once in 1-RTT
+// (RFC 9250 §4.5; docs/upstream-pool.md "DNS over QUIC (DoQ)"). Exchange is
+// safe for concurrent use.
 type DoQ struct {
 	name    string // redacted URL, for errors and logs
 	addr    string // IP:port, never resolved
@@ -84,6 +86,8 @@ type DoQ struct {
 	life       context.Context // ends the dial in progress on Close
 	stop       context.CancelCauseFunc
 	dials      dialCounts    // nxdns_upstream_connections_total
+	zeroRTT    zeroRTTCounts // nxdns_upstream_zero_rtt_total
+	resent     atomic.Uint64 // queries sent again in 1-RTT after a rejected 0-RTT
 	recoveries atomic.Uint64 // nxdns_upstream_reuse_recoveries_total
 
 	mu      sync.Mutex // guards the fields below
@@ -100,6 +104,18 @@ type doqConn struct {
 	*quic.Conn
 	inflight int         // guarded by DoQ.mu
 	idle     *time.Timer // guarded by DoQ.mu; runs while inflight is 0
+}
+
+// confirmed waits, within ctx, for c's handshake to complete, and makes c
+// usable again if the server rejected its 0-RTT (quic-go's NextConnection:
+// until then every new stream fails with Err0RTTRejected). A connection
+// dialed without 0-RTT returns at once.
+func (c *doqConn) confirmed(ctx context.Context) error {
+	_, err := c.NextConnection(ctx)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("QUIC handshake not finished: %w", ctx.Err())
+	}
+	return err
 }
 
 // doqDial is a dial in progress; err is set before done is closed.
@@ -136,8 +152,22 @@ func NewDoQ(ep Endpoint, roots *x509.CertPool, logger *zap.Logger) *DoQ {
 	}
 }
 
-// Dials is how many connections this client dialed, by outcome.
-func (d *DoQ) Dials() Dials { return d.dials.load() }
+// Dials is how many connections this client dialed, by outcome, with the
+// outcome of the dials that sent 0-RTT.
+func (d *DoQ) Dials() Dials {
+	n := d.dials.load()
+	n.ZeroRTTAccepted, n.ZeroRTTRejected = d.zeroRTT.accepted.Load(), d.zeroRTT.rejected.Load()
+	return n
+}
+
+// zeroRTTCounts counts the dials that sent 0-RTT, by whether the server
+// accepted it.
+type zeroRTTCounts struct{ accepted, rejected atomic.Uint64 }
+
+// doqReplayable reports whether a query may travel in 0-RTT, where an
+// attacker can replay it: RFC 9250 §4.5 allows only transactions with
+// OPCODE QUERY or NOTIFY. nxdns sends NOTIFY to no one, so only QUERY.
+func doqReplayable(m *dns.Msg) bool { return m.Opcode == dns.OpcodeQuery }
 
 // Exchange sends m on a new stream and returns the validated response with
 // m's ID restored. Failures are *AttemptError.
@@ -150,13 +180,14 @@ func (d *DoQ) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 	// RFC 9250 §4.2.1: the Message ID is 0 on the wire; the stream, not the
 	// ID, pairs a response with its query.
 	wire[0], wire[1] = 0, 0
-	resp, err := d.exchange(ctx, wire)
+	early := doqReplayable(m)
+	resp, err := d.exchange(ctx, wire, early)
 	if err != nil && doqCollateral(err) && ctx.Err() == nil && d.life.Err() == nil {
 		// The connection ended under this exchange for a reason that says
 		// nothing about it: retry once on a fresh connection, unrecorded
 		// (docs/upstream-pool.md "DNS over QUIC (DoQ)").
 		d.recoveries.Add(1)
-		resp, err = d.exchange(ctx, wire)
+		resp, err = d.exchange(ctx, wire, early)
 	}
 	if err != nil {
 		return nil, d.error(ctx, err)
@@ -169,18 +200,55 @@ func (d *DoQ) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, error) {
 }
 
 // exchange runs one query on the live connection, dialing one if needed.
-func (d *DoQ) exchange(ctx context.Context, wire []byte) (*dns.Msg, error) {
-	c, err := d.acquire(ctx)
+// early says the query may go in 0-RTT; otherwise it waits for the
+// handshake to complete (RFC 9250 §4.5).
+func (d *DoQ) exchange(ctx context.Context, wire []byte, early bool) (*dns.Msg, error) {
+	c, dialed, err := d.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer d.release(c)
+	select {
+	case <-c.HandshakeComplete():
+	default:
+		// Still in 0-RTT. Only the queries that waited for this dial go
+		// early: they open their streams as it returns, before the
+		// server's first flight can be back, while one arriving later
+		// could meet that flight in quic-go's race (see dial) and costs
+		// at most the rest of one round trip by waiting.
+		if !early || !dialed {
+			if err := c.confirmed(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
 	resp, err := d.roundTrip(ctx, c, wire)
+	if errors.Is(err, quic.Err0RTTRejected) {
+		// The server rejected the 0-RTT this query went in, and so processed
+		// none of it (RFC 9001 §4.6.2): sending it again once, in 1-RTT on
+		// the same connection, cannot get it answered twice. The wait for
+		// the handshake is the query's own deadline.
+		if err := c.confirmed(ctx); err != nil {
+			return nil, err
+		}
+		d.resent.Add(1)
+		resp, err = d.roundTrip(ctx, c, wire)
+	}
 	if ae, ok := errors.AsType[*AttemptError](err); ok && errors.Is(ae.Err, errDoQFraming) {
 		// A broken frame or a nonzero ID is a DoQ protocol error (RFC 9250
 		// §4.3.3): abort the connection; the next exchange dials anew. An
 		// answer that is merely not DNS fails its own exchange only.
 		c.CloseWithError(DoQProtocolError, "")
+	}
+	if err != nil && doqCollateral(err) {
+		// The connection has ended, but quic-go may end its context just
+		// after failing the streams: forget it now, so the retry dials
+		// instead of finding it again.
+		d.mu.Lock()
+		if d.cur == c {
+			d.cur = nil
+		}
+		d.mu.Unlock()
 	}
 	return resp, err
 }
@@ -276,13 +344,14 @@ func doqReadError(what string, err error) error {
 // exchange waiting for the same dial shares it. The wait is bounded by ctx,
 // the dial itself by transportDialTimeout and Close, so a query whose budget
 // ends mid-handshake returns at its deadline and the handshake still serves
-// the next query.
-func (d *DoQ) acquire(ctx context.Context) (*doqConn, error) {
+// the next query. dialed says the exchange waited for the dial that made
+// the connection.
+func (d *DoQ) acquire(ctx context.Context) (c *doqConn, dialed bool, err error) {
 	for {
 		d.mu.Lock()
 		if d.closed {
 			d.mu.Unlock()
-			return nil, errClientClosed
+			return nil, false, errClientClosed
 		}
 		if c := d.cur; c != nil && c.Context().Err() == nil {
 			c.inflight++
@@ -290,7 +359,7 @@ func (d *DoQ) acquire(ctx context.Context) (*doqConn, error) {
 				c.idle.Stop()
 			}
 			d.mu.Unlock()
-			return c, nil
+			return c, dialed, nil
 		}
 		d.cur = nil
 		if d.dialing == nil {
@@ -302,13 +371,14 @@ func (d *DoQ) acquire(ctx context.Context) (*doqConn, error) {
 		select {
 		case <-dl.done:
 			if dl.err != nil {
-				return nil, dl.err
+				return nil, false, dl.err
 			}
+			dialed = true
 		case <-ctx.Done():
 			// Said in the error so the backoff log reads as what it most
 			// likely is: a path that drops UDP to the upstream
 			// (docs/how-to/troubleshoot.md).
-			return nil, fmt.Errorf("QUIC handshake with %s not finished: %w", d.addr, ctx.Err())
+			return nil, false, fmt.Errorf("QUIC handshake with %s not finished: %w", d.addr, ctx.Err())
 		}
 	}
 }
@@ -317,11 +387,28 @@ func (d *DoQ) acquire(ctx context.Context) (*doqConn, error) {
 func (d *DoQ) dial(dl *doqDial) {
 	ctx, cancel := context.WithTimeout(d.life, transportDialTimeout)
 	defer cancel()
-	qc, err := quic.DialAddr(ctx, d.addr, d.tlsConf, d.qconf)
+	// DialAddrEarly returns once 0-RTT keys are installed, which needs a
+	// session ticket that allows early data (the tls.Config's bounded
+	// session cache keeps it); without one it returns after the handshake,
+	// as DialAddr does.
+	//
+	// Known: quic-go v0.65.0 reads the peer's transport parameters when a
+	// stream opens and writes them when the server's first flight arrives,
+	// without synchronisation, so a stream opened on an early connection at
+	// that instant is a data race (quic-go issue 4303, open): a pointer to
+	// parameters set before it is published, and a bool. exchange keeps
+	// clear of the instant by letting only the queries that waited for
+	// the dial go early, as it returns, at least a round trip before the
+	// server's flight; on loopback a round trip is too short for that, so
+	// the 0-RTT tests run across an emulated path.
+	qc, err := quic.DialAddrEarly(ctx, d.addr, d.tlsConf, d.qconf)
+	early := false
 	if err == nil {
-		if p := qc.ConnectionState().TLS.NegotiatedProtocol; p != doqALPN {
-			qc.CloseWithError(DoQProtocolError, "")
-			qc, err = nil, fmt.Errorf("upstream negotiated %q, not %s: %w", p, doqALPN, KindNetwork)
+		select {
+		case <-qc.HandshakeComplete():
+			err = doqCheckALPN(qc)
+		default:
+			early = true // settle checks it once the handshake completes
 		}
 	}
 	if err != nil && d.life.Err() != nil {
@@ -332,8 +419,13 @@ func (d *DoQ) dial(dl *doqDial) {
 		// slowness (KindPeerTimeout), whatever error quic-go wrapped it in.
 		err = fmt.Errorf("handshake not done within %v: %w", transportDialTimeout, KindPeerTimeout)
 	}
-	resumed := err == nil && qc.ConnectionState().TLS.DidResume
-	d.dials.record(err, resumed)
+	if !early {
+		resumed := err == nil && qc.ConnectionState().TLS.DidResume
+		d.dials.record(err, resumed)
+		if err == nil {
+			d.log.Debug("connected", zap.Bool("resumed", resumed))
+		}
+	}
 	d.mu.Lock()
 	d.dialing = nil
 	switch {
@@ -343,11 +435,52 @@ func (d *DoQ) dial(dl *doqDial) {
 		err = errClientClosed
 	default:
 		d.cur = &doqConn{Conn: qc}
-		d.log.Debug("connected", zap.Bool("resumed", resumed))
+		if early {
+			go d.settle(qc)
+		}
 	}
 	dl.err = err
 	d.mu.Unlock()
 	close(dl.done)
+}
+
+// doqCheckALPN fails a connection whose server did not negotiate doq.
+func doqCheckALPN(qc *quic.Conn) error {
+	if p := qc.ConnectionState().TLS.NegotiatedProtocol; p != doqALPN {
+		qc.CloseWithError(DoQProtocolError, "")
+		return fmt.Errorf("upstream negotiated %q, not %s: %w", p, doqALPN, KindNetwork)
+	}
+	return nil
+}
+
+// settle follows a connection that started in 0-RTT to the end of its
+// handshake, and counts the dial then: accepted or rejected 0-RTT, or failed.
+// The queries need not wait for it: a rejected one sees Err0RTTRejected.
+// The server's answers are 1-RTT data, which the client reads only after
+// it has verified the certificate, so no answer is taken from an
+// unverified server.
+func (d *DoQ) settle(qc *quic.Conn) {
+	select {
+	case <-qc.HandshakeComplete():
+	case <-qc.Context().Done():
+		err := context.Cause(qc.Context())
+		if d.life.Err() != nil {
+			err = errClientClosed // Close ended it: counted in no outcome
+		}
+		d.dials.record(err, false)
+		return
+	}
+	cs := qc.ConnectionState()
+	if cs.Used0RTT {
+		d.zeroRTT.accepted.Add(1)
+	} else {
+		// With 0-RTT rejected, so may the application protocol be
+		// (RFC 9001 §4.6.2): checked again.
+		d.zeroRTT.rejected.Add(1)
+	}
+	err := doqCheckALPN(qc)
+	d.dials.record(err, cs.TLS.DidResume)
+	d.log.Debug("connected", zap.Bool("resumed", cs.TLS.DidResume), zap.Bool("0rtt_accepted", cs.Used0RTT), zap.Error(err))
 }
 
 // release ends one exchange on c and starts c's idle timer when it was the

@@ -34,11 +34,18 @@ import (
 type doqTestServer struct {
 	Addr    netip.AddrPort
 	h       testutil.Handler
-	ln      *quic.Listener
+	ln      doqTestListener
 	mode    atomic.Value // string: "" answers; "reset", "garbage", "truncated", "nonzero-id", "close"
 	accepts atomic.Int64
 	queries atomic.Int64
 	wg      sync.WaitGroup
+
+	// allow0RTT is whether a new connection accepts 0-RTT (an early
+	// server's only: startDoQ0RTTTestServer); zeroRTT counts the
+	// connections that did.
+	allow0RTT    atomic.Bool
+	zeroRTT      atomic.Int64
+	earlyQueries atomic.Int64 // queries read before the handshake completed: 0-RTT
 
 	mu         sync.Mutex
 	conns      []*quic.Conn
@@ -46,22 +53,51 @@ type doqTestServer struct {
 	closeCodes []quic.ApplicationErrorCode // codes the client closed connections with
 }
 
+// doqTestListener is a quic.Listener or a quic.EarlyListener.
+type doqTestListener interface {
+	Accept(context.Context) (*quic.Conn, error)
+	Close() error
+	Addr() net.Addr
+}
+
 // startDoQTestServer starts a DoQ server with a certificate for name from ca,
 // stopped at cleanup (where any RFC 9250 violation it saw fails the test).
 func startDoQTestServer(t testing.TB, ca *certs.CA, name string, h testutil.Handler) *doqTestServer {
+	return startDoQTestServerEarly(t, ca, name, h, false)
+}
+
+// startDoQTestServerEarly is startDoQTestServer; early makes it an early
+// listener that accepts 0-RTT while allow0RTT is set (it starts set).
+func startDoQTestServerEarly(t testing.TB, ca *certs.CA, name string, h testutil.Handler, early bool) *doqTestServer {
 	t.Helper()
 	cert, err := ca.Issue(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{
+	tlsConf := &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		NextProtos:   []string{doqALPN},
-	}, &quic.Config{MaxIdleTimeout: 10 * time.Second})
+	}
+	qconf := &quic.Config{MaxIdleTimeout: 10 * time.Second}
+	s := &doqTestServer{h: h}
+	s.allow0RTT.Store(true)
+	if early {
+		qconf.Allow0RTT = true
+		qconf.GetConfigForClient = func(*quic.ClientInfo) (*quic.Config, error) {
+			c := qconf.Clone()
+			c.GetConfigForClient = nil
+			c.Allow0RTT = s.allow0RTT.Load()
+			return c, nil
+		}
+		s.ln, err = quic.ListenAddrEarly("127.0.0.1:0", tlsConf, qconf)
+	} else {
+		s.ln, err = quic.ListenAddr("127.0.0.1:0", tlsConf, qconf)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &doqTestServer{Addr: ln.Addr().(*net.UDPAddr).AddrPort(), h: h, ln: ln}
+	ln := s.ln
+	s.Addr = ln.Addr().(*net.UDPAddr).AddrPort()
 	s.mode.Store("")
 	s.wg.Go(s.serve)
 	t.Cleanup(func() {
@@ -109,6 +145,15 @@ func (s *doqTestServer) serve() {
 }
 
 func (s *doqTestServer) serveConn(c *quic.Conn) {
+	s.wg.Go(func() {
+		select {
+		case <-c.HandshakeComplete():
+			if c.ConnectionState().Used0RTT {
+				s.zeroRTT.Add(1)
+			}
+		case <-c.Context().Done():
+		}
+	})
 	for {
 		st, err := c.AcceptStream(context.Background())
 		if err != nil {
@@ -152,6 +197,11 @@ func (s *doqTestServer) handle(c *quic.Conn, st *quic.Stream) {
 	}
 	if q.Id != 0 {
 		s.violation("query ID %d, want 0 (RFC 9250 §4.2.1)", q.Id)
+	}
+	select {
+	case <-c.HandshakeComplete():
+	default:
+		s.earlyQueries.Add(1)
 	}
 	s.queries.Add(1)
 	var out []byte

@@ -144,6 +144,9 @@ func transportError(ctx context.Context, upstream string, err error) *AttemptErr
 // query that started it). A dial ended by Close counts in none.
 type Dials struct {
 	New, Resumed, Failed uint64
+	// ZeroRTTAccepted and ZeroRTTRejected count the DoQ dials that sent
+	// 0-RTT, by the server's answer (nxdns_upstream_zero_rtt_total).
+	ZeroRTTAccepted, ZeroRTTRejected uint64
 }
 
 // dialCounts is the atomic form of Dials, kept by a transport.
