@@ -30,6 +30,9 @@ func TestRun_usageErrors(t *testing.T) {
 		{"rate without duration", []string{"-target", "127.0.0.1:53", "-rate", "10"}, exitUsage},
 		{"duration without rate", []string{"-target", "127.0.0.1:53", "-duration", "1s"}, exitUsage},
 		{"rate with a wave flag", []string{"-target", "127.0.0.1:53", "-rate", "10", "-duration", "1s", "-waves", "2"}, exitUsage},
+		{"unknown proto", []string{"-target", "127.0.0.1:53", "-proto", "quic"}, exitUsage},
+		{"ca-file over udp", []string{"-target", "127.0.0.1:53", "-ca-file", "/ca.pem"}, exitUsage},
+		{"tcp with doq", []string{"-target", "127.0.0.1:853", "-proto", "doq", "-tcp"}, exitUsage},
 		{"duration past the bound", []string{"-target", "127.0.0.1:53", "-rate", "1", "-duration", "11m"}, exitUsage},
 	}
 	for _, tt := range tests {
