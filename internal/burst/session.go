@@ -128,9 +128,16 @@ func (s *doqSession) exchange(ctx context.Context, q *dns.Msg) (*dns.Msg, error)
 		return nil, err
 	}
 	m, err := readFramed(st)
-	st.CancelRead(0) // the one reply is read; free the stream
 	if err != nil {
 		return nil, err
+	}
+	// The server ends the stream after its one reply (RFC 9250 §4.2): read
+	// that FIN rather than cancel the read side, since a STOP_SENDING
+	// would cost the server a frame per query that a client reading to
+	// the end never sends. Anything but the FIN is not ours to read.
+	var extra [1]byte
+	if _, err := io.ReadFull(st, extra[:]); !errors.Is(err, io.EOF) {
+		st.CancelRead(0)
 	}
 	m.Id = q.Id
 	return m, nil
