@@ -7,7 +7,8 @@
 #                  (nxdns-fakeup, dot and doq listeners on the same port
 #                  number) over tls:// in one server, over quic:// in
 #                  another, asked by dnsperf over UDP:
-#                  - CPU µs per miss at MISS_QPS for CPU_SECONDS;
+#                  - CPU µs and context switches per miss at MISS_QPS for
+#                    CPU_SECONDS;
 #                  - miss throughput: dnsperf unthrottled for TPUT_SECONDS
 #                    (8 clients, 256 outstanding, as scripts/compare.sh),
 #                    with the CPU µs per answered miss at that load.
@@ -15,12 +16,14 @@
 #                  same port number, its HIT_NAMES names cached; nxdns-burst
 #                  asks each at HIT_QPS for CPU_SECONDS over one connection
 #                  (-proto dot: queries pipelined; -proto doq: a stream per
-#                  query): CPU µs per served hit, and the client's own CPU.
+#                  query): CPU µs and context switches per served hit, and
+#                  the client's own CPU.
 #
 # CPU time is the server process's utime + stime from /proc/PID/stat (every
 # thread, the kernel's share included) over the queries it answered, less
 # its idle rate (an IDLE_SECONDS window after the warm-up), as
-# scripts/workperquery.sh measures. ROUNDS rounds, DoT and DoQ interleaved,
+# scripts/workperquery.sh measures; context switches likewise, from
+# /proc/PID/task/*/status. ROUNDS rounds, DoT and DoQ interleaved,
 # the first of each pair alternating, so the table shows ranges over rounds
 # of one run: on a shared machine compare the columns of one run only.
 #
@@ -98,6 +101,11 @@ stop() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 
+# switches: the server's context switches, voluntary and not, summed over
+# its threads (Go keeps its threads for the process's life): each is a
+# thread put to sleep or woken, the cost that dominates these profiles.
+switches() { cat /proc/"$pid"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }'; }
+
 # profile NAME ROUND SECONDS: with PROFILE set, in round 1, samples $pid
 # for SECONDS in the background into $PROFILE/NAME.data; $perfpid waits.
 profile() {
@@ -122,28 +130,36 @@ idle() {
   done
   for i in $(seq 1 20); do echo "w$i.warm$dns.miss.example A"; done >"$work/warm"
   dnsperf -s 127.0.0.1 -p "$dns" -d "$work/warm" -n 1 -Q 5 -t 10 >/dev/null 2>&1 || true
-  c0=$(cpu_ticks)
+  c0=$(cpu_ticks) s0=$(switches)
   sleep "$IDLE_SECONDS"
-  idle_ticks=$(( $(cpu_ticks) - c0 ))
+  idle_ticks=$(( $(cpu_ticks) - c0 )) idle_switches=$(( $(switches) - s0 ))
 }
 
 # per_query TICKS SECONDS N: µs of CPU per query, the idle rate taken out.
-per_query() {
-  awk -v d="$1" -v idle="$idle_ticks" -v s="$IDLE_SECONDS" -v r="$2" -v n="$3" -v tck="$tck" \
-    'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }'
+per_query() { per "$1" "$idle_ticks" "$2" "$3" "1e6 / $tck"; }
+
+# switches_per_query SWITCHES SECONDS N: context switches per query, the
+# idle rate taken out.
+switches_per_query() { per "$1" "$idle_switches" "$2" "$3" 1; }
+
+# per D IDLE SECONDS N SCALE: (D − IDLE's rate × SECONDS) × SCALE ÷ N.
+per() {
+  awk -v d="$1" -v idle="$2" -v s="$IDLE_SECONDS" -v r="$3" -v n="$4" "BEGIN{ k = $5
+    if (n > 0) printf \"%.1f\", (d - idle / s * r) * k / n; else print \"-\" }"
 }
 
 # dnsperf_run ARGS...: dnsperf at 127.0.0.1:$dns; sets $completed, $runtime,
 # $dqps and $ticks (the server's CPU over the run).
 dnsperf_run() {
-  local out c0
-  c0=$(cpu_ticks)
+  local out c0 s0
+  c0=$(cpu_ticks) s0=$(switches)
   out=$(dnsperf -s 127.0.0.1 -p "$dns" "$@" 2>&1 || true)
-  ticks=$(( $(cpu_ticks) - c0 ))
+  ticks=$(( $(cpu_ticks) - c0 )) nswitches=$(( $(switches) - s0 ))
   completed=$(awk '/Queries completed:/ {print $3}' <<<"$out")
   runtime=$(awk '/Run time \(s\):/ {print $4}' <<<"$out")
   dqps=$(awk '/Queries per second/ {printf "%.0f", $4}' <<<"$out")
-  completed=${completed:-0} runtime=${runtime:-0} dqps=${dqps:-0}
+  lost=$(awk '/Queries lost:/ {print $4}' <<<"$out" | tr -d '()')
+  completed=${completed:-0} runtime=${runtime:-0} dqps=${dqps:-0} lost=${lost:-?}
 }
 
 # upstream PROTO ROUND: the miss columns of nxdns forwarding over PROTO.
@@ -157,10 +173,10 @@ upstream() {
   dnsperf_run -d "$work/miss" -Q "$MISS_QPS" -l $((CPU_SECONDS + 5)) -n 1 -t 5
   profiled
   cell[$k,miss]=$(per_query "$ticks" "$runtime" "$completed")
-  cell[$k,missn]=$completed
+  cell[$k,misscs]=$(switches_per_query "$nswitches" "$runtime" "$completed")
   names "t$prefix" 300000 >"$work/miss"
   dnsperf_run -d "$work/miss" -l "$TPUT_SECONDS" -c 8 -T 2 -q 256 -t 5 -S 0
-  cell[$k,qps]=$dqps
+  cell[$k,qps]="$dqps (lost $lost)"
   cell[$k,qpscpu]=$(per_query "$ticks" "$runtime" "$completed")
   stop
 }
@@ -168,18 +184,20 @@ upstream() {
 # served PROTO ROUND: the hit columns of nxdns serving over PROTO, asked by
 # nxdns-burst on one connection; also the client's own CPU per query.
 served() {
-  local k=$2:$1 out c0 rep answered
+  local k=$2:$1 out c0 s0 rep answered wall
   profile "served-$1" "$2" "$CPU_SECONDS"
-  c0=$(cpu_ticks)
+  c0=$(cpu_ticks) s0=$(switches)
   # `times` in the $(…) subshell: its second line is nxdns-burst's CPU.
   out=$("$work/nxdns-burst" -target "127.0.0.1:$tlsport" -proto "$1" -ca-file "$work/cert.pem" -tls-name dns.test \
     -suffix hit.example -distinct "$HIT_NAMES" -rate "$HIT_QPS" -duration "${CPU_SECONDS}s" -baseline 0 -timeout 2s 2>/dev/null; times)
-  ticks=$(( $(cpu_ticks) - c0 ))
+  ticks=$(( $(cpu_ticks) - c0 )) nswitches=$(( $(switches) - s0 ))
   profiled
   rep=$(head -1 <<<"$out")
   [[ $rep == "{"* ]] || { echo "nxdns-burst -proto $1 failed" >&2; return 0; }
   answered=$(jq -r '.rcodes.NOERROR // 0' <<<"$rep")
-  cell[$k,hit]=$(per_query "$ticks" "$(jq -r '.wall_ms / 1000' <<<"$rep")" "$answered")
+  wall=$(jq -r '.wall_ms / 1000' <<<"$rep")
+  cell[$k,hit]=$(per_query "$ticks" "$wall" "$answered")
+  cell[$k,hitcs]=$(switches_per_query "$nswitches" "$wall" "$answered")
   cell[$k,hitn]="$answered of $(jq -r .queries <<<"$rep")"
   cell[$k,client]=$(tail -1 <<<"$out" | awk -v n="$answered" '{
     split($1, u, /[ms]/); split($2, s, /[ms]/)
@@ -211,17 +229,18 @@ range() {
 
 echo "Run $(date -u '+%Y-%m-%d %H:%M UTC'), nxdns $(git describe --always --dirty 2>/dev/null || echo '?'), $(nproc) CPUs, $(uname -m), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| round | proto | upstream: CPU µs/miss at $MISS_QPS/s | upstream: misses/s unthrottled | upstream: CPU µs/miss unthrottled | served: CPU µs/hit at $HIT_QPS/s (answered) | served: client CPU µs/query |"
-echo "|---|---|---|---|---|---|---|"
+echo "| round | proto | upstream: CPU µs/miss at $MISS_QPS/s | upstream: switches/miss | upstream: misses/s unthrottled | upstream: CPU µs/miss unthrottled | served: CPU µs/hit at $HIT_QPS/s (answered) | served: switches/hit | served: client CPU µs/query |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$ROUNDS"); do
   for p in dot doq; do
     k=$round:$p
-    printf '| %s | %s | %s | %s | %s | %s (%s) | %s |\n' "$round" "$p" "${cell[$k,miss]}" "${cell[$k,qps]}" "${cell[$k,qpscpu]}" \
-      "${cell[$k,hit]}" "${cell[$k,hitn]}" "${cell[$k,client]}"
+    printf '| %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s |\n' "$round" "$p" "${cell[$k,miss]}" "${cell[$k,misscs]}" "${cell[$k,qps]}" \
+      "${cell[$k,qpscpu]}" "${cell[$k,hit]}" "${cell[$k,hitn]}" "${cell[$k,hitcs]}" "${cell[$k,client]}"
   done
 done
 for p in dot doq; do
-  printf '| range | %s | %s | %s | %s | %s | %s |\n' "$p" "$(range miss "$p")" "$(range qps "$p")" "$(range qpscpu "$p")" "$(range hit "$p")" "$(range client "$p")"
+  printf '| range | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$p" "$(range miss "$p")" "$(range misscs "$p")" "$(range qps "$p")" \
+    "$(range qpscpu "$p")" "$(range hit "$p")" "$(range hitcs "$p")" "$(range client "$p")"
 done
 echo
 echo "misses at $MISS_QPS/s and hits at $HIT_QPS/s for $CPU_SECONDS s, idle rate over $IDLE_SECONDS s taken out; throughput: dnsperf -c 8 -q 256 for $TPUT_SECONDS s; $ROUNDS rounds, DoT and DoQ interleaved"
