@@ -214,7 +214,9 @@ func (s *dotSession) read() {
 }
 
 // register reserves an ID for one query; maxInFlight (below 65 536) bounds
-// the pending queries, so a free ID always exists.
+// the pending queries, so a free ID always exists. IDs count up, so an ID
+// is reused only 65 536 queries later: a late reply to a query that timed
+// out finds no one waiting and is dropped, not given to another query.
 func (s *dotSession) register() (uint16, chan *dns.Msg, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
