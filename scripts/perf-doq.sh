@@ -79,10 +79,7 @@ cert_file = "$work/cert.pem"
 key_file = "$work/key.pem"
 dot_listen = ["127.0.0.1:$tlsport"]
 doq_listen = ["127.0.0.1:$tlsport"]
-[[upstreams]]
-url = "$scheme://127.0.0.1:$up"
-tls_name = "upstream.test"
-ca_file = "$work/ca.pem"
+$(bench_upstream "$up" "$scheme")
 EOF
   "$work/nxdns" run --config "$2/nxdns.toml" 2>"$2/log" &
   pid=$!
