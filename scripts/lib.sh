@@ -41,9 +41,10 @@ bench_fakeup() {
   for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$http/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 }
 
-# bench_upstream DOT-PORT: the [[upstreams]] entry for the fake upstream.
+# bench_upstream DOT-PORT [SCHEME]: the [[upstreams]] entry for the fake
+# upstream, over DoT (tls, the default) or DoQ (quic: its doq listener).
 bench_upstream() {
-  printf '[[upstreams]]\nurl = "tls://127.0.0.1:%s"\ntls_name = "upstream.test"\nca_file = "%s/ca.pem"\n' "$1" "$work"
+  printf '[[upstreams]]\nurl = "%s://127.0.0.1:%s"\ntls_name = "upstream.test"\nca_file = "%s/ca.pem"\n' "${2:-tls}" "$1" "$work"
 }
 
 # bench_wait_serving LOG: returns once nxdns wrote "serving" to LOG (at most

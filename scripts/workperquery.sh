@@ -48,6 +48,10 @@
 #                        feature on against off: run twice); @UPSTREAM@ in it
 #                        is the fake upstream's URL (a group's own pool)
 #   NXDNS_DNS='rate_limit_qps = 0'  lines added to nxdns's [dns] table
+# A target "nxdns+doq" (or "nxdns@REV+doq") is that nxdns forwarding to the
+# same fake upstream over DoQ (quic://) instead of DoT: "nxdns nxdns+doq"
+# puts the two side by side (scripts/perf-doq.sh has the rest of issue 37's
+# DoQ-against-DoT figures).
 # Debian packages: valgrind, dnsperf, knot-dnsutils, unbound, dnsdist,
 # knot-resolver. Everything stays on 127.0.0.1; every load is bounded in
 # count and time.
@@ -77,7 +81,7 @@ port=$(( 20000 + RANDOM % 20000 ))
 # The fake upstream, shared by every target: answers never expire during
 # the run (a prefetch or a refresh would be a miss inside the hit window).
 up=$((port += 1)) uphttp=$((port += 1))
-bench_fakeup "$uphttp" -listen "dot://127.0.0.1:$up" -cert-names upstream.test -ttl 86400
+bench_fakeup "$uphttp" -listen "dot://127.0.0.1:$up" -listen "doq://127.0.0.1:$up" -cert-names upstream.test -ttl 86400
 
 # Query files: the hit names, repeated; unique miss names, one set per
 # window so no window meets a name an earlier one cached.
@@ -94,13 +98,15 @@ start() {
   fi
   case $name in
   nxdns*)
+    local bin=${name%+doq} scheme=tls
+    [ "$bin" = "$name" ] || scheme=quic
     {
       printf '[dns]\nlisten = ["127.0.0.1:%s"]\n%s\n[web]\nlisten = ""\n[log]\nqueries = false\n' "$dns" "${NXDNS_DNS:-}"
-      bench_upstream "$up"
+      bench_upstream "$up" "$scheme"
       local extra=${NXDNS_EXTRA:-}
-      printf '%s\n' "${extra//@UPSTREAM@/tls://127.0.0.1:$up}"
+      printf '%s\n' "${extra//@UPSTREAM@/$scheme://127.0.0.1:$up}"
     } >"$dir/nxdns.toml"
-    "${pre[@]}" "$work/$name" run --config "$dir/nxdns.toml" 2>"$dir/log" &
+    "${pre[@]}" "$work/$bin" run --config "$dir/nxdns.toml" 2>"$dir/log" &
     ;;
   unbound)
     cat >"$dir/unbound.conf" <<EOF

@@ -83,7 +83,12 @@ func parseFlags(args []string, stderr io.Writer) (burst.Config, int) {
 	fs.IntVar(&cfg.Baseline, "baseline", cfg.Baseline, "sequential queries on the idle target before the burst; 0 disables the staircase ratio")
 	fs.StringVar(&cfg.Suffix, "suffix", cfg.Suffix, "domain under which the query names are made")
 	fs.Var(&qtype, "type", "query `TYPE`: A or AAAA (any type mnemonic works)")
-	fs.BoolVar(&cfg.TCP, "tcp", false, "query over TCP instead of UDP")
+	fs.BoolVar(&cfg.TCP, "tcp", false, "query over TCP instead of UDP (as -proto tcp)")
+	fs.StringVar(&cfg.Proto, "proto", "udp", "`udp`, tcp, dot (one TLS connection, queries pipelined) or doq (one QUIC connection, a stream per query)")
+	fs.StringVar(&cfg.CAFile, "ca-file", "", "dot, doq: PEM `FILE` of the roots the server's certificate must chain to (default: the system's)")
+	fs.StringVar(&cfg.TLSName, "tls-name", "", "dot, doq: the `NAME` verified in the certificate and sent as SNI (default: the target's host)")
+	fs.BoolVar(&cfg.Insecure, "insecure", false, "dot, doq: do not verify the server's certificate (loopback measurements only)")
+	fs.IntVar(&cfg.Distinct, "distinct", 0, "cycle the query names over `K` names, so every query after the first K repeats one (cache hits); 0: every name unique")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, exitOK

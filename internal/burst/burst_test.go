@@ -278,6 +278,13 @@ func TestConfig_Validate(t *testing.T) {
 		{"bad suffix", func(c *Config) { c.Suffix = "a..b" }, "suffix"},
 		{"worst case too long", func(c *Config) { c.Waves, c.Timeout = MaxWaves, MaxTimeout }, "worst case"},
 		{"negative baseline", func(c *Config) { c.Baseline = -1 }, "baseline"},
+		{"dot with a CA file", func(c *Config) { c.Proto, c.CAFile = ProtoDoT, "/ca.pem" }, ""},
+		{"doq insecure", func(c *Config) { c.Proto, c.Insecure = ProtoDoQ, true }, ""},
+		{"unknown proto", func(c *Config) { c.Proto = "quic" }, "proto"},
+		{"tcp with dot", func(c *Config) { c.Proto, c.TCP = ProtoDoT, true }, "tcp: not with proto dot"},
+		{"CA file over UDP", func(c *Config) { c.CAFile = "/ca.pem" }, "only with proto dot or doq"},
+		{"insecure with a CA file", func(c *Config) { c.Proto, c.Insecure, c.CAFile = ProtoDoQ, true, "/ca.pem" }, "insecure"},
+		{"negative distinct", func(c *Config) { c.Distinct = -1 }, "distinct"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

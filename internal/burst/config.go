@@ -51,7 +51,20 @@ type Config struct {
 	Suffix   string        // names are "<run prefix>-<i>.<Suffix>"
 	Type     uint16        // query type
 	TCP      bool          // TCP instead of UDP
+	Proto    string        // "" (UDP, or TCP with TCP set), ProtoDoT or ProtoDoQ
+	Distinct int           // > 0: names cycle over this many, so every later query repeats one (a cache hit); 0: all unique
+	CAFile   string        // dot, doq: PEM roots the server's certificate must chain to; empty: the system's
+	TLSName  string        // dot, doq: the name verified and sent as SNI; empty: the target's host
+	Insecure bool          // dot, doq: no certificate verification (loopback measurements)
 }
+
+// The encrypted protocols of Config.Proto. Each run holds one connection
+// that every query shares (session.go); plain UDP and TCP use a fresh
+// socket per query instead.
+const (
+	ProtoDoT = "dot" // DNS over TLS (RFC 7858), queries pipelined
+	ProtoDoQ = "doq" // DNS over QUIC (RFC 9250), a stream per query
+)
 
 // DefaultConfig is a 30-query burst, the size of the field failure.
 func DefaultConfig() Config {
@@ -91,6 +104,10 @@ func (c Config) Validate() error {
 	if err := checkSuffix(c.Suffix); err != nil {
 		bad("suffix %q: %v", c.Suffix, err)
 	}
+	c.validateProto(bad)
+	if c.Distinct < 0 || c.Distinct > MaxRateQueries {
+		bad("distinct %d: want 0..%d", c.Distinct, MaxRateQueries)
+	}
 	if len(errs) == 0 && c.worstCase() > MaxRun {
 		bad("worst case %v (every query timing out) exceeds %v", c.worstCase(), MaxRun)
 	}
@@ -125,6 +142,24 @@ func (c Config) validateRate(bad func(string, ...any)) {
 		bad("rate × duration = %d queries: want at most %d", c.rateQueries(), MaxRateQueries)
 	} else if c.rateQueries() < 1 {
 		bad("rate × duration < 1: no query to send")
+	}
+}
+
+func (c Config) validateProto(bad func(string, ...any)) {
+	switch c.Proto {
+	case "", "udp", "tcp":
+		if c.CAFile != "" || c.TLSName != "" || c.Insecure {
+			bad("ca-file, tls-name, insecure: only with proto dot or doq")
+		}
+	case ProtoDoT, ProtoDoQ:
+		if c.TCP {
+			bad("tcp: not with proto %s", c.Proto)
+		}
+		if c.Insecure && (c.CAFile != "" || c.TLSName != "") {
+			bad("insecure: verifies nothing, so not with ca-file or tls-name")
+		}
+	default:
+		bad("proto %q: want udp, tcp, dot or doq", c.Proto)
 	}
 }
 

@@ -2,10 +2,7 @@ package burst
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"time"
 
@@ -31,13 +28,11 @@ type result struct {
 	err     error         // a failure other than the timeout
 }
 
-// exchange sends q from a fresh socket, as each stub resolver of a real
-// client has its own, and waits for its reply until ctx ends. Over UDP a
-// datagram that is not the reply (wrong ID, not a response, undecodable) is
-// ignored and the wait continues under the same deadline.
-func exchange(ctx context.Context, network, addr string, q *dns.Msg) result {
+// exchange sends q through rt (roundTrip's fresh socket, or a session's
+// shared connection), times it and classifies its outcome.
+func exchange(ctx context.Context, rt func(context.Context, *dns.Msg) (*dns.Msg, error), q *dns.Msg) result {
 	begin := time.Now()
-	reply, err := roundTrip(ctx, network, addr, q)
+	reply, err := rt(ctx, q)
 	r := result{latency: time.Since(begin), reply: reply}
 	switch {
 	case err == nil:
@@ -49,6 +44,10 @@ func exchange(ctx context.Context, network, addr string, q *dns.Msg) result {
 	return r
 }
 
+// roundTrip sends q from a fresh socket, as each stub resolver of a real
+// client has its own, and waits for its reply until ctx ends. Over UDP a
+// datagram that is not the reply (wrong ID, not a response, undecodable) is
+// ignored and the wait continues under the same deadline.
 func roundTrip(ctx context.Context, network, addr string, q *dns.Msg) (*dns.Msg, error) {
 	wire, err := q.Pack()
 	if err != nil {
@@ -90,21 +89,12 @@ func roundTripUDP(conn net.Conn, id uint16, wire []byte) (*dns.Msg, error) {
 }
 
 func roundTripTCP(conn net.Conn, id uint16, wire []byte) (*dns.Msg, error) {
-	out := binary.BigEndian.AppendUint16(make([]byte, 0, 2+len(wire)), uint16(len(wire)))
-	if _, err := conn.Write(append(out, wire...)); err != nil {
+	if _, err := conn.Write(framed(wire)); err != nil {
 		return nil, err
 	}
-	var hdr [2]byte
-	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+	m, err := readFramed(conn)
+	if err != nil {
 		return nil, err
-	}
-	buf := make([]byte, binary.BigEndian.Uint16(hdr[:]))
-	if _, err := io.ReadFull(conn, buf); err != nil {
-		return nil, err
-	}
-	m := new(dns.Msg)
-	if err := m.Unpack(buf); err != nil {
-		return nil, fmt.Errorf("undecodable reply: %w", err)
 	}
 	if m.Id != id {
 		return nil, errMismatch

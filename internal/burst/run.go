@@ -36,13 +36,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg, addr: addr, prefix: runPrefix(), network: "udp"}
-	if cfg.TCP {
+	if cfg.TCP || cfg.Proto == "tcp" {
 		r.network = "tcp"
 	}
 	// One bound over the whole run, from the worst case Validate accepted,
 	// plus a margin for scheduling: no path can outlive it.
 	ctx, cancel := context.WithTimeout(ctx, cfg.worstCase()+time.Minute)
 	defer cancel()
+	if cfg.Proto == ProtoDoT || cfg.Proto == ProtoDoQ {
+		if r.sess, err = dialSession(ctx, cfg, addr); err != nil {
+			return nil, err
+		}
+		defer r.sess.close()
+	}
 
 	base := r.baseline(ctx)
 	begin := time.Now()
@@ -91,10 +97,20 @@ type runner struct {
 	addr    string
 	network string
 	prefix  string
+	sess    session // the shared connection of -proto dot and doq; nil for UDP and TCP
 }
 
 func (r *runner) name(label string) string {
 	return r.prefix + "-" + label + "." + dns.Fqdn(r.cfg.Suffix)
+}
+
+// label is the i-th query's label: i itself, or i modulo cfg.Distinct so
+// that the names repeat.
+func (r *runner) label(i int) string {
+	if r.cfg.Distinct > 0 {
+		i %= r.cfg.Distinct
+	}
+	return strconv.Itoa(i)
 }
 
 // one sends one query for name under the per-query timeout.
@@ -104,7 +120,12 @@ func (r *runner) one(ctx context.Context, name string) result {
 	q.SetEdns0(ednsSize, false)
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	defer cancel()
-	return exchange(ctx, r.network, r.addr, q)
+	if r.sess != nil {
+		return exchange(ctx, r.sess.exchange, q)
+	}
+	return exchange(ctx, func(ctx context.Context, q *dns.Msg) (*dns.Msg, error) {
+		return roundTrip(ctx, r.network, r.addr, q)
+	}, q)
 }
 
 // baseline sends cfg.Baseline queries one after another on the idle target:
@@ -148,7 +169,7 @@ func (r *runner) wave(ctx context.Context, firstIndex int) ([]result, time.Durat
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range r.cfg.N {
-		name := r.name(strconv.Itoa(firstIndex + i))
+		name := r.name(r.label(firstIndex + i))
 		wg.Go(func() {
 			<-gate
 			res[i] = r.one(ctx, name)
@@ -180,7 +201,7 @@ schedule:
 		case <-ctx.Done():
 			break schedule
 		}
-		name := r.name(strconv.Itoa(i))
+		name := r.name(r.label(i))
 		wg.Go(func() {
 			defer func() { <-slots }()
 			one := r.one(ctx, name)
