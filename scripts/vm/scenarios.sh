@@ -279,20 +279,32 @@ netem delay 30ms 4ms
 inns res tc qdisc del dev ru root
 # handshakes LISTENER JSON: that listener's handshakes in the counters JSON
 handshakes() { jnum "$(grep -oE "\"$1://[^\"]*\":\{[^}]*\}" <<<"$2")" handshakes; }
-# nxdns's own duration_ms of each lossy query, from its query log: exact
+# nxdns's own duration_ms of each query, from its query log: exact
 # percentiles over every query of a side (nxdns-burst reports each wave's).
 pctl() { # pctl P: the nearest-rank percentile of the numbers on stdin
   sort -n | awk -v p="$1" '{ v[NR] = $1 } END { if (!NR) { print 0; exit } r = p * NR / 100; k = int(r); if (k < r) k++; if (k < 1) k = 1; print v[k] }'
 }
-lossy_lines() { journalctl -u nxdns.service --no-pager -o cat --since "$lsince" | grep -F ".loss.$1.test." | grep -F '"duration_ms"'; }
+# query_lines SINCE REGEX: nxdns's query lines since SINCE whose name matches
+query_lines() { journalctl -u nxdns.service --no-pager -o cat --since "$1" | grep -E "\"name\": \"[^\"]*$2" | grep -F '"duration_ms"'; }
+durations() { grep -oE '"duration_ms": ?[0-9.]+' | grep -oE '[0-9.]+$'; }
+lossy_lines() { query_lines "$lsince" "\\.loss\\.$1\\.test\\."; }
 json="{\"warm_ratio\": {" sep=""
 for tr in doq dot; do json+="$sep\"$tr\": [$(tr ' ' , <<<"${dq_ratios[$tr]}")]"; sep=", "; done
+# The control: the same waves of 30 without loss, the warm bursts' 90
+# queries a side (their sequential baseline queries, "-baseN", left out).
+json+="}, \"lossless\": {" sep=""
+for tr in doq dot; do
+  query_lines "$scen_since" "-[0-9]+\\.warm[0-9]+\\.$tr\\.test\\." | durations >"$OUT/scenario-doq-dot-$tr-lossless-durations.txt"
+  f=$OUT/scenario-doq-dot-$tr-lossless-durations.txt
+  json+="$sep\"$tr\": {\"queries\": $(wc -l <"$f"), \"p50_ms\": $(pctl 50 <"$f"), \"p99_ms\": $(pctl 99 <"$f"), \"max_ms\": $(pctl 100 <"$f")}"; sep=", "
+  echo "doq/dot without loss (the warm bursts, $(wc -l <"$f") queries): $tr p50 $(pctl 50 <"$f") ms, p99 $(pctl 99 <"$f") ms, max $(pctl 100 <"$f") ms (nxdns's duration_ms)" >>"$OUT/timings"
+done
 json+="}, \"lossy\": {\"waves\": $((2 * DQ_ROUNDS)), \"netem_loss\": \"1% each way\", \"netem_dropped\": {\"up_to_res\": ${drop_ur:-0}, \"res_to_up\": ${drop_ru:-0}}"
 declare -A dq_p99=()
 for tr in doq dot; do
   # journald may lag behind under TCG: wait for every line, bounded.
   poll 30 bash -c "[ \"\$(journalctl -u nxdns.service --no-pager -o cat --since '$lsince' | grep -cF '.loss.$tr.test.')\" -ge ${dq_q[$tr]} ]"
-  lossy_lines "$tr" | grep -oE '"duration_ms": ?[0-9.]+' | grep -oE '[0-9.]+$' >"$OUT/scenario-doq-dot-$tr-durations.txt"
+  lossy_lines "$tr" | durations >"$OUT/scenario-doq-dot-$tr-durations.txt"
   logged=$(wc -l <"$OUT/scenario-doq-dot-$tr-durations.txt")
   sf=$(lossy_lines "$tr" | grep -c '"rcode": "SERVFAIL"')
   p50=$(pctl 50 <"$OUT/scenario-doq-dot-$tr-durations.txt") p99=$(pctl 99 <"$OUT/scenario-doq-dot-$tr-durations.txt") max=$(pctl 100 <"$OUT/scenario-doq-dot-$tr-durations.txt")
