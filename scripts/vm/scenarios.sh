@@ -272,7 +272,10 @@ done
 c1=$(counters 8083)
 { echo "== netem, up -> res (ur)"; inns up tc -s qdisc show dev ur
   echo "== netem, res -> up (ru)"; inns res tc -s qdisc show dev ru
-  echo "== fake upstream counters before and after the lossy waves"; echo "$c0"; echo "$c1"; } >"$OUT/scenario-doq-dot-diag.txt" 2>&1
+  echo "== fake upstream counters before and after the lossy waves"; echo "$c0"; echo "$c1"
+  echo "== nxdns's upstream metrics"; metrics_text | grep -E '^nxdns_upstream_(requests|budget|backoff|connections|reuse)'
+  echo "== nxdns journal during the lossy waves, its NOERROR query lines left out"
+  journalctl -u nxdns.service --no-pager -o short-monotonic --since "$lsince" | grep -v '"rcode": "NOERROR"'; } >"$OUT/scenario-doq-dot-diag.txt" 2>&1
 dropped() { inns "$1" tc -s qdisc show dev "$2" | grep -oE 'dropped [0-9]+' | head -1 | cut -d' ' -f2; }
 drop_ur=$(dropped up ur) drop_ru=$(dropped res ru)
 netem delay 30ms 4ms
