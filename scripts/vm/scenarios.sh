@@ -312,7 +312,8 @@ for tr in doq dot; do
   sf=$(lossy_lines "$tr" | grep -c '"rcode": "SERVFAIL"')
   p50=$(pctl 50 <"$OUT/scenario-doq-dot-$tr-durations.txt") p99=$(pctl 99 <"$OUT/scenario-doq-dot-$tr-durations.txt") max=$(pctl 100 <"$OUT/scenario-doq-dot-$tr-durations.txt")
   dq_p99[$tr]=$p99
-  hs=$(( $(handshakes "$tr" "$c1") - $(handshakes "$tr" "$c0") ))
+  h0=$(handshakes "$tr" "$c0") h1=$(handshakes "$tr" "$c1")
+  hs=$((${h1:-0} - ${h0:-0}))
   json+=", \"$tr\": {\"queries\": ${dq_q[$tr]}, \"noerror\": ${dq_ok[$tr]}, \"timeouts_errors\": ${dq_bad[$tr]}, \"servfail_logged\": $sf, \"logged\": $logged, \"p50_ms\": $p50, \"p99_ms\": $p99, \"max_ms\": $max, \"client_max_ms\": ${dq_cmax[$tr]}, \"handshakes\": $hs}"
   check "doq/dot: with 1% loss each way, every query over $tr NOERROR (${dq_ok[$tr]} of ${dq_q[$tr]}, $sf SERVFAIL logged, ${dq_bad[$tr]} timeouts or errors)" \
     bash -c "[ ${dq_q[$tr]} -gt 0 ] && [ ${dq_ok[$tr]} = ${dq_q[$tr]} ] && [ ${dq_bad[$tr]} = 0 ] && [ $sf = 0 ]"
