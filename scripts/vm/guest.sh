@@ -14,7 +14,7 @@ OUT=/host/out
 mkdir -p "$OUT"
 exec >>"$OUT/guest.log" 2>&1
 export DEBIAN_FRONTEND=noninteractive PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-. "$IN/params"          # VERSION_OLD, VERSION_NEW, SCENARIOS (0/1), HOST_QUERY (0/1), ARCH
+. "$IN/params"          # VERSION_OLD, VERSION_NEW, SCENARIOS (0/1), HOST_QUERY (0/1), ARCH, ONLY
 t0=$(date +%s)
 now() { echo "$(($(date +%s) - t0))s"; }
 ok() { echo "ok $1" >>"$OUT/results"; echo "[$(now)] ok $1"; }
@@ -112,6 +112,17 @@ fakeup_start() { # fakeup_start UNIT NETNS-OR-- LISTEN...
     -ca-cert "$CA" -ca-key /usr/local/share/nxdns-vm/ca.key \
     -cert-names primary.test,standby.test,127.0.0.2,10.0.1.2 -http "${FAKEUP_HTTP:-127.0.0.1:8081}"
 }
+
+if [ -n "${ONLY:-}" ]; then
+  # NXDNS_VM_ONLY (scripts/vm/run.sh): this tree's .deb, the fake
+  # upstream's CA and the scenarios named, nothing else, one boot.
+  timeout 300 apt-get install -y -q "$IN/nxdns_new.deb" </dev/null >"$OUT/apt-install-new.txt" 2>&1 ||
+    fail "install: this tree's .deb" "$(tail -5 "$OUT/apt-install-new.txt")"
+  FAKEUP_HTTP=127.0.0.1:8081 fakeup_start vm-fakeup - "dot://127.0.0.2:853?latency=5ms"
+  poll 30 test -s /usr/local/share/nxdns-vm/ca.key || fail "fakeup" "no CA written"
+  . "$IN/scenarios.sh"
+  finish 0
+fi
 
 if [ "$phase" = 1 ]; then
   # ---- install the older .deb, then change its configuration as an admin would

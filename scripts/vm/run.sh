@@ -19,6 +19,10 @@
 #   NXDNS_VM_WEAR_SECONDS  >0: also measure the bytes nxdns writes over that
 #                          many seconds at NXDNS_VM_WEAR_RATE queries a second
 #                          (default 0.58, 50 000 a day): docs/performance.md
+#   NXDNS_VM_ONLY          a comma list of scenarios (burst, saturated, doq) or
+#                          "scenarios" for all: this tree's .deb installed and
+#                          those scenarios run, no lifecycle case and no second
+#                          boot (to iterate on a scenario; CI runs everything)
 # Exit 0 when every case passed. Prints the timings of each step.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -102,6 +106,7 @@ SCENARIOS=${NXDNS_VM_SCENARIOS:-$scenarios}
 HOST_QUERY=1
 WEAR_SECONDS=${NXDNS_VM_WEAR_SECONDS:-0}
 WEAR_RATE=${NXDNS_VM_WEAR_RATE:-0.58}
+ONLY=${NXDNS_VM_ONLY:-}
 P
 
 # ---- 3. boot (twice: the second boot is the broken-config-at-boot case) --
