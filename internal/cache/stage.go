@@ -100,10 +100,17 @@ func (s *Stage) Answer(ctx context.Context, r *query.Request, next query.Handler
 // stale entry at hand, for no longer than the stale point.
 func (s *Stage) resolve(ctx context.Context, r *query.Request, next query.Handler, k key, stale *entry) (*dns.Msg, error) {
 	fl, leader := s.flights.join(k)
-	if leader {
+	switch {
+	case leader && stale == nil && r.Lasting:
+		// Nothing to serve at a stale point, and the query's ctx ends only
+		// with the server, as every follower's does: the exchange runs here,
+		// without a hand-off to a worker and back (docs/cache.md "Coalescing and prefetch").
+		r.Event.Cache = query.CacheMiss
+		s.exchange(ctx, k, fl, s.request(fl, r), next, nil, s.c.flushes.seq())
+	case leader:
 		s.start(k, fl, r, next, stale)
 		r.Event.Cache = query.CacheMiss
-	} else {
+	default:
 		s.c.coalesced.Add(1)
 		r.Event.Cache = query.CacheCoalesced
 	}
@@ -181,23 +188,36 @@ func (s *Stage) prefetch(k key, e *entry, r *query.Request, next query.Handler) 
 // a new one per miss would grow its stack through the pool and the TLS
 // client every time (docs/performance.md "Where a miss goes").
 func (s *Stage) start(k key, fl *flight, r *query.Request, next query.Handler, old *entry) {
-	// The client rides along: the pool counts the exchange in its share of
-	// the slots (docs/upstream-pool.md "One client's share").
-	fl.ev = query.Event{Client: r.Event.Client, Pool: r.Event.Pool}
-	fl.req = query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &fl.ev}
-	req := &fl.req
+	req := s.request(fl, r)
 	flushes := s.c.flushes.seq()
 	s.wg.Add(1)
 	s.work.Run(func() {
 		defer s.wg.Done()
-		msg, err := next.Answer(s.ctx, req)
-		fl.msg, fl.err = msg, err
-		fl.source, fl.upstream, fl.tried = req.Event.Source, req.Event.Upstream, req.Event.Tried
-		if s.ctx.Err() == nil { // a cancelled exchange says nothing about the upstream
-			s.c.learn(k, fl, old, flushes)
-		}
-		s.flights.finish(k, fl)
+		s.exchange(s.ctx, k, fl, req, next, old, flushes)
 	})
+}
+
+// request is the exchange's own request for fl, made from the query r that
+// starts it. The client rides along: the pool counts the exchange in its
+// share of the slots (docs/upstream-pool.md "One client's share").
+func (s *Stage) request(fl *flight, r *query.Request) *query.Request {
+	fl.ev = query.Event{Client: r.Event.Client, Pool: r.Event.Pool}
+	fl.req = query.Request{Msg: r.Msg, Deadline: r.Deadline, Event: &fl.ev}
+	return &fl.req
+}
+
+// exchange runs fl's exchange under ctx, learns its outcome and hands it to
+// every query waiting on fl. flushes is the flush log's seq when the
+// exchange started (learn).
+func (s *Stage) exchange(ctx context.Context, k key, fl *flight, req *query.Request, next query.Handler, old *entry, flushes uint64) {
+	msg, err := next.Answer(ctx, req)
+	fl.msg, fl.err = msg, err
+	fl.source, fl.upstream, fl.tried = req.Event.Source, req.Event.Upstream, req.Event.Tried
+	// A cancelled exchange says nothing about the upstream.
+	if ctx.Err() == nil && s.ctx.Err() == nil {
+		s.c.learn(k, fl, old, flushes)
+	}
+	s.flights.finish(k, fl)
 }
 
 // serveStale answers with an expired entry: TTL 30, EDE 3 (docs/design.md#serve-stale).

@@ -47,6 +47,15 @@ func newStore(limit int, maxBytes int64) *store {
 		MaximumWeight: uint64(maxBytes),
 		Weigher:       func(_ key, e *entry) uint32 { return max(e.weight, floor) },
 		Clock:         noClock{},
+		// Maintenance (the write buffer drained into the eviction policy,
+		// evictions) runs on the goroutine that wrote, not on a goroutine
+		// created for it: otter's default starts one per write, which is a
+		// goroutine created, its stack grown and a thread woken on every
+		// miss (docs/performance.md "The miss path, end to end"). Safe here
+		// because no function the store gives otter (OnAtomicDeletion, the
+		// Compute functions) calls the cache. Maintenance a pass leaves
+		// unfinished waits for the next write or read.
+		Executor: func(fn func()) { fn() },
 		// Runs under a bucket lock: it may touch nothing of the cache.
 		OnAtomicDeletion: func(e otter.DeletionEvent[key, *entry]) {
 			if e.Cause == otter.CauseOverflow {

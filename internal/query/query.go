@@ -34,6 +34,13 @@ type Request struct {
 	// query's client: the cache keeps the bytes with an entry, for the UDP
 	// wire shortcut (wire.go). nil but for plain UDP queries.
 	Wire WireForm
+	// Lasting says the ctx the query is answered under ends only when the
+	// server stops serving (a UDP query: nothing tells nxdns that its client
+	// left), so every query that could share work with it ends no later. A
+	// stage may then run work other queries wait for on this query's own
+	// goroutine (the cache's exchange, docs/cache.md "Coalescing"), saving the
+	// hand-off to a goroutine of its own.
+	Lasting bool
 }
 
 // Handler answers a Request: the rest of the chain, as a stage sees it.

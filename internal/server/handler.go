@@ -179,6 +179,8 @@ func (s *Server) resolve(ctx context.Context, q *pending) *dns.Msg {
 		Deadline: q.ev.Time.Add(q.st.budget()),
 		Event:    q.ev,
 		Wire:     q.gen.wireFormOf(q),
+		// A UDP query is served under the server's own ctx (listen.go).
+		Lasting: q.ev.Proto == query.UDP,
 	}
 	resp, err := q.gen.chain.Answer(ctx, r)
 	if err != nil || resp == nil {
