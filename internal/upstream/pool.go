@@ -88,6 +88,7 @@ type entry struct {
 	pos      uint8    // position in Pool.entries
 	bit      uint64   // 1 << pos: the entry in a query's tried mask
 	url      string   // redacted: the only name logs, metrics and errors use
+	alone    []string // {url}: Tried of a query only this entry's exchange ran for, shared by all of them
 	endpoint Endpoint // its Scrub redacts a cause before it is logged
 	client   Client
 	slots    int
@@ -141,6 +142,7 @@ func New(opts Options, members []Member) (*Pool, error) {
 			pos:      uint8(pos),
 			bit:      1 << pos,
 			url:      m.Endpoint.Redacted(),
+			alone:    []string{m.Endpoint.Redacted()},
 			endpoint: m.Endpoint,
 			client:   m.Client,
 			slots:    slots,
@@ -225,7 +227,8 @@ func (qs *query) started(e *entry) {
 // answer (nil on a failure), the upstream or zone resolver it is attributed
 // to — the one that answered, or the one a failure is blamed on; "" for
 // none, never invented (docs/design.md#pool-classification) — and every upstream whose exchange ran,
-// in order, on an answer as on a failure. URLs are redacted. The pool and
+// in order, on an answer as on a failure (read only: the pool may share
+// it between queries). URLs are redacted. The pool and
 // each forward zone return one from Exchange, the route's one way of
 // learning who was asked.
 type Result struct {
@@ -390,9 +393,16 @@ func (p *Pool) finish(qs *query, end *AttemptError) (*dns.Msg, string, error) {
 	}
 }
 
+// triedURLs is qs's Tried. The common one, a single exchange, is the
+// entry's own slice, allocated once with the pool (a miss allocates it no
+// more: docs/performance.md "The miss path, end to end"); Tried is read,
+// never modified, by every consumer.
 func (p *Pool) triedURLs(qs *query) []string {
-	if qs.n == 0 {
+	switch qs.n {
+	case 0:
 		return nil
+	case 1:
+		return p.entries[qs.order[0]].alone
 	}
 	urls := make([]string, qs.n)
 	for i, pos := range qs.order[:qs.n] {
