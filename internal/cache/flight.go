@@ -15,7 +15,9 @@ import (
 // Guarantee: while a flight for a key is registered, join returns it and
 // never starts a second; the exchange runs on a goroutine the caller owns,
 // not on any waiter's, so a waiter that leaves (its client gave up, its
-// stale point came) cancels nothing; every waiter that stays receives the
+// stale point came) cancels nothing (the one exception, a leader whose
+// query never leaves, runs it on its own goroutine: Stage.resolve,
+// query.Request.Lasting); every waiter that stays receives the
 // one result, closed over done. finish unregisters the flight before it
 // closes done, so a query arriving after the result was published starts
 // afresh rather than reading an old failure.
