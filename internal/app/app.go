@@ -598,6 +598,8 @@ func (a *App) logEffective(cfg config.Config) {
 		zap.String("web", cfg.Web.Listen),
 		zap.Strings("dot_listen", cfg.TLS.DoTListen),
 		zap.Strings("doh_listen", cfg.TLS.DoHListen),
+		zap.Strings("doq_listen", cfg.TLS.DoQListen),
+		zap.Strings("doh3_listen", cfg.TLS.DoH3Listen),
 		zap.Int("cache_size", cfg.DNS.CacheSize),
 		zap.String("cache_file", cfg.DNS.CacheFile),
 		zap.Bool("query_log", cfg.Log.QueryLog()),
