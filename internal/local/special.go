@@ -112,6 +112,12 @@ func match(m map[string]kind, name string) (zone string, k kind) {
 	if !slices.Contains(specialTLDs, lastLabel(name)) {
 		return "", kindNone
 	}
+	return walkSuffixes(m, name)
+}
+
+// walkSuffixes is match without the last-label check: every suffix of name
+// looked up in m, from the longest.
+func walkSuffixes(m map[string]kind, name string) (zone string, k kind) {
 	for off := 0; off < len(name); {
 		if k, ok := m[name[off:]]; ok {
 			return name[off:], k

@@ -1,24 +1,6 @@
 package local
 
-import (
-	"strings"
-	"testing"
-)
-
-// walk is match without the last-label check: every suffix looked up.
-func walk(name string) (string, kind) {
-	for off := 0; off < len(name); {
-		if k, ok := specialZones[name[off:]]; ok {
-			return name[off:], k
-		}
-		i := strings.IndexByte(name[off:], '.')
-		if i < 0 {
-			break
-		}
-		off += i + 1
-	}
-	return "", kindNone
-}
+import "testing"
 
 // The last-label check leaves out only names under no special zone: for
 // every zone, a name below it, its last label alone and everyday names,
@@ -32,7 +14,7 @@ func TestMatch_lastLabelCheckFindsWhatTheWalkFinds(t *testing.T) {
 		names = append(names, z, "x."+z, lastLabel(z))
 	}
 	for _, n := range names {
-		wz, wk := walk(n)
+		wz, wk := walkSuffixes(specialZones, n)
 		if z, k := match(specialZones, n); z != wz || k != wk {
 			t.Errorf("match(%q) = %q, %d; every suffix looked up finds %q, %d", n, z, k, wz, wk)
 		}
