@@ -81,6 +81,15 @@ func startDoQTestServerEarly(t testing.TB, ca *certs.CA, name string, h testutil
 	qconf := &quic.Config{MaxIdleTimeout: 10 * time.Second}
 	s := &doqTestServer{h: h}
 	s.allow0RTT.Store(true)
+	// A Transport of the test's own, closed at cleanup: the one
+	// quic.ListenAddr makes stops reading only once its last connection's
+	// state is gone, a second or so after a failed handshake, and goleak
+	// would see it.
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: udp}
 	if early {
 		qconf.Allow0RTT = true
 		qconf.GetConfigForClient = func(*quic.ClientInfo) (*quic.Config, error) {
@@ -89,11 +98,13 @@ func startDoQTestServerEarly(t testing.TB, ca *certs.CA, name string, h testutil
 			c.Allow0RTT = s.allow0RTT.Load()
 			return c, nil
 		}
-		s.ln, err = quic.ListenAddrEarly("127.0.0.1:0", tlsConf, qconf)
+		s.ln, err = tr.ListenEarly(tlsConf, qconf)
 	} else {
-		s.ln, err = quic.ListenAddr("127.0.0.1:0", tlsConf, qconf)
+		s.ln, err = tr.Listen(tlsConf, qconf)
 	}
 	if err != nil {
+		tr.Close()
+		udp.Close()
 		t.Fatal(err)
 	}
 	ln := s.ln
@@ -104,6 +115,8 @@ func startDoQTestServerEarly(t testing.TB, ca *certs.CA, name string, h testutil
 		ln.Close()
 		s.closeAll(DoQNoError)
 		s.wg.Wait()
+		tr.Close()
+		udp.Close()
 		if v := s.violationList(); len(v) > 0 {
 			t.Errorf("the client broke RFC 9250: %q", v)
 		}
