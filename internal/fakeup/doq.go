@@ -44,11 +44,24 @@ func (l *listener) listenDoQ() error {
 		MaxIncomingStreams:   maxConns,
 		Allow0RTT:            l.Behaviour.EarlyData,
 	}
-	var err error
+	// The listener's own Transport, closed when the server has stopped
+	// (Server.Close): the one quic.ListenAddr makes keeps its socket and
+	// goroutines until its last connection's state is gone, a second or so
+	// after a failed handshake, past Close.
+	pc, err := net.ListenPacket("udp", l.Addr)
+	if err != nil {
+		return err
+	}
+	l.qtr = &quic.Transport{Conn: pc}
 	if l.Behaviour.EarlyData {
-		l.qln, err = quic.ListenAddrEarly(l.Addr, l.tlsConf, conf)
+		l.qln, err = l.qtr.ListenEarly(l.tlsConf, conf)
 	} else {
-		l.qln, err = quic.ListenAddr(l.Addr, l.tlsConf, conf)
+		l.qln, err = l.qtr.Listen(l.tlsConf, conf)
+	}
+	if err != nil {
+		l.qtr.Close()
+		pc.Close()
+		l.qtr = nil
 	}
 	return err
 }

@@ -219,6 +219,9 @@ func (s *Server) Close() error {
 		}
 		s.closeConns(true)
 		s.wg.Wait()
+		for _, l := range s.listeners {
+			l.closeTransport()
+		}
 	})
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/quic-go/quic-go"
+
 	"github.com/nxdns/nxdns/internal/sleep"
 )
 
@@ -36,13 +38,14 @@ type listener struct {
 	s        *Server
 	key      string // counters key
 	counters counters
-	ln       net.Listener   // tcp, dot, doh
-	pc       net.PacketConn // udp
-	tlsConf  *tls.Config    // dot, doh, doq
-	qln      quicListener   // doq
-	doh      *http.Server   // doh
-	handoff  *connQueue     // doh: connections past their handshake, for net/http
-	sessions sessionSet     // tcp, dot: open sessions, for CloseIdle
+	ln       net.Listener    // tcp, dot, doh
+	pc       net.PacketConn  // udp
+	tlsConf  *tls.Config     // dot, doh, doq
+	qln      quicListener    // doq
+	qtr      *quic.Transport // doq: qln's, closed after the server's goroutines (closeTransport)
+	doh      *http.Server    // doh
+	handoff  *connQueue      // doh: connections past their handshake, for net/http
+	sessions sessionSet      // tcp, dot: open sessions, for CloseIdle
 }
 
 func newListener(s *Server, spec Listen, leaf *tls.Certificate) (*listener, error) {
@@ -139,6 +142,15 @@ func (l *listener) close() {
 	}
 	if l.qln != nil {
 		l.qln.Close()
+	}
+}
+
+// closeTransport closes the DoQ listener's Transport and its socket, once
+// the server's goroutines have ended.
+func (l *listener) closeTransport() {
+	if l.qtr != nil {
+		l.qtr.Close()
+		l.qtr.Conn.Close()
 	}
 }
 

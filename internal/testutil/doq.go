@@ -39,11 +39,21 @@ func StartDoQ(t testing.TB, ca *certs.CA, name string, h Handler) *DoQServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{
+	// A Transport of its own, closed at cleanup: the one quic.ListenAddr
+	// makes outlives a failed handshake by a second or so, and goleak
+	// would see it.
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	ln, err := tr.Listen(&tls.Config{
 		Certificates: []tls.Certificate{cert},
 		NextProtos:   []string{"doq"}, // RFC 9250 §4.1.1
 	}, &quic.Config{MaxIdleTimeout: 10 * time.Second})
 	if err != nil {
+		tr.Close()
+		udp.Close()
 		t.Fatal(err)
 	}
 	s := &DoQServer{Addr: ln.Addr().(*net.UDPAddr).AddrPort(), Name: name}
@@ -71,6 +81,8 @@ func StartDoQ(t testing.TB, ca *certs.CA, name string, h Handler) *DoQServer {
 		cancel()
 		ln.Close()
 		wg.Wait()
+		tr.Close()
+		udp.Close()
 	})
 	return s
 }
