@@ -178,8 +178,8 @@ func TestDoQ_0RTTReplayAnswersTheQueryOnceMoreAndNeverTheUpdate(t *testing.T) {
 // server accepts it (the client counts the dial as accepted), answered once.
 // Across a 20 ms path: on bare loopback the server's first flight can be
 // processed while the query's stream is being opened, which quic-go
-// v0.65.0 does with a data race the race detector reports (quic-go issue
-// 4303; see internal/upstream/doq.go).
+// v0.65.0 does with a data race the race detector reports
+// (docs/decisions/quic-library.md; see internal/upstream/doq.go).
 func TestDoQ_ownClientResumesWith0RTTAccepted(t *testing.T) {
 	p := newTestPKI(t)
 	s, direct := startDoQServer(t, state(answerA("192.0.2.9")), p)

@@ -397,7 +397,8 @@ func (d *DoQ) dial(dl *doqDial) {
 	// Known: quic-go v0.65.0 reads the peer's transport parameters when a
 	// stream opens and writes them when the server's first flight arrives,
 	// without synchronisation, so a stream opened on an early connection at
-	// that instant is a data race (quic-go issue 4303, open): a pointer to
+	// that instant is a data race (docs/decisions/quic-library.md, the costs
+	// of the choice): a pointer to
 	// parameters set before it is published, and a bool. exchange keeps
 	// clear of the instant by letting only the queries that waited for
 	// the dial go early, as it returns, at least a round trip before the
