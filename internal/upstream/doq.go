@@ -398,8 +398,8 @@ func (d *DoQ) dial(dl *doqDial) {
 	// stream opens and writes them when the server's first flight arrives,
 	// without synchronisation, so a stream opened on an early connection at
 	// that instant is a data race (docs/decisions/quic-library.md, the costs
-	// of the choice): a pointer to
-	// parameters set before it is published, and a bool. exchange keeps
+	// of the choice): a pointer to parameters set before it is published,
+	// and a bool. exchange keeps
 	// clear of the instant by letting only the queries that waited for
 	// the dial go early, as it returns, at least a round trip before the
 	// server's flight; on loopback a round trip is too short for that, so
