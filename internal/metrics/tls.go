@@ -63,13 +63,18 @@ func (c tlsCollector) Collect(ch chan<- prometheus.Metric) {
 		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeTimeouts), f.proto, "timeout")
 		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeFailures), f.proto, "error")
 	}
-	// DoQ: refusals only (docs/server.md "DNS over QUIC"): not_allowed at
-	// the first packet, client_share over the client's connections.
-	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoQ.RefusedNotAllowed), "doq", "not_allowed")
-	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoQ.RefusedShare), "doq", "client_share")
-	// DoH over HTTP/3: the same admission as DoQ (docs/server.md "DoH over HTTP/3").
-	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoH3.RefusedNotAllowed), "h3", "not_allowed")
-	send(ch, tlsRefused, prometheus.CounterValue, float64(s.DoH3.RefusedShare), "h3", "client_share")
+	// DoQ and DoH over HTTP/3 (docs/server.md "DNS over QUIC", "DoH over
+	// HTTP/3"): not_allowed at the first packet, client_share over the
+	// client's connections, and the handshakes that ended unfinished.
+	for _, f := range []struct {
+		proto string
+		snap  server.FrontSnapshot
+	}{{"doq", s.DoQ}, {"h3", s.DoH3}} {
+		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedNotAllowed), f.proto, "not_allowed")
+		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedShare), f.proto, "client_share")
+		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeTimeouts), f.proto, "timeout")
+		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeFailures), f.proto, "error")
+	}
 	send(ch, quicRetries, prometheus.CounterValue, float64(s.DoQ.Retries), "doq")
 	send(ch, quicRetries, prometheus.CounterValue, float64(s.DoH3.Retries), "h3")
 	for _, e := range s.DoHErrors {

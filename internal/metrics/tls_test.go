@@ -14,6 +14,8 @@ func sampleTLS() server.TLSSnapshot {
 	return server.TLSSnapshot{
 		DoT:       server.FrontSnapshot{RefusedNotAllowed: 1, RefusedCapacity: 2, HandshakeTimeouts: 3, HandshakeFailures: 4, RefusedShare: 13},
 		DoH:       server.FrontSnapshot{RefusedNotAllowed: 5, RefusedCapacity: 6, HandshakeTimeouts: 7, HandshakeFailures: 8, RefusedShare: 14},
+		DoQ:       server.FrontSnapshot{RefusedNotAllowed: 15, RefusedShare: 16, HandshakeTimeouts: 17, HandshakeFailures: 18, Retries: 19},
+		DoH3:      server.FrontSnapshot{RefusedNotAllowed: 20, RefusedShare: 21, HandshakeTimeouts: 22, HandshakeFailures: 23, Retries: 24},
 		DoHErrors: []server.StatusCount{{Status: 400, Count: 9}, {Status: 413, Count: 10}},
 	}
 }
@@ -37,6 +39,14 @@ func TestTLS_seriesFromTheSnapshots(t *testing.T) {
 		{"nxdns_tls_connections_refused_total", map[string]string{"proto": "dot", "reason": "not_allowed"}, 1},
 		{"nxdns_tls_connections_refused_total", map[string]string{"proto": "doh", "reason": "client_share"}, 14},
 		{"nxdns_tls_handshake_failures_total", map[string]string{"proto": "dot", "reason": "timeout"}, 3},
+		{"nxdns_tls_handshake_failures_total", map[string]string{"proto": "doh", "reason": "error"}, 8},
+		{"nxdns_tls_connections_refused_total", map[string]string{"proto": "doq", "reason": "client_share"}, 16},
+		{"nxdns_tls_handshake_failures_total", map[string]string{"proto": "doq", "reason": "timeout"}, 17},
+		{"nxdns_tls_handshake_failures_total", map[string]string{"proto": "doq", "reason": "error"}, 18},
+		{"nxdns_tls_connections_refused_total", map[string]string{"proto": "h3", "reason": "not_allowed"}, 20},
+		{"nxdns_tls_handshake_failures_total", map[string]string{"proto": "h3", "reason": "timeout"}, 22},
+		{"nxdns_tls_handshake_failures_total", map[string]string{"proto": "h3", "reason": "error"}, 23},
+		{"nxdns_quic_retries_total", map[string]string{"proto": "h3"}, 24},
 		{"nxdns_doh_errors_total", map[string]string{"status": "413"}, 10},
 	} {
 		if got := value(sample(t, fams, c.name, c.labels)); got != c.want {

@@ -461,7 +461,8 @@ func readDoQQuery(st *quic.Stream) ([]byte, error) {
 // snapshot is d's refusals, for TLSSnapshot.
 func (d *doqFront) snapshot() FrontSnapshot {
 	return FrontSnapshot{RefusedNotAllowed: d.refusedNotAllowed.Load(), RefusedShare: d.refusedShare.Load(),
-		Retries: d.handshakes.retries.Load()}
+		Retries:           d.handshakes.retries.Load(),
+		HandshakeTimeouts: d.handshakes.timeouts.Load(), HandshakeFailures: d.handshakes.failures.Load()}
 }
 
 // DoQAddrs returns the bound UDP addresses of the current DoQ listeners, in

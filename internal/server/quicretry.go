@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,13 @@ type quicHandshakes struct {
 	threshold atomic.Int64  // 0 means quicRetryAt; tests lower it
 	retries   atomic.Uint64 // Initials answered with a Retry
 	validated atomic.Uint64 // connections created for a client that came back with its Retry token
+	// Connections that ended before their handshake completed, as DoT's
+	// frontCounters count them (nxdns_tls_handshake_failures_total):
+	// quic-go's handshake timer, or any other end (a TLS alert such as a
+	// client rejecting the certificate, no common ALPN, a protocol
+	// violation). A listener closing under a handshake is neither.
+	timeouts atomic.Uint64
+	failures atomic.Uint64
 }
 
 type handshakeKey struct{}
@@ -45,9 +53,31 @@ func (h *quicHandshakes) begin(ctx context.Context, info *quic.ClientInfo) (cont
 	}
 	h.n.Add(1)
 	var once sync.Once
-	end := func() { once.Do(func() { h.n.Add(-1) }) }
-	context.AfterFunc(ctx, end)
-	return context.WithValue(ctx, handshakeKey{}, end), nil
+	end := func(completed bool) {
+		once.Do(func() {
+			h.n.Add(-1)
+			if !completed {
+				h.failed(context.Cause(ctx))
+			}
+		})
+	}
+	context.AfterFunc(ctx, func() { end(false) })
+	return context.WithValue(ctx, handshakeKey{}, func() { end(true) }), nil
+}
+
+// failed counts a connection that ended, with cause, before its handshake
+// completed.
+func (h *quicHandshakes) failed(cause error) {
+	var hs *quic.HandshakeTimeoutError
+	var idle *quic.IdleTimeoutError
+	switch {
+	case errors.Is(cause, quic.ErrServerClosed), errors.Is(cause, quic.ErrTransportClosed):
+		// the listener's own end: it cut the handshake
+	case errors.As(cause, &hs), errors.As(cause, &idle):
+		h.timeouts.Add(1)
+	default:
+		h.failures.Add(1)
+	}
 }
 
 // done ends the handshake of the connection whose context is ctx.

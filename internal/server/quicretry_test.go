@@ -105,3 +105,29 @@ func TestDoH3_noRetryForAClientOutsideAllow(t *testing.T) {
 		t.Errorf("retries %d, refusals %d; want 0 and at least 1", snap.Retries, snap.RefusedNotAllowed)
 	}
 }
+
+// A handshake that ends unfinished is counted as DoT's are
+// (nxdns_tls_handshake_failures_total): a client offering no ALPN the
+// listener speaks is an error at once, one that goes silent mid-handshake a
+// timeout at the handshake bound, and a completed handshake neither.
+func TestDoQ_failedHandshakesAreCountedByReason(t *testing.T) {
+	p := newTestPKI(t)
+	s, addr := startDoQServer(t, state(answerA("192.0.2.9")), p)
+	doqMustAnswer(t, p, addr)
+
+	stallHandshake(t, p, addr, "doq")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conf := p.clientConf.Clone()
+	conf.NextProtos = []string{"h2"}
+	if c, err := quic.DialAddr(ctx, addr.String(), conf, &quic.Config{}); err == nil {
+		c.CloseWithError(0, "")
+		t.Fatal("a client offering only h2 finished a DoQ handshake")
+	}
+	waitFor(t, "the ALPN failure counted", func() bool { return s.TLSSnapshot().DoQ.HandshakeFailures == 1 })
+	// The stalled one ends at the handshake bound, tlsHandshakeTimeout.
+	waitFor(t, "the stalled handshake timed out", func() bool { return s.TLSSnapshot().DoQ.HandshakeTimeouts == 1 })
+	if snap := s.TLSSnapshot().DoQ; snap.HandshakeFailures != 1 {
+		t.Errorf("failures %d after the timeout, want still 1", snap.HandshakeFailures)
+	}
+}

@@ -251,7 +251,7 @@ type StatusCount struct {
 // TLSSnapshot is the DoT and DoH counters.
 type TLSSnapshot struct {
 	DoT, DoH  FrontSnapshot
-	DoQ       FrontSnapshot // refusals only: quic-go runs the handshakes (doq.go)
+	DoQ       FrontSnapshot // refusals, Retries and failed handshakes; no capacity refusal (doq.go)
 	DoH3      FrontSnapshot // the same for DoH over HTTP/3 (doh3.go)
 	DoHErrors []StatusCount // every status of dohStatuses, zero counts included
 }
