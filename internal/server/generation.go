@@ -20,15 +20,25 @@ import (
 // included, and a read lock is two atomic writes to a word every CPU's
 // readers share, which bounced between the CPUs on each query
 // (docs/performance.md#answer-cache).
+//
+// "Retired" and "nobody holds it" live in one word, refs, so one atomic
+// operation sees both at once. With a separate flag, a release could see
+// zero holders, a query then pin the still-current generation, Swap retire
+// it, and the release go on to read the flag and close done under that
+// query.
 type generation struct {
-	st      *State
-	chain   query.Handler // st.Stages, then the route: built once per State
-	fast    *fastPath     // cache hits from the wire (fastpath.go); nil when the stages allow none
-	refs    atomic.Int64  // queries holding this generation
-	retired atomic.Bool   // set once by Swap, after it made another generation current
-	once    sync.Once
-	done    chan struct{} // closed when retired and refs is zero
+	st    *State
+	chain query.Handler // st.Stages, then the route: built once per State
+	fast  *fastPath     // cache hits from the wire (fastpath.go); nil when the stages allow none
+	refs  atomic.Int64  // queries holding this generation, plus retiredMark once Swap retired it
+	once  sync.Once
+	done  chan struct{} // closed when refs is retiredMark: retired, and nothing holds it
 }
+
+// retiredMark is what Swap adds to a generation's refs when it retires it:
+// far above any number of queries, so refs == retiredMark means retired
+// and unheld.
+const retiredMark = 1 << 62
 
 func newGeneration(st *State) *generation {
 	return &generation{
@@ -55,9 +65,9 @@ func (s *Server) acquire() *generation {
 }
 
 func (g *generation) release() {
-	// Either this release or Swap's check sees both "retired" and "zero";
-	// the Once makes seeing it twice harmless.
-	if g.refs.Add(-1) == 0 && g.retired.Load() {
+	// Either this release or Swap's mark sees "retired and unheld"; the
+	// Once makes seeing it twice (a losing pin's release) harmless.
+	if g.refs.Add(-1) == retiredMark {
 		g.finish()
 	}
 }
@@ -71,8 +81,10 @@ func (g *generation) finish() { g.once.Do(func() { close(g.done) }) }
 // the old state used, such as the old pool.
 func (s *Server) Swap(st *State) (drained func(ctx context.Context) error) {
 	old := s.gen.Swap(newGeneration(st))
-	old.retired.Store(true)
-	if old.refs.Load() == 0 {
+	// After the swap: a query that pins old from now on sees another
+	// generation current and lets go, so the holders counted here are all
+	// old will ever have.
+	if old.refs.Add(retiredMark) == retiredMark {
 		old.finish()
 	}
 	return func(ctx context.Context) error {
