@@ -60,7 +60,9 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	if resp.Rcode != dns.RcodeSuccess && resp.Rcode != dns.RcodeNameError {
 		return nil
 	}
-	m := &dns.Msg{MsgHdr: resp.MsgHdr, Question: resp.Question}
+	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
+	m := &e.msg
+	*m = dns.Msg{MsgHdr: resp.MsgHdr, Question: resp.Question}
 	m.Id = 0
 	keep := func(rr dns.RR) bool { return k.do() || !dnssecOnly(rr.Header().Rrtype, k.qtype) }
 	// RFC 3225 §3: an explicit ANY asks for every record at the name, its
@@ -76,8 +78,7 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	// 6840 §5.7), and the server's reply gives it to the clients that set
 	// DO or AD (§5.8), from the same entry (docs/cache.md "Key, clamps and
 	// what is never cached").
-	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
-	e.setAnswer(k.name, m)
+	e.setAnswer(k.name)
 	e.negative = m.Rcode == dns.RcodeNameError || !answers(m.Answer, k.name, k.qtype)
 	var ttl uint32
 	if e.negative {

@@ -268,7 +268,7 @@ func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 	// clamped, DNSSEC records only for DO. At age 0 that is the entry's own
 	// message, which is never modified (query.Handler lets a stage return a
 	// message it shares): no copy per miss, and none kept on the entry.
-	fl.msg = e.msg
+	fl.msg = &e.msg
 	if c.flushes.covers(flushes, k.name) {
 		return
 	}
