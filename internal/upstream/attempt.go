@@ -43,7 +43,7 @@ func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, qs *qu
 	defer cancel() // sets no cause: classify before it runs
 
 	e.inFlight.Add(1)
-	resp, err := e.client.Exchange(ctx, q.Copy()) // a copy per attempt: the client may keep it
+	resp, err := e.client.Exchange(ctx, q) // no copy: the client keeps none of it (Client)
 	e.inFlight.Add(-1)
 	e.latency.Observe(time.Since(now))
 	if err != nil {

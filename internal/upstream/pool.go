@@ -240,7 +240,8 @@ type Result struct {
 // Resolve answers q through the pool. It fixes one deadline when the query
 // enters and every wait and attempt spends it (docs/design.md#pool-deadline). The string is
 // the answering upstream's redacted URL, "" for none. Errors are
-// *QueryError. Resolve does not modify q.
+// *QueryError. Resolve does not modify q, but for the packing Client
+// describes, and keeps nothing of it once it returns.
 func (p *Pool) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
 	resp, up, _, err := p.resolve(ctx, q)
 	return resp, up, err
