@@ -57,7 +57,7 @@ func (c *Cache) Explain(name string, qtype uint16) []Explanation {
 			TTLS:        e.ttl,
 			TTLLeftS:    time.Duration(e.expires - now).Seconds(),
 			UpstreamTTL: e.upTTL, Clamp: e.clamp, Origin: e.origin, Via: e.source, Pool: k.pool,
-			Answer: query.Summary(e.msg),
+			Answer: query.Summary(&e.msg),
 		}
 		if r := e.retryAt.Load(); r > now {
 			x.RetryInS = time.Duration(r - now).Seconds()

@@ -62,22 +62,22 @@ type entry struct {
 	cnames  *[]string               // the answer's CNAME targets, for the filter's check of a hit; nil for none
 	ttl     uint32                  // the entry's lifetime in seconds, after clamping
 
-	upTTL     uint32   // the lifetime the upstream's records gave, before clamping
-	msg       *dns.Msg // the answer: TTLs as clamped at store time, never modified
-	clamp     string   // what changed upTTL into ttl, for /api/cache/entry; "" for nothing
-	negative  bool     // NXDOMAIN or NODATA (RFC 2308)
-	origin    string   // the upstream or zone resolver that answered, redacted
-	source    string   // query.SourcePool or query.ZonePrefix+zone
+	upTTL     uint32  // the lifetime the upstream's records gave, before clamping
+	msg       dns.Msg // the answer: TTLs as clamped at store time, never modified once stored; allocated with the entry
+	clamp     string  // what changed upTTL into ttl, for /api/cache/entry; "" for nothing
+	negative  bool    // NXDOMAIN or NODATA (RFC 2308)
+	origin    string  // the upstream or zone resolver that answered, redacted
+	source    string  // query.SourcePool or query.ZonePrefix+zone
 	staleView atomic.Pointer[dns.Msg]
 	retryAt   atomic.Int64 // Unix ns; until then a stale entry is served at once (RFC 8767 §4)
 	weight    uint32       // the entry's memory at its largest, in bytes (weight.go); set by store.put
 }
 
-// setAnswer makes m, stored under a key of name, the entry's answer.
-func (e *entry) setAnswer(name string, m *dns.Msg) {
-	e.name, e.msg = name, m
+// setAnswer notes that e.msg, now complete, is stored under a key of name.
+func (e *entry) setAnswer(name string) {
+	e.name = name
 	var targets []string
-	for _, rr := range m.Answer {
+	for _, rr := range e.msg.Answer {
 		if c, ok := rr.(*dns.CNAME); ok {
 			targets = append(targets, c.Target)
 		}

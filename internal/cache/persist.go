@@ -289,7 +289,7 @@ func decodeRecord(r *bytes.Reader) (key, *entry, error) {
 	}
 	wire := make([]byte, n)
 	_, _ = io.ReadFull(r, wire) // length checked
-	m := new(dns.Msg)
+	m := &e.msg
 	if err := m.Unpack(wire); err != nil {
 		return k, nil, err
 	}
@@ -299,6 +299,6 @@ func decodeRecord(r *bytes.Reader) (key, *entry, error) {
 	}
 	q := m.Question[0]
 	k.name, k.qtype, k.qclass = strings.ToLower(q.Name), q.Qtype, q.Qclass
-	e.setAnswer(k.name, m)
+	e.setAnswer(k.name)
 	return k, e, nil
 }

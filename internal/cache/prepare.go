@@ -31,6 +31,14 @@ const (
 	maxTTLField = 1<<31 - 1
 )
 
+// The clamp reasons of the constant bounds, built once rather than per
+// answer.
+var (
+	noSOAClamp           = fmt.Sprintf("negative without SOA: kept %d s", noSOANegativeTTL)
+	negativeCapClamp     = fmt.Sprintf("negative capped at %d s", maxNegativeTTL)
+	zoneNegativeCapClamp = fmt.Sprintf("forward-zone negative capped at %d s", zoneNegativeTTL)
+)
+
 // limits are the clamps of docs/design.md#cache in seconds.
 type limits struct {
 	min, max uint32
@@ -52,7 +60,9 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	if resp.Rcode != dns.RcodeSuccess && resp.Rcode != dns.RcodeNameError {
 		return nil
 	}
-	m := &dns.Msg{MsgHdr: resp.MsgHdr, Question: resp.Question}
+	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
+	m := &e.msg
+	*m = dns.Msg{MsgHdr: resp.MsgHdr, Question: resp.Question}
 	m.Id = 0
 	keep := func(rr dns.RR) bool { return k.do() || !dnssecOnly(rr.Header().Rrtype, k.qtype) }
 	// RFC 3225 §3: an explicit ANY asks for every record at the name, its
@@ -68,8 +78,7 @@ func prepare(resp *dns.Msg, k key, lim limits, now time.Time, origin, source str
 	// 6840 §5.7), and the server's reply gives it to the clients that set
 	// DO or AD (§5.8), from the same entry (docs/cache.md "Key, clamps and
 	// what is never cached").
-	e := &entry{stored: now.UnixNano(), origin: origin, source: source}
-	e.setAnswer(k.name, m)
+	e.setAnswer(k.name)
 	e.negative = m.Rcode == dns.RcodeNameError || !answers(m.Answer, k.name, k.qtype)
 	var ttl uint32
 	if e.negative {
@@ -176,7 +185,7 @@ func rrsetTTLs(secs [][]dns.RR, lim limits) (ttl, upTTL uint32, clamp string) {
 	for _, sec := range secs {
 		for _, rr := range sec {
 			h := rr.Header()
-			h.Ttl, _ = lim.apply(mins[set{strings.ToLower(h.Name), h.Rrtype, h.Class}])
+			h.Ttl = lim.clamp(mins[set{strings.ToLower(h.Name), h.Rrtype, h.Class}])
 		}
 	}
 	ttl, clamp = lim.apply(upTTL)
@@ -199,15 +208,15 @@ func negativeTTL(m *dns.Msg, lim limits, zone bool) (ttl, upTTL uint32, clamp st
 		for _, rr := range m.Ns {
 			rr.Header().Ttl = noSOANegativeTTL
 		}
-		return noSOANegativeTTL, 0, fmt.Sprintf("negative without SOA: kept %d s", noSOANegativeTTL)
+		return noSOANegativeTTL, 0, noSOAClamp
 	}
 	upTTL = min(fieldTTL(soa.Hdr.Ttl), fieldTTL(soa.Minttl))
 	capped, why := upTTL, ""
 	if c := uint32(maxNegativeTTL); capped > c {
-		capped, why = c, fmt.Sprintf("negative capped at %d s", c)
+		capped, why = c, negativeCapClamp
 	}
 	if c := uint32(zoneNegativeTTL); zone && capped > c {
-		capped, why = c, fmt.Sprintf("forward-zone negative capped at %d s", c)
+		capped, why = c, zoneNegativeCapClamp
 	}
 	ttl, clamp = lim.apply(capped)
 	if clamp == "" {
@@ -227,13 +236,25 @@ func fieldTTL(t uint32) uint32 {
 	return t
 }
 
-// apply clamps t to [min, max]; a 0 stays 0 unless min raises it.
+// apply clamps t to [min, max]; a 0 stays 0 unless min raises it. The
+// string says what changed t, "" for nothing.
 func (l limits) apply(t uint32) (uint32, string) {
-	switch {
-	case t < l.min:
-		return l.min, fmt.Sprintf("raised to dns.cache_min_ttl (%d s)", l.min)
-	case t > l.max:
-		return l.max, fmt.Sprintf("lowered to dns.cache_max_ttl (%d s)", l.max)
+	switch c := l.clamp(t); {
+	case c > t:
+		return c, fmt.Sprintf("raised to dns.cache_min_ttl (%d s)", l.min)
+	case c < t:
+		return c, fmt.Sprintf("lowered to dns.cache_max_ttl (%d s)", l.max)
 	}
 	return t, ""
+}
+
+// clamp is apply's TTL alone, for a record's TTL, whose reason nobody reads.
+func (l limits) clamp(t uint32) uint32 {
+	switch {
+	case t < l.min:
+		return l.min
+	case t > l.max:
+		return l.max
+	}
+	return t
 }

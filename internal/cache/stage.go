@@ -265,10 +265,10 @@ func (c *Cache) learn(k key, fl *flight, old *entry, flushes uint64) {
 		return
 	}
 	// Every waiter gets the answer as the cache gives it from now on: TTLs
-	// clamped, DNSSEC records only for DO. Rendered once for the flight and
-	// not kept on the entry: most entries are never asked again, and the
-	// copy would double their memory.
-	fl.msg = e.withTTLs(func(t uint32) uint32 { return t }, nil)
+	// clamped, DNSSEC records only for DO. At age 0 that is the entry's own
+	// message, which is never modified (query.Handler lets a stage return a
+	// message it shares): no copy per miss, and none kept on the entry.
+	fl.msg = &e.msg
 	if c.flushes.covers(flushes, k.name) {
 		return
 	}

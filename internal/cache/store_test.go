@@ -14,7 +14,7 @@ func TestStore_neverExceedsItsBound(t *testing.T) {
 	for _, limit := range []int{1, 3, 255, 1000, 10000} {
 		s := newStore(limit, int64(limit)<<20) // the entry bound binds: an entry weighs a few KiB
 		for i := range limit * 3 {
-			s.put(testKey(i), &entry{msg: new(dns.Msg)})
+			s.put(testKey(i), &entry{})
 		}
 		s.c.CleanUp() // otter applies writes in batches
 		if n := s.len(); n > limit || n < limit*9/10 {
@@ -41,10 +41,10 @@ func TestStore_floodKeepsHotNames(t *testing.T) {
 				if round > 5 {
 					misses++
 				}
-				s.put(testKey(h), &entry{msg: new(dns.Msg)})
+				s.put(testKey(h), &entry{})
 			}
 			for range 20 {
-				s.put(testKey(next), &entry{msg: new(dns.Msg)})
+				s.put(testKey(next), &entry{})
 				next++
 			}
 		}
@@ -61,7 +61,7 @@ func TestStore_floodKeepsHotNames(t *testing.T) {
 func TestStore_replaceAndRemove(t *testing.T) {
 	s := newStore(4, 4<<20)
 	defer s.close()
-	a, b := &entry{msg: new(dns.Msg)}, &entry{msg: new(dns.Msg)}
+	a, b := &entry{}, &entry{}
 	s.put(testKey(1), a)
 	s.put(testKey(1), b)
 	if s.get(testKey(1)) != b || s.len() != 1 {
@@ -76,7 +76,7 @@ func TestStore_replaceAndRemove(t *testing.T) {
 		t.Fatal("remove left the entry")
 	}
 	for i := range 4 {
-		s.put(testKey(i), &entry{msg: new(dns.Msg), negative: i%2 == 0})
+		s.put(testKey(i), &entry{negative: i%2 == 0})
 	}
 	if n := s.removeIf(func(_ key, e *entry) bool { return e.negative }); n != 2 {
 		t.Fatalf("removeIf removed %d, want 2", n)
@@ -100,7 +100,7 @@ func TestStore_concurrent(t *testing.T) {
 				case 0:
 					s.remove(k, nil)
 				case 1:
-					s.put(k, &entry{msg: new(dns.Msg)})
+					s.put(k, &entry{})
 				default:
 					s.get(k)
 				}

@@ -30,9 +30,10 @@ import (
 
 // Fixed costs, from the structs they stand for and otter's node.
 var (
-	// entryOverhead is the entry, the view and wireSet headers, the parsed
-	// message's struct and question, and otter's node for the key.
-	entryOverhead = int(reflect.TypeFor[entry]().Size()) + 2*int(reflect.TypeFor[dns.Msg]().Size()) + int(reflect.TypeFor[view]().Size()) + 160
+	// entryOverhead is the entry (the parsed message's struct is in it),
+	// the view and wireSet headers, the view's message struct, the
+	// question, and otter's node for the key.
+	entryOverhead = int(reflect.TypeFor[entry]().Size()) + int(reflect.TypeFor[dns.Msg]().Size()) + int(reflect.TypeFor[view]().Size()) + 160
 	// ifaceBytes is one element of a []dns.RR.
 	ifaceBytes = 16
 	// stringBytes is one element of a []string.
@@ -49,7 +50,7 @@ var (
 
 // weigh is e's weight (see above); e's answer is set.
 func weigh(e *entry) int {
-	m := e.msg
+	m := &e.msg
 	own, shared, wire, n := 0, 0, 0, 0
 	for _, rrs := range [...][]dns.RR{m.Answer, m.Ns, m.Extra} {
 		for _, rr := range rrs {

@@ -109,7 +109,8 @@ type Sink interface {
 // per socket reader, overwritten by the reader's next hit, instead of
 // allocating one per hit: at cache-hit rates that allocation was what made
 // the garbage collector run (docs/performance.md#work-per-query,
-// re-measured by scripts/workperquery.sh).
+// re-measured by scripts/workperquery.sh). The general path likewise
+// allocates a query's Event and its Reply with the query's own state.
 type EventCopier interface {
 	Sink
 	CopiesEvents()

@@ -198,7 +198,10 @@ func (w *wireForm) Shape() (uint8, bool) {
 // one to keep: its event's Reply is the message fit cut, which the fast
 // path would not have (the bytes would be the same, the log line not).
 func (w *wireForm) Pack(m *dns.Msg) ([]byte, bool) {
-	scratch := &pending{req: w.req, opt: w.opt, ev: &query.Event{Proto: query.UDP}}
+	// Its event and answer in it (inline): no sink sees a scratch query.
+	scratch := &pending{req: w.req, opt: w.opt, inline: true}
+	scratch.ev = &scratch.ownEv
+	scratch.ev.Proto = query.UDP
 	a := scratch.relay(m)
 	limit := scratch.sizeLimit()
 	out, err := fit(a, limit, nil)

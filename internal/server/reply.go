@@ -21,7 +21,12 @@ import (
 // offers recursion.
 func (q *pending) base() *dns.Msg {
 	req := q.req
-	a := new(answerMsg)
+	var a *answerMsg
+	if q.inline && q.ans == nil {
+		a = &q.ownAns // the first answer built; a rebuilt one gets its own
+	} else {
+		a = new(answerMsg)
+	}
 	q.ans = a
 	m := &a.msg
 	*m = dns.Msg{MsgHdr: dns.MsgHdr{

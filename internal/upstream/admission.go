@@ -61,9 +61,11 @@ func (b *board) notify() {
 // it again with the tried entries marked.
 //
 // It returns nil and no error when nothing is left to try: the query's last
-// outcome decides its answer. An error is the query context's end while it
-// waited (KindBudgetExhausted or KindCanceled) and never holds a permit.
-func (p *Pool) admit(ctx context.Context, qs *query) (*entry, *AttemptError) {
+// outcome decides its answer. An error is the wait's end (KindBudgetExhausted
+// at until, or KindCanceled when ctx ends) and never holds a permit. The
+// wait's timer is armed only when the query has to wait: a free slot costs
+// none.
+func (p *Pool) admit(ctx context.Context, until time.Time, qs *query) (*entry, *AttemptError) {
 	e, found := p.sweep(qs)
 	switch {
 	case e != nil:
@@ -71,6 +73,8 @@ func (p *Pool) admit(ctx context.Context, qs *query) (*entry, *AttemptError) {
 	case !found:
 		return nil, nil
 	}
+	ctx, cancel := context.WithDeadlineCause(ctx, until, KindBudgetExhausted)
+	defer cancel()
 	return p.wait(ctx, qs)
 }
 

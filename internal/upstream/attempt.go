@@ -11,16 +11,21 @@ import (
 // is released before it returns. The attempt races the query's deadline
 // (docs/design.md#pool-deadline): it runs until min(now+limit, deadline), limit being
 // attempt_timeout or, when every upstream is down, a share of one probe
-// timeout (attemptLimit), and the context's cause says which timer ended it.
+// timeout (attemptLimit). One context carries that instant, and its cause
+// says which bound it is: KindAttemptExpired for the attempt's own expiry,
+// KindBudgetExhausted when the deadline comes first (the attempt is
+// truncated). The pool holds no context of its own over it, so the timer
+// that ends the attempt is the only one armed for it.
 //
 // The error, if any, names the upstream only when an exchange started: a
-// deadline already passed returns KindBudgetExhausted without calling the
-// client, so an instant exchange cannot manufacture evidence after the
-// budget is gone; a client already gone likewise starts nothing.
+// deadline already passed, or an all-down pass already over (limit ≤ 0),
+// returns KindBudgetExhausted without calling the client, so an instant
+// exchange cannot manufacture evidence after the budget is gone; a client
+// already gone likewise starts nothing.
 func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, qs *query, q *dns.Msg, limit time.Duration) (*dns.Msg, *AttemptError) {
 	defer p.release(e, qs)
 	now := time.Now()
-	if !now.Before(deadline) { // ctx.Done lags the clock by a timer tick
+	if !now.Before(deadline) || limit <= 0 {
 		return nil, &AttemptError{Kind: KindBudgetExhausted, Err: context.DeadlineExceeded}
 	}
 	if err := ctx.Err(); err != nil {
@@ -28,31 +33,21 @@ func (p *Pool) attempt(ctx context.Context, deadline time.Time, e *entry, qs *qu
 	}
 	expiry := now.Add(limit)
 	// Truncated means the upstream gets less than its configured interval;
-	// an attempt ending exactly at the deadline got all of it.
-	truncated := expiry.After(deadline)
-	var cancel context.CancelFunc
-	if expiry.Before(deadline) {
-		ctx, cancel = context.WithDeadlineCause(ctx, expiry, KindAttemptExpired)
-	} else {
-		// No second timer at the budget's instant: the budget's own timer ends
-		// this attempt, and its cause (KindBudgetExhausted) says so.
-		ctx, cancel = context.WithCancel(ctx)
+	// an attempt ending exactly at the deadline got all of it, and its
+	// expiry is evidence about the peer (docs/design.md#pool-classification).
+	end, cause := expiry, KindAttemptExpired
+	if expiry.After(deadline) {
+		end, cause = deadline, KindBudgetExhausted
 	}
+	ctx, cancel := context.WithDeadlineCause(ctx, end, cause)
 	defer cancel() // sets no cause: classify before it runs
 
 	e.inFlight.Add(1)
-	resp, err := e.client.Exchange(ctx, q.Copy()) // a copy per attempt: the client may keep it
+	resp, err := e.client.Exchange(ctx, q) // no copy: the client keeps none of it (Client)
 	e.inFlight.Add(-1)
 	e.latency.Observe(time.Since(now))
 	if err != nil {
-		k := KindOf(ctx, err)
-		if k == KindBudgetExhausted && !truncated {
-			// The budget's timer fired at the instant the attempt's own would
-			// have: the upstream had its full interval, so this is the full
-			// expiry row of docs/design.md#pool-classification, evidence about the peer.
-			k = KindAttemptExpired
-		}
-		return nil, newAttemptError(e.url, k, err)
+		return nil, newAttemptError(e.url, KindOf(ctx, err), err)
 	}
 	return resp, nil
 }

@@ -186,3 +186,30 @@ func TestShares_oddSlotsLeaveNoFreeSlotIdle(t *testing.T) {
 		t.Error("both clients turned away with the third slot free")
 	}
 }
+
+// WithClient's context is an ordinary one: the client is found through the
+// contexts derived from it, the caller's cancellation and values pass
+// through it, and a context without a client has none.
+func TestWithClient_isFoundThroughDerivedContexts(t *testing.T) {
+	type otherKey struct{}
+	parent, cancel := context.WithCancel(context.WithValue(t.Context(), otherKey{}, "kept"))
+	ctx := WithClient(parent, netip.MustParseAddr("2001:db8::1"))
+	derived, stop := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer stop()
+	for name, c := range map[string]context.Context{"itself": ctx, "derived": derived} {
+		k, ok := shareKey(c)
+		if want := netip.MustParsePrefix("2001:db8::/64"); !ok || k != want {
+			t.Errorf("%s: share key %v, %v; want %v", name, k, ok, want)
+		}
+		if v := c.Value(otherKey{}); v != "kept" {
+			t.Errorf("%s: the caller's value is %v", name, v)
+		}
+	}
+	child, stopChild := context.WithCancel(ctx)
+	defer stopChild()
+	cancel()
+	<-child.Done() // the caller's cancellation reaches through; a hang fails the test
+	if _, ok := shareKey(t.Context()); ok {
+		t.Error("a context without a client has a share key")
+	}
+}

@@ -240,7 +240,8 @@ type Result struct {
 // Resolve answers q through the pool. It fixes one deadline when the query
 // enters and every wait and attempt spends it (docs/design.md#pool-deadline). The string is
 // the answering upstream's redacted URL, "" for none. Errors are
-// *QueryError. Resolve does not modify q.
+// *QueryError. Resolve does not modify q, but for the packing Client
+// describes, and keeps nothing of it once it returns.
 func (p *Pool) Resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, error) {
 	resp, up, _, err := p.resolve(ctx, q)
 	return resp, up, err
@@ -261,23 +262,25 @@ func (p *Pool) Exchange(ctx context.Context, q *dns.Msg) (Result, error) {
 // resolve is Resolve with every upstream whose exchange ran, in order,
 // redacted; on failure they are the QueryError's Tried as well.
 func (p *Pool) resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []string, error) {
+	// The deadline is a time, not a context: a wait builds its context from
+	// it (admit) and an attempt folds it into its own (attempt), so the query
+	// runs under one timer at a time, and a query that neither waits nor
+	// fails over arms exactly one (docs/performance.md "The miss path, end
+	// to end" counts what that saves).
 	deadline := time.Now().Add(p.total)
-	ctx, cancel := context.WithDeadlineCause(ctx, deadline, KindBudgetExhausted)
-	defer cancel()
 	var qs query
 	qs.client, qs.hasClient = shareKey(ctx)
 	var allDown time.Time // when the all-down pass ends; zero until it begins
+	waitEnd := deadline   // how long a wait for a slot may last
 	for {
 		if allDown.IsZero() && p.backoffMask() == p.all() {
 			allDown = time.Now().Add(probeTimeout)
-			var cancelDown context.CancelFunc
 			// A wait for a dead entry's slot that outlasts the pass ends the
 			// query as the pool's own time running out (EDE 22), like any
 			// wait; an attempt cut at its share is evidence (attemptLimit).
-			ctx, cancelDown = context.WithDeadlineCause(ctx, allDown, KindBudgetExhausted)
-			defer cancelDown()
+			waitEnd = earliest(deadline, allDown)
 		}
-		e, err := p.admit(ctx, &qs)
+		e, err := p.admit(ctx, waitEnd, &qs)
 		if e == nil {
 			resp, up, ferr := p.finish(&qs, err)
 			return resp, up, p.triedURLs(&qs), ferr
@@ -291,6 +294,14 @@ func (p *Pool) resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []str
 	}
 }
 
+// earliest is the earlier of two instants.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // attemptLimit is how long the next attempt may run. Normally that is
 // attempt_timeout. When every enabled upstream is in backoff
 // (docs/design.md#pool-last-resort) the query does not spend its budget on the dead: the last-resort
@@ -300,7 +311,9 @@ func (p *Pool) resolve(ctx context.Context, q *dns.Msg) (*dns.Msg, string, []str
 // SERVFAIL (or stale answer) within about a second while the prober brings
 // the upstreams back. An attempt cut at its share had all the time the pass
 // gives an upstream in backoff — the probe's own standard — so its expiry
-// is evidence (KindAttemptExpired), never the query's budget.
+// is evidence (KindAttemptExpired), never the query's budget. Once the pass
+// is over the limit is zero or less, and the query's time for the dead is
+// spent (attempt).
 func (p *Pool) attemptLimit(qs *query, allDown time.Time) time.Duration {
 	if allDown.IsZero() {
 		return p.attemptTimeout
