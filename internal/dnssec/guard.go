@@ -224,8 +224,9 @@ func (r guarded) Exchange(ctx context.Context, q *dns.Msg) (upstream.Result, err
 	}
 	if r.g.budget > 0 {
 		var cancel context.CancelFunc
-		// The pool's own budget starts a moment later and ends first; if
-		// this one does, the pool files it as a spent budget (EDE 22).
+		// The pool's own budget starts a moment later, so with equal
+		// budgets this one ends first, by microseconds; the pool files
+		// either end as a spent budget (EDE 22).
 		ctx, cancel = context.WithTimeoutCause(ctx, r.g.budget, upstream.KindBudgetExhausted)
 		defer cancel()
 	}

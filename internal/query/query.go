@@ -22,7 +22,11 @@ type Request struct {
 	// Msg is the query as nxdns sends it on: its own random ID, RD set, the
 	// client's question (case kept), CD and AD, and nxdns's own OPT record
 	// carrying only the client's DO bit. Stages never modify it: copy it
-	// (Msg.Copy) to send something else.
+	// (Msg.Copy) to send something else. An exchange may still be packing
+	// it after the stage that started it returned (the cache's prefetch and
+	// its exchange past a stale point run on), and packing rewrites the OPT
+	// record's TTL field (upstream.Client): once next.Answer has returned,
+	// a stage reads only Msg's header and question, never its OPT.
 	Msg *dns.Msg
 	// Deadline is when the client's answer is due: the query's arrival plus
 	// the pool's total budget. A stage that waits (the cache's stale point,
