@@ -2,8 +2,10 @@
 # The systemd VM test on x86_64 (scripts/vm/run.sh, docs/testing-vm.md):
 # the .deb in a Debian 12 VM booted under qemu with TCG, its lifecycle under
 # real systemd and dpkg, and the netem field scenarios. Installs what it
-# needs from Debian (qemu-system-x86, debootstrap); the root filesystem is
-# cached by content in NXDNS_VM_CACHE (default ~/.cache/nxdns-vm), so only
+# needs from Debian (qemu-system-x86; qemu-utils, for qemu-img, named on its
+# own since it is only a recommendation of qemu-system-x86 and the install
+# skips those; debootstrap, e2fsprogs); the root filesystem is cached by
+# content in NXDNS_VM_CACHE (default ~/.cache/nxdns-vm), so only
 # the first run downloads Debian packages. Measured on 2 shared cores at
 # host load 12-19: about 18 minutes from an empty cache (the root
 # filesystem 8.5 of them), about 10 with it cached (docs/testing-vm.md,
@@ -15,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for p in qemu-system-x86 debootstrap e2fsprogs; do
+for p in qemu-system-x86 qemu-utils debootstrap e2fsprogs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

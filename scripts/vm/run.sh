@@ -34,10 +34,10 @@ case "$arch" in
   arm64) qemu=qemu-system-aarch64 goarch=arm64 scenarios=0 ;;
   *) echo "run: unknown architecture $arch" >&2; exit 2 ;;
 esac
-tools=("$qemu" debootstrap mkfs.ext4 debugfs)
+tools=("$qemu" qemu-img debootstrap mkfs.ext4 debugfs)
 [ "$arch" != "$(dpkg --print-architecture)" ] && tools+=("qemu-$(vm_qemu_arch "$arch")-static")
 for tool in "${tools[@]}"; do
-  command -v "$tool" >/dev/null || { echo "run: $tool is missing (apt-get install qemu-system-x86 qemu-system-arm qemu-user-static debootstrap e2fsprogs)" >&2; exit 2; }
+  command -v "$tool" >/dev/null || { echo "run: $tool is missing (apt-get install qemu-system-x86 qemu-system-arm qemu-utils qemu-user-static debootstrap e2fsprogs)" >&2; exit 2; }
 done
 T0=$(date +%s)
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
