@@ -53,25 +53,19 @@ func (c tlsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	s := c.snap()
-	for _, f := range []struct {
-		proto string
-		snap  server.FrontSnapshot
-	}{{"dot", s.DoT}, {"doh", s.DoH}} {
-		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedNotAllowed), f.proto, "not_allowed")
-		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedShare), f.proto, "client_share")
-		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedCapacity), f.proto, "capacity")
-		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeTimeouts), f.proto, "timeout")
-		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeFailures), f.proto, "error")
-	}
 	// DoQ and DoH over HTTP/3 (docs/server.md "DNS over QUIC", "DoH over
-	// HTTP/3"): not_allowed at the first packet, client_share over the
-	// client's connections, and the handshakes that ended unfinished.
+	// HTTP/3") refuse not_allowed at the first packet and client_share over
+	// the client's connections, and have no connection cap: no capacity row.
 	for _, f := range []struct {
-		proto string
-		snap  server.FrontSnapshot
-	}{{"doq", s.DoQ}, {"h3", s.DoH3}} {
+		proto  string
+		snap   server.FrontSnapshot
+		capped bool // shares the TCP per-family connection cap
+	}{{"dot", s.DoT, true}, {"doh", s.DoH, true}, {"doq", s.DoQ, false}, {"h3", s.DoH3, false}} {
 		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedNotAllowed), f.proto, "not_allowed")
 		send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedShare), f.proto, "client_share")
+		if f.capped {
+			send(ch, tlsRefused, prometheus.CounterValue, float64(f.snap.RefusedCapacity), f.proto, "capacity")
+		}
 		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeTimeouts), f.proto, "timeout")
 		send(ch, tlsHandshakeFailures, prometheus.CounterValue, float64(f.snap.HandshakeFailures), f.proto, "error")
 	}

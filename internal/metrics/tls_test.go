@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +59,53 @@ func TestTLS_seriesFromTheSnapshots(t *testing.T) {
 	noCert := gatherNxdns(t, Sources{TLS: sampleTLS, Cert: func() (tlscert.Status, bool) { return tlscert.Status{}, false }})
 	if _, ok := noCert["nxdns_tls_cert_expiry_timestamp_seconds"]; ok {
 		t.Error("an expiry series without a certificate")
+	}
+}
+
+// TestTLS_everySeriesOfEveryFront pins the whole output of the TLS collector:
+// each front's refusal and handshake series, with no capacity row for DoQ and
+// h3 (they have no connection cap, docs/reference/metrics.md), and nothing else.
+func TestTLS_everySeriesOfEveryFront(t *testing.T) {
+	fams := gatherNxdns(t, Sources{TLS: sampleTLS, Cert: sampleCert})
+	var got []string
+	for name, mf := range fams {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, lp.GetName()+"="+lp.GetValue())
+			}
+			got = append(got, fmt.Sprintf("%s %s{%s} %v", mf.GetType(), name, strings.Join(labels, ","), value(m)))
+		}
+	}
+	slices.Sort(got)
+	want := []string{
+		"COUNTER nxdns_doh_errors_total{status=400} 9",
+		"COUNTER nxdns_doh_errors_total{status=413} 10",
+		"COUNTER nxdns_quic_retries_total{proto=doq} 19",
+		"COUNTER nxdns_quic_retries_total{proto=h3} 24",
+		"COUNTER nxdns_tls_cert_reloads_total{outcome=failure} 12",
+		"COUNTER nxdns_tls_cert_reloads_total{outcome=success} 11",
+		"COUNTER nxdns_tls_connections_refused_total{proto=doh,reason=capacity} 6",
+		"COUNTER nxdns_tls_connections_refused_total{proto=doh,reason=client_share} 14",
+		"COUNTER nxdns_tls_connections_refused_total{proto=doh,reason=not_allowed} 5",
+		"COUNTER nxdns_tls_connections_refused_total{proto=doq,reason=client_share} 16",
+		"COUNTER nxdns_tls_connections_refused_total{proto=doq,reason=not_allowed} 15",
+		"COUNTER nxdns_tls_connections_refused_total{proto=dot,reason=capacity} 2",
+		"COUNTER nxdns_tls_connections_refused_total{proto=dot,reason=client_share} 13",
+		"COUNTER nxdns_tls_connections_refused_total{proto=dot,reason=not_allowed} 1",
+		"COUNTER nxdns_tls_connections_refused_total{proto=h3,reason=client_share} 21",
+		"COUNTER nxdns_tls_connections_refused_total{proto=h3,reason=not_allowed} 20",
+		"COUNTER nxdns_tls_handshake_failures_total{proto=doh,reason=error} 8",
+		"COUNTER nxdns_tls_handshake_failures_total{proto=doh,reason=timeout} 7",
+		"COUNTER nxdns_tls_handshake_failures_total{proto=doq,reason=error} 18",
+		"COUNTER nxdns_tls_handshake_failures_total{proto=doq,reason=timeout} 17",
+		"COUNTER nxdns_tls_handshake_failures_total{proto=dot,reason=error} 4",
+		"COUNTER nxdns_tls_handshake_failures_total{proto=dot,reason=timeout} 3",
+		"COUNTER nxdns_tls_handshake_failures_total{proto=h3,reason=error} 23",
+		"COUNTER nxdns_tls_handshake_failures_total{proto=h3,reason=timeout} 22",
+		fmt.Sprintf("GAUGE nxdns_tls_cert_expiry_timestamp_seconds{} %v", float64(sampleExpiry.Unix())),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("TLS series:\n got %q\nwant %q", got, want)
 	}
 }
