@@ -19,12 +19,12 @@ import (
 //
 // Every answer is compressed (RFC 1035 §4.1.4; docs/server.md "Handler")
 // that has a name to compress (compressible), and the whole answer is
-// packed first: a message that fits whole is never
-// cut on Truncate's estimate, so TC means a record was left out (RFC 2181
-// §9). An answer that is cut keeps no signed RRset in part: Truncate cuts
-// after the last record that fits, often an NSEC3 whose RRSIG did not, and
-// wholeSigned drops such a set (RFC 4035 §3.1.1: the signatures go with the
-// set), as Unbound's truncation does.
+// packed first: a message that fits whole is never cut on Truncate's
+// estimate, so TC means a record was left out (RFC 2181 §9). An answer
+// that is cut keeps no signed RRset in part: Truncate cuts after the last
+// record that fits, often an NSEC3 whose RRSIG did not, and wholeSigned
+// drops such a set (RFC 4035 §3.1.1: the signatures go with the set), as
+// Unbound's truncation does.
 //
 // Guarantee: a non-nil result is at most max(limit, the header plus the
 // question plus a bare OPT) bytes — under 512 for any question — and what
@@ -81,7 +81,7 @@ func fit(m *dns.Msg, limit int, buf []byte) ([]byte, error) {
 
 // compressible reports whether m has a name besides its one question's,
 // the only names compression can shorten. An answer with no record but an
-// OPT (an empty NOERROR, most errors) has the question's name, which comes
+// OPT (an empty NOERROR, nxdns's own errors) has the question's name, which comes
 // first and so has nothing to point at, and the OPT's root name, a single
 // octet a pointer cannot shorten (RFC 1035 §4.1.4): it packs to the same
 // bytes uncompressed, without miekg/dns's compression map (2 allocations;
