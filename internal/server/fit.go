@@ -17,13 +17,14 @@ import (
 // counts an NSEC3 12 bytes and an RRSIG up to 2 bytes longer than they
 // pack; and it sends a message uncompressed whenever that fits.
 //
-// Every answer is compressed (RFC 1035 §4.1.4; docs/server.md "Handler"),
-// and the whole answer is packed first: a message that fits whole is never
-// cut on Truncate's estimate, so TC means a record was left out (RFC 2181
-// §9). An answer that is cut keeps no signed RRset in part: Truncate cuts
-// after the last record that fits, often an NSEC3 whose RRSIG did not, and
-// wholeSigned drops such a set (RFC 4035 §3.1.1: the signatures go with the
-// set), as Unbound's truncation does.
+// Every answer is compressed (RFC 1035 §4.1.4; docs/server.md "Handler")
+// that has a name to compress (compressible), and the whole answer is
+// packed first: a message that fits whole is never cut on Truncate's
+// estimate, so TC means a record was left out (RFC 2181 §9). An answer
+// that is cut keeps no signed RRset in part: Truncate cuts after the last
+// record that fits, often an NSEC3 whose RRSIG did not, and wholeSigned
+// drops such a set (RFC 4035 §3.1.1: the signatures go with the set), as
+// Unbound's truncation does.
 //
 // Guarantee: a non-nil result is at most max(limit, the header plus the
 // question plus a bare OPT) bytes — under 512 for any question — and what
@@ -33,7 +34,7 @@ import (
 // The result is packed into buf when it fits (Msg.PackBuffer), so the
 // caller may hand in a reused buffer.
 func fit(m *dns.Msg, limit int, buf []byte) ([]byte, error) {
-	m.Compress = true
+	m.Compress = compressible(m)
 	wire, err := m.PackBuffer(buf)
 	if err != nil || len(wire) <= limit {
 		return wire, err
@@ -74,8 +75,27 @@ func fit(m *dns.Msg, limit int, buf []byte) ([]byte, error) {
 		m.Extra = []dns.RR{bare}
 	}
 	m.Truncated = true
-	m.Compress = true
+	m.Compress = compressible(m)
 	return m.PackBuffer(buf)
+}
+
+// compressible reports whether m has a name besides its one question's,
+// the only names compression can shorten. An answer with no record but an
+// OPT (an empty NOERROR, nxdns's own errors) has the question's name, which comes
+// first and so has nothing to point at, and the OPT's root name, a single
+// octet a pointer cannot shorten (RFC 1035 §4.1.4): it packs to the same
+// bytes uncompressed, without miekg/dns's compression map (2 allocations;
+// docs/performance.md, "What is left, and the floor").
+func compressible(m *dns.Msg) bool {
+	if len(m.Question) > 1 || len(m.Answer) > 0 || len(m.Ns) > 0 {
+		return true
+	}
+	for _, rr := range m.Extra {
+		if _, ok := rr.(*dns.OPT); !ok || rr.Header().Name != "." {
+			return true
+		}
+	}
+	return false
 }
 
 // truncate is m.Truncate(limit), compressed (Truncate turns compression

@@ -180,6 +180,88 @@ func TestFit_compressesEveryAnswer(t *testing.T) {
 	}
 }
 
+// An answer whose only name is its question's packs to the bytes the
+// compressed pack gave before fit stopped compressing it, with no
+// allocation into a reused buffer; an answer with any other name is
+// compressed as ever, shorter than uncompressed.
+func TestFit_packsAnAnswerWhoseOnlyNameIsTheQuestionAsCompressed(t *testing.T) {
+	withOPT := func(m *dns.Msg, opts ...dns.EDNS0) *dns.Msg {
+		m.SetEdns0(1232, true)
+		m.IsEdns0().Option = opts
+		return m
+	}
+	q := newQuery("www.only-the-question.example.", dns.TypeA)
+	long := newQuery(strings.Repeat(strings.Repeat("l", 62)+".", 4)[:250]+".", dns.TypeAAAA)
+	nx := reply(q)
+	nx.Rcode = dns.RcodeNameError
+	servfail := reply(long)
+	servfail.Rcode = dns.RcodeServerFailure
+	name := q.Question[0].Name
+	soa := &dns.SOA{Hdr: dns.RR_Header{Name: "example.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},
+		Ns: "ns.example.", Mbox: "hostmaster.example.", Serial: 1, Refresh: 2, Retry: 3, Expire: 4, Minttl: 5}
+	negative := reply(q)
+	negative.Ns = []dns.RR{soa}
+	cname := reply(q, &dns.CNAME{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 60}, Target: "edge." + name})
+	for _, c := range []struct {
+		what    string
+		m       *dns.Msg
+		shorter bool // compression shortens it: a name besides the question's
+	}{
+		{"empty NOERROR", withOPT(reply(q)), false},
+		{"no OPT", reply(q), false},
+		{"NXDOMAIN, EDE naming the question", withOPT(nx, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeBlocked, ExtraText: name}), false},
+		{"SERVFAIL on a 250-octet name, padded", withOPT(servfail, &dns.EDNS0_PADDING{Padding: make([]byte, 40)}), false},
+		{"an A record", withOPT(reply(q, aRecord(name, "192.0.2.1"))), true},
+		{"an SOA in authority", withOPT(negative), true},
+		{"a CNAME", cname, true},
+	} {
+		old := c.m.Copy()
+		old.Compress = true
+		want, err := old.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := c.m.Copy()
+		plain.Compress = false
+		uncompressed, _ := plain.Pack()
+		got, err := fit(c.m, dns.MaxMsgSize, make([]byte, 1500))
+		if err != nil || string(got) != string(want) {
+			t.Fatalf("%s: fit packed %x (%v), compressed %x", c.what, got, err, want)
+		}
+		if c.shorter != (len(got) < len(uncompressed)) {
+			t.Errorf("%s: %d bytes, %d uncompressed; want compression to shorten it: %v", c.what, len(got), len(uncompressed), c.shorter)
+		}
+	}
+	m, buf := withOPT(reply(q)), make([]byte, 1500) // an option would allocate its own packed bytes (miekg/dns)
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = fit(m, 1232, buf) }); allocs != 0 {
+		t.Errorf("%.0f allocations to pack an answer whose only name is its question, want 0", allocs)
+	}
+}
+
+// BenchmarkFit is an answer sized and packed into a reused buffer: one
+// whose only name is its question's, and one with a record.
+func BenchmarkFit(b *testing.B) {
+	q := newQuery("www.example.com.", dns.TypeA)
+	for _, c := range []struct {
+		what string
+		m    *dns.Msg
+	}{
+		{"question only", reply(q)},
+		{"one record", reply(q, aRecord("www.example.com.", "192.0.2.1"))},
+	} {
+		c.m.SetEdns0(1232, false)
+		buf := make([]byte, 1500)
+		b.Run(c.what, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := fit(c.m, 1232, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // A relayed EDE text is bounded even when the answer would fit over TCP,
 // and cut at a UTF-8 boundary.
 func TestRelay_boundsEDETextAtRuneBoundary(t *testing.T) {

@@ -290,7 +290,7 @@ func (s *Server) admitUDP(l *listener, rd *udpReader, wire, oob []byte, from net
 		// A failed write (the client's port closed, a full buffer) is
 		// counted as undelivered; UDP clients retry on their own timer.
 		s.serve(s.ctx, q, client, query.UDP, func(ans []byte) error {
-			return raw.send(ans, sourceOOB(src), from)
+			return raw.send(ans, src, from)
 		})
 	})
 }

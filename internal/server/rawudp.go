@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -45,7 +46,8 @@ import (
 // call, and none of it is on a goroutine stack.
 //
 // The control messages (PKTINFO, the drop count) are the caller's bytes in
-// and out, as with the standard library's calls (udpsrc.go, udpdrops.go).
+// and out of read and write, as with the standard library's calls
+// (udpsrc.go, udpdrops.go); send builds its source-address message itself.
 type rawUDP struct {
 	c   *net.UDPConn
 	rc  syscall.RawConn // nil when the socket has none: c's own calls
@@ -83,6 +85,7 @@ type udpMsg struct {
 	n     int
 	errno syscall.Errno
 	call  func(fd uintptr) bool // made once: passing it allocates nothing
+	oob   []byte                // send's source-address control message
 }
 
 func (m *udpMsg) init(trap uintptr) {
@@ -153,16 +156,30 @@ func (r *rawUDP) write(b, oob []byte, to netip.AddrPort) error {
 	return r.writeWith(&r.out, b, oob, to)
 }
 
-// send is write from any goroutine: each call has a header of its own.
-func (r *rawUDP) send(b, oob []byte, to netip.AddrPort) error {
-	if r.rc == nil {
-		return r.writeWith(nil, b, oob, to)
-	}
-	m := new(udpMsg)
-	m.init(unix.SYS_SENDMSG)
-	return r.writeWith(m, b, oob, to)
+// send is write from any goroutine, from the address src (the zero Addr:
+// the kernel's choice; udpsrc.go). Each call takes a header of its own,
+// with room for the source-address control message, from sendMsgs and puts
+// it back after its system call: the workers' sends reuse a few headers
+// rather than make one each, and no two sends hold the same one at once.
+func (r *rawUDP) send(b []byte, src netip.Addr, to netip.AddrPort) error {
+	m := sendMsgs.Get().(*udpMsg)
+	m.oob = appendSourceOOB(m.oob[:0], src)
+	err := r.writeWith(m, b, m.oob, to)
+	m.h, m.iov = unix.Msghdr{}, unix.Iovec{} // keep no pointer to b once sent
+	sendMsgs.Put(m)
+	return err
 }
 
+// sendMsgs are send's headers, each made once (its call closure and its
+// control-message buffer with it) and kept for the next send; a sync.Pool
+// hands each to one caller until it is put back.
+var sendMsgs = sync.Pool{New: func() any {
+	m := &udpMsg{oob: make([]byte, 0, oobSize)}
+	m.init(unix.SYS_SENDMSG)
+	return m
+}}
+
+// writeWith writes b with header m; m is unused when c has no raw calls.
 func (r *rawUDP) writeWith(m *udpMsg, b, oob []byte, to netip.AddrPort) error {
 	if r.rc == nil {
 		_, _, err := r.c.WriteMsgUDPAddrPort(b, oob, to)

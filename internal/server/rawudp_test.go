@@ -93,16 +93,25 @@ func TestRawUDP_readAndWriteAllocateNothing(t *testing.T) {
 	}
 }
 
-// Workers answer on the socket the reader reads, all at once: each send
-// has a header of its own, so every datagram arrives whole, to its
-// address, once (run under -race, a shared header is also a race).
+// Workers answer on the socket the reader reads, all at once, each from
+// an address of its own, as on a wildcard socket (the NixOS module's
+// default): every datagram arrives whole, to its address, from the address
+// its client asked, once. A send header or its source-address message
+// shared by two sends would send one from another's address, which the
+// connected client drops (and, under -race, is a race).
 func TestRawUDP_sendFromManyGoroutines(t *testing.T) {
-	srv := listenUDP4(t)
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
 	raw := newRawUDP(srv)
+	port := srv.LocalAddr().(*net.UDPAddr).Port
 	const writers, each = 8, 30 // fewer than a default receive buffer holds
 	clients := make([]*net.UDPConn, writers)
 	for i := range clients {
-		clients[i] = dialUDP(t, srv.LocalAddr().String())
+		// Client i asks 127.0.0.(i+1) and takes answers only from it.
+		clients[i] = dialUDP(t, net.JoinHostPort(writerAddr(i).String(), strconv.Itoa(port)))
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -110,7 +119,7 @@ func TestRawUDP_sendFromManyGoroutines(t *testing.T) {
 		to := netip.MustParseAddrPort(c.LocalAddr().String())
 		wg.Go(func() {
 			for j := range each {
-				if err := raw.send([]byte(strconv.Itoa(i)+"/"+strconv.Itoa(j)), nil, to); err != nil {
+				if err := raw.send([]byte(strconv.Itoa(i)+"/"+strconv.Itoa(j)), writerAddr(i), to); err != nil {
 					errs <- err
 					return
 				}
@@ -131,6 +140,38 @@ func TestRawUDP_sendFromManyGoroutines(t *testing.T) {
 				t.Fatalf("client %d read %q, %v; want %q", i, buf[:n], err, want)
 			}
 		}
+	}
+}
+
+// writerAddr is the loopback address writer i of
+// TestRawUDP_sendFromManyGoroutines answers from.
+func writerAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(i + 1)}) }
+
+// A worker's send, from a chosen address, allocates nothing: its header
+// and control message are kept from one send to the next.
+func TestRawUDP_sendAllocatesNothing(t *testing.T) {
+	srv := listenUDP4(t)
+	raw := newRawUDP(srv)
+	client := dialUDP(t, srv.LocalAddr().String())
+	to := netip.MustParseAddrPort(client.LocalAddr().String())
+	src := netip.MustParseAddr("127.0.0.1")
+	buf, a := make([]byte, 64), []byte("pong")
+	client.SetReadDeadline(time.Now().Add(time.Minute))
+	var failed error
+	allocs := testing.AllocsPerRun(100, func() {
+		err := raw.send(a, src, to)
+		if err == nil {
+			_, err = client.Read(buf)
+		}
+		if err != nil {
+			failed = err
+		}
+	})
+	if failed != nil {
+		t.Fatal(failed)
+	}
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per send", allocs)
 	}
 }
 

@@ -180,9 +180,19 @@ func (d *dialCounts) load() Dials {
 // to a multiple of 128 octets (RFC 8467 §4.1), so its length says little
 // about the name asked: this is the hop that crosses the internet. A query
 // without an OPT record goes unpadded (RFC 7830 §3: padding is an EDNS
-// option); nxdns's own queries always have one.
+// option); nxdns's own queries always have one. The query is packed into a
+// buffer with room for its padding, so that Pad pads it in place: the wire
+// form is the one allocation (docs/performance.md, "What is left, and the
+// floor").
 func packPadded(m *dns.Msg) ([]byte, error) {
-	wire, err := m.Pack()
+	plain := *m
+	plain.Compress = false // Len without a compression map: never less than the packed length
+	n := plain.Len()
+	room := n + 1 // PackBuffer's own need: one more than the length
+	if m.IsEdns0() != nil {
+		room = max(room, wireform.PaddedLen(n, wireform.QueryBlock, dns.MaxMsgSize))
+	}
+	wire, err := m.PackBuffer(make([]byte, room))
 	if err != nil {
 		return nil, err
 	}

@@ -56,3 +56,16 @@ func transportBench(b *testing.B, c Client) {
 		})
 	})
 }
+
+// BenchmarkPackPadded is a query packed and padded for an encrypted
+// upstream, as nxdns's own queries are: with an OPT record.
+func BenchmarkPackPadded(b *testing.B) {
+	q := transportQuery("www.example.com.")
+	q.SetEdns0(1232, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := packPadded(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

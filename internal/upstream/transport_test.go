@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nxdns/nxdns/internal/testutil"
+	"github.com/nxdns/nxdns/internal/wireform"
 )
 
 func TestTransportError_doesNotRepeatTheKind(t *testing.T) {
@@ -103,5 +104,49 @@ func TestTransport_padsQueriesTo128OctetBlocks(t *testing.T) {
 				t.Errorf("%s, %s: query of %v bytes (padded %v), want a padded multiple of 128", name, qname, n, ok)
 			}
 		}
+	}
+}
+
+// packPadded sends the bytes Pack and then Pad made before it packed into a
+// buffer with room for the padding, for names of every length mod 128 (the
+// padding from none to a whole block), DO, a cookie, compression asked for
+// and no OPT at all; and a padded query costs one allocation, its wire form.
+func TestPackPadded_sameBytesAsPackThenPadInOneAllocation(t *testing.T) {
+	var queries []*dns.Msg
+	for n := 2; n <= 2+wireform.QueryBlock; n++ {
+		var name strings.Builder // n characters, dots included
+		for rest := n; rest > 0; {
+			l := min(63, rest-1)
+			if rest-l-1 == 1 {
+				l-- // no one-character remainder: a label is at least "a."
+			}
+			name.WriteString(strings.Repeat("a", l) + ".")
+			rest -= l + 1
+		}
+		q := transportQuery(name.String())
+		q.SetEdns0(1232, n%2 == 0)
+		queries = append(queries, q)
+	}
+	cookie := transportQuery("cookie.example.")
+	cookie.SetEdns0(1232, true)
+	cookie.IsEdns0().Option = append(cookie.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"})
+	compressed := transportQuery("compressed.example.")
+	compressed.SetEdns0(1232, false)
+	compressed.Compress = true
+	queries = append(queries, cookie, compressed, transportQuery("no-opt.example."))
+	for _, q := range queries {
+		old, err := q.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, _ = wireform.Pad(old, wireform.QueryBlock, dns.MaxMsgSize)
+		wire, err := packPadded(q)
+		if err != nil || string(wire) != string(old) {
+			t.Fatalf("%s: packPadded gave %x (%v), Pack and Pad %x", q.Question[0].Name, wire, err, old)
+		}
+	}
+	q := queries[10]
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = packPadded(q) }); allocs != 1 {
+		t.Errorf("%.0f allocations to pack and pad a query, want 1 (its wire form)", allocs)
 	}
 }

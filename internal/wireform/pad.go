@@ -25,12 +25,11 @@ func Pad(wire []byte, block, limit int) ([]byte, bool) {
 	if !ok || be16(wire[opt:]) != 41 {
 		return wire, false
 	}
-	n := len(wire) + 4
-	if n > limit || n > 0xFFFF {
+	size := PaddedLen(len(wire), block, limit)
+	if size == len(wire) {
 		return wire, false
 	}
-	pad := (block - n%block) % block
-	pad = min(pad, limit-n)
+	pad := size - len(wire) - 4
 	rdlen := int(be16(wire[opt+8:])) + 4 + pad
 	if rdlen > 0xFFFF {
 		return wire, false
@@ -41,6 +40,18 @@ func Pad(wire []byte, block, limit int) ([]byte, bool) {
 	wire = slices.Grow(wire, pad)[:len(wire)+pad]
 	clear(wire[len(wire)-pad:])
 	return wire, true
+}
+
+// PaddedLen is the length Pad gives a message of n bytes it pads: n and the
+// option's 4 octets rounded up to a multiple of block, or limit when that
+// is smaller; n when not even the empty option fits within limit. A caller
+// that packs into a buffer of this capacity lets Pad pad it in place.
+func PaddedLen(n, block, limit int) int {
+	padded := n + 4 // the option's code and length (RFC 7830 §3)
+	if padded > limit || padded > 0xFFFF {
+		return n
+	}
+	return min(padded+(block-padded%block)%block, limit)
 }
 
 // lastRecord is the offset of the last resource record's type field in

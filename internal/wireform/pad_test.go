@@ -2,6 +2,7 @@ package wireform
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,6 +69,27 @@ func TestPad_refusesWhatItCannotPad(t *testing.T) {
 	}
 }
 
+// PaddedLen is the length Pad gives, for every length mod the block and
+// limits below, at and above it: a caller sizing a buffer by it never
+// makes Pad grow the buffer.
+func TestPaddedLen_isPadsLength(t *testing.T) {
+	for extra := -1; extra < QueryBlock; extra++ { // an option of extra bytes of data, none for -1
+		q := query("a.example.", dns.TypeA)
+		q.SetEdns0(1232, false)
+		if extra >= 0 {
+			q.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_LOCAL{Code: 65001, Data: make([]byte, extra)}}
+		}
+		wire := pack(t, q)
+		for _, limit := range []int{len(wire) + 3, len(wire) + 4, len(wire) + 60, 0xFFFF} {
+			out, ok := Pad(slices.Clip(append([]byte(nil), wire...)), QueryBlock, limit)
+			want := PaddedLen(len(wire), QueryBlock, limit)
+			if len(out) != want || ok != (want != len(wire)) {
+				t.Fatalf("%d bytes within %d padded to %d (ok %v); PaddedLen says %d", len(wire), limit, len(out), ok, want)
+			}
+		}
+	}
+}
+
 // FuzzPad: whatever message miekg/dns reads and Pad pads, miekg/dns still
 // reads, ending in a Padding option, a multiple of the block long or limit.
 func FuzzPad(f *testing.F) {
@@ -96,6 +118,9 @@ func FuzzPad(f *testing.F) {
 		}
 		if len(out) > int(limit) || len(out)%ResponseBlock != 0 && len(out) != int(limit) {
 			t.Fatalf("%d bytes padded to %d within %d", len(wire), len(out), limit)
+		}
+		if n := PaddedLen(len(wire), ResponseBlock, int(limit)); len(out) != n {
+			t.Fatalf("%d bytes padded to %d within %d; PaddedLen says %d", len(wire), len(out), limit, n)
 		}
 	})
 }
