@@ -48,6 +48,10 @@ import (
 //     attacker without the client's keys cannot complete, is never
 //     processed. The share of connections is taken at the early Accept, so
 //     replayed connections count in it until their handshake times out.
+//   - With filter.state_dir, a packet for a connection the listener has no
+//     state for (one of the process before a restart) gets a stateless
+//     reset (RFC 9000 §10.3), from a key that survives the restart
+//     (resetkey.go).
 
 // The DoQ error codes (RFC 9250 §8.4), untyped: both connection and stream
 // errors carry them.
