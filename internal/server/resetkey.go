@@ -57,19 +57,20 @@ func LoadQUICResetSecret(dir string, log *zap.Logger) *QUICResetSecret {
 	path := filepath.Join(dir, QUICResetKeyFile)
 	var sec QUICResetSecret
 	b, err := safefile.ReadFile(path, 2*int64(len(sec))) // a larger file is as wrong as any other size
+	const lost = "; writing a new key (connections from before this start end by their idle timeout)"
 	switch {
 	case err == nil && len(b) == len(sec):
 		copy(sec[:], b)
 		return &sec
-	case err == nil:
-		log.Error("QUIC stateless-reset key file is the wrong size; writing a new key (connections from before this start end by their idle timeout)",
-			zap.String("file", path), zap.String("problem", fmt.Sprintf("%d bytes, want %d", len(b), len(sec))))
-	case errors.Is(err, safefile.ErrTooLarge):
-		log.Error("QUIC stateless-reset key file is the wrong size; writing a new key (connections from before this start end by their idle timeout)",
-			zap.String("file", path), zap.String("problem", fmt.Sprintf("over %d bytes, want %d", 2*len(sec), len(sec))))
+	case err == nil, errors.Is(err, safefile.ErrTooLarge):
+		size := fmt.Sprintf("%d bytes", len(b))
+		if err != nil {
+			size = fmt.Sprintf("over %d bytes", 2*len(sec))
+		}
+		log.Error("QUIC stateless-reset key file is the wrong size"+lost,
+			zap.String("file", path), zap.String("problem", fmt.Sprintf("%s, want %d", size, len(sec))))
 	case !errors.Is(err, fs.ErrNotExist):
-		log.Error("QUIC stateless-reset key file is unreadable; writing a new key (connections from before this start end by their idle timeout)",
-			zap.String("file", path), zap.Error(err))
+		log.Error("QUIC stateless-reset key file is unreadable"+lost, zap.String("file", path), zap.Error(err))
 	}
 	rand.Read(sec[:]) // never returns an error (crypto/rand)
 	if err := safefile.WriteFile(path, sec[:], 0o600); err != nil {
