@@ -389,11 +389,7 @@ let
           Where each downloaded list's last good copy and its ETag are kept,
           loaded at start before any download (a Pi that boots offline still
           filters). The module's default is in the state directory, which
-          systemd creates; a list with a `url` needs it. The DoQ and DoH3
-          listeners keep their stateless-reset key there too
-          (`quic-reset-key`), so that after a restart their clients' old
-          connections are reset at once; with `null` they wait for their
-          idle timeout.
+          systemd creates; a list with a `url` needs it.
         '';
       };
     };
