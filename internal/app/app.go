@@ -185,7 +185,9 @@ func Start(cfg config.Config, opts Options) (*App, error) {
 	if err := a.followLocal(cfg); err != nil {
 		return fail(err)
 	}
-	a.srv = server.New(server.Options{Logger: log}, gen.state(a.localPrefixes()))
+	// filter.state_dir as the file at start says: the QUIC stateless-reset
+	// secret is read once (docs/server.md "Stateless resets after a restart").
+	a.srv = server.New(server.Options{Logger: log, StateDir: cfg.Filter.StateDir}, gen.state(a.localPrefixes()))
 	if err := a.srv.Listen(cfg.DNS.Listen); err != nil {
 		return fail(explainListen(err))
 	}

@@ -48,6 +48,10 @@ import (
 //     attacker without the client's keys cannot complete, is never
 //     processed. The share of connections is taken at the early Accept, so
 //     replayed connections count in it until their handshake times out.
+//   - With filter.state_dir, a packet for a connection the listener has no
+//     state for (one of the process before a restart) gets a stateless
+//     reset (RFC 9000 §10.3), from a key that survives the restart
+//     (resetkey.go).
 
 // The DoQ error codes (RFC 9250 §8.4), untyped: both connection and stream
 // errors carry them.
@@ -67,11 +71,12 @@ const doqIdleTimeout = tcpIdleTimeout
 // first packet, the same per-client connection share and the same
 // listener reconciliation; serve is what runs on an admitted connection.
 type doqFront struct {
-	mu    sync.Mutex     // guards ls, conf, qconf and serve
+	mu    sync.Mutex     // guards ls, conf, qconf, serve and name
 	ls    []*doqListener // the current ones, in ListenDoQ order
 	conf  *tls.Config    // built once; certificates read through tlsFront.certs
 	qconf *quic.Config   // every admitted connection's QUIC configuration
 	serve func(c *quic.Conn, client netip.Addr)
+	name  string // "DoQ" or "DoH3": what its stateless-reset keys derive from
 	// early makes the listeners quic-go's early ones: Accept returns a
 	// connection before its handshake completes, so that 0-RTT is served
 	// (DoQ only; qconf allows 0-RTT then).
@@ -130,9 +135,13 @@ func (s *Server) listenQUIC(d *doqFront, what string, addrs []string, setup func
 	if len(addrs) > 0 && certs == nil {
 		return fmt.Errorf("server: %s listeners need a certificate", what)
 	}
+	if len(addrs) > 0 && !s.quicResetSet {
+		s.quicReset, s.quicResetSet = LoadQUICResetSecret(s.stateDir, s.log), true
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.conf == nil {
+		d.name = what
 		setup(d)
 		d.conns = newClientShares(tcpClientShare)
 	}
@@ -186,6 +195,10 @@ func (s *Server) bindQUIC(d *doqFront, addr string) (*doqListener, error) {
 		Conn:                udp,
 		VerifySourceAddress: func(a net.Addr) bool { return s.quicValidate(d, a) },
 		ConnContext:         d.handshakes.begin,
+		// From filter.state_dir, so that after a restart the listener at
+		// this address answers the old process's connections with a
+		// stateless reset (RFC 9000 §10.3); nil without it.
+		StatelessResetKey: quicResetKey(s.quicReset, d.name, udp.LocalAddr()),
 	}
 	conf := d.qconf.Clone()
 	conf.GetConfigForClient = func(info *quic.ClientInfo) (*quic.Config, error) { return s.quicAdmit(d, info) }

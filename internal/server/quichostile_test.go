@@ -133,8 +133,10 @@ func TestDoQ_versionNegotiationIsNoLargerThanItsTrigger(t *testing.T) {
 
 // A flood of short-header packets for connections the server never had
 // (random connection IDs, as a stateless-reset flood or plain garbage
-// looks) gets no answer at all — nxdns's QUIC listeners send no stateless
-// resets, so they cannot be made to reflect — and costs the clients
+// looks) gets no answer at all — without a state directory, as here,
+// nxdns's QUIC listeners send no stateless resets (with one they answer
+// with resets smaller than the packets:
+// TestQUIC_statelessResetsAreSmallerThanTheirTrigger) — and costs the clients
 // nothing: a DoQ query right after it is answered. The sentinel is a
 // 1200-byte packet of an unknown version: the first reply must be its
 // Version Negotiation, so nothing answered the flood before it.

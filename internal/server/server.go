@@ -101,6 +101,11 @@ func (st *State) budget() time.Duration {
 // Options are what New needs besides the State.
 type Options struct {
 	Logger *zap.Logger // named "server" here; query lines go to its child "query". nil discards.
+	// StateDir is filter.state_dir: the first DoQ or DoH3 listener reads
+	// (or creates) the stateless-reset secret there (QUICResetKeyFile,
+	// resetkey.go), once for the Server's life. "": the QUIC listeners
+	// send no stateless resets.
+	StateDir string
 }
 
 // Listener bounds. Compiled, not configured: they protect a small appliance
@@ -178,6 +183,12 @@ type Server struct {
 	tls tlsFront // DoT and DoH listeners, their certificate and counters (tlsfront.go)
 	doq doqFront // DoQ listeners and their counters (doq.go)
 
+	// The QUIC listeners' stateless-reset keys come from quicReset, read
+	// from stateDir by the first listenQUIC; under mu. nil: none.
+	stateDir     string
+	quicReset    *QUICResetSecret
+	quicResetSet bool
+
 	udpCap   [numFamilies]capacity
 	tcpCap   [numFamilies]capacity
 	udpShare *clientShares // one client's share of udpCap
@@ -212,6 +223,8 @@ func New(opts Options, st *State) *Server {
 		tcpShare: newClientShares(tcpClientShare),
 		dohShare: newClientShares(dohClientShare),
 		work:     workers.New(),
+
+		stateDir: opts.StateDir,
 	}
 	for f := range numFamilies {
 		s.udpCap[f].max = maxUDPInFlight
