@@ -215,6 +215,11 @@ cg() { callgrind_control "$@" "$pid" >/dev/null 2>&1; }
 
 # cpu_ticks: utime + stime of $pid, every thread.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+# user_ticks: utime alone. The miss's user share is printed beside its
+# total: the kernel's share (the socket calls) is alike across servers, and
+# a Go program's scheduler (threads spinning for work after each hand-off
+# between goroutines) shows in the user share (docs/decisions/miss-path-ownership.md).
+user_ticks() { awk '{print $14}' "/proc/$pid/stat"; }
 
 declare -A cell
 for round in $(seq 1 "$ROUNDS"); do
@@ -259,8 +264,9 @@ for round in $(seq 1 "$ROUNDS"); do
     perf "$dns" "$work/hits" "$CPU_HIT_QPS" "$CPU_SECONDS" 1000000
     cell[$k,hitc]=$(awk -v d=$(( $(cpu_ticks) - c0 )) -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }')
     names "cpu$dns" $((CPU_MISS_QPS * CPU_SECONDS)) >"$work/miss"
-    c0=$(cpu_ticks)
+    c0=$(cpu_ticks) u0=$(user_ticks)
     perf "$dns" "$work/miss" "$CPU_MISS_QPS" $((CPU_SECONDS + 5)) 1
+    cell[$k,missu]=$(awk -v d=$(( $(user_ticks) - u0 )) -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", d / tck * 1e6 / n; else print "-" }')
     cell[$k,missc]=$(awk -v d=$(( $(cpu_ticks) - c0 )) -v idle="$idle" -v s="$IDLE_SECONDS" -v r="$runtime" -v n="$completed" -v tck="$tck" 'BEGIN{ if (n > 0) printf "%.1f", (d - idle / s * r) / tck * 1e6 / n; else print "-" }')
     stop
   done
@@ -272,16 +278,16 @@ ratio() {
   awk -v a="${cell[$1,$2]:-}" -v b="${cell[${1%%:*}:$3,$2]:-}" 'BEGIN{ if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'
 }
 
-echo "| round | server | hit: instructions/query | miss: instructions/query | hit: CPU µs/query | miss: CPU µs/query | hit instr. ÷ Unbound, ÷ dnsdist | miss instr. ÷ Unbound, ÷ dnsdist, ÷ kresd | miss CPU ÷ kresd |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| round | server | hit: instructions/query | miss: instructions/query | hit: CPU µs/query | miss: CPU µs/query | miss: of it user µs | hit instr. ÷ Unbound, ÷ dnsdist | miss instr. ÷ Unbound, ÷ dnsdist, ÷ kresd | miss CPU ÷ kresd | miss user ÷ kresd |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for round in $(seq 1 "$ROUNDS"); do
   for t in $targets; do
     k=$round:$t
-    printf '| %s | %s | %s (%s answered) | %s (%s answered) | %s | %s | %s, %s | %s, %s, %s | %s |\n' "$round" "$t" \
+    printf '| %s | %s | %s (%s answered) | %s (%s answered) | %s | %s | %s | %s, %s | %s, %s, %s | %s | %s |\n' "$round" "$t" \
       "${cell[$k,hiti]}" "${cell[$k,hitn]}" "${cell[$k,missi]}" "${cell[$k,missn]}" \
-      "${cell[$k,hitc]}" "${cell[$k,missc]}" \
+      "${cell[$k,hitc]}" "${cell[$k,missc]}" "${cell[$k,missu]}" \
       "$(ratio "$k" hiti unbound)" "$(ratio "$k" hiti dnsdist)" \
-      "$(ratio "$k" missi unbound)" "$(ratio "$k" missi dnsdist)" "$(ratio "$k" missi kresd)" "$(ratio "$k" missc kresd)"
+      "$(ratio "$k" missi unbound)" "$(ratio "$k" missi dnsdist)" "$(ratio "$k" missi kresd)" "$(ratio "$k" missc kresd)" "$(ratio "$k" missu kresd)"
   done
 done
 echo
