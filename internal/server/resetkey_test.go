@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -184,9 +185,17 @@ func crashQUIC(s *Server) {
 }
 
 // crashedFront starts f, connects a quic-go client with idle timeout idle
-// (DoQ: and has a query answered on it), crashes the server, and starts
-// another on the same port with state directory next: the restart. It
-// returns the client's connection, not yet told anything, and the port.
+// and has a query answered on it, crashes the server, and starts another on
+// the same port with state directory next: the restart. It returns the
+// client's connection, not yet told anything, and the port.
+//
+// The answered query is what makes the client's handshake confirmed (RFC
+// 9001 §4.1.2). Dial returns once the client has sent its Finished; if the
+// crash comes before the server has acknowledged it, the client keeps
+// resending that Finished in long-header packets, its stream data coalesced
+// behind them, and a listener that never had the connection drops such a
+// datagram whole without a reset: the test would be measuring a handshake
+// cut short, not the key.
 func crashedFront(t *testing.T, f quicFront, dir, next string, idle time.Duration) (*quic.Conn, netip.AddrPort) {
 	t.Helper()
 	p := newTestPKI(t)
@@ -207,10 +216,31 @@ func crashedFront(t *testing.T, f quicFront, dir, next string, idle time.Duratio
 	t.Cleanup(func() { c.CloseWithError(0, "") })
 	if f.alpn == "doq" {
 		doqAsk(t, c, "before.example.", 0)
+	} else {
+		doh3Ask(t, c, addr, "before.example.")
 	}
 	crashQUIC(old)
 	startQUICFront(t, p, f, next, addr.String())
 	return c, addr
+}
+
+// doh3Ask has one query for name answered over HTTP/3 on c, by quic-go's
+// own HTTP/3 client.
+func doh3Ask(t *testing.T, c *quic.Conn, addr netip.AddrPort, name string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, doh3URL(addr), bytes.NewReader(mustPack(t, tlsQuery(name))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", dohContentType)
+	resp, err := (&http3.Transport{}).NewClientConn(c).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if m := dohAnswer(t, resp); len(m.Answer) != 1 {
+		t.Fatalf("%s: answer %v", name, m)
+	}
 }
 
 // sendOn opens a stream on c and writes to it: a packet to the server on
