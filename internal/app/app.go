@@ -94,6 +94,9 @@ type App struct {
 	gen     atomic.Pointer[generation] // the current one; read lock-free by scrapes
 	retired sync.WaitGroup
 
+	shutdown    sync.Once // Shutdown's work runs once
+	shutdownErr error     // what it returned; set inside shutdown
+
 	local   *localnet.Watcher             // follows dns.allow's "local"; nil until a config uses it
 	drains  []func(context.Context) error // states the current generation served through, since its start (local.go)
 	stopped bool                          // Shutdown began: no more state swaps
@@ -492,8 +495,15 @@ func stopWeb(w *web.Server) {
 func (a *App) DrainBound() time.Duration { return a.gen.Load().drainBound() }
 
 // Shutdown stops accepting queries, lets running ones finish until ctx ends,
-// then closes everything.
+// then closes everything. Only the first call does that; a later one waits
+// for it and returns its result, so a caller's deferred Shutdown after an
+// explicit one is harmless.
 func (a *App) Shutdown(ctx context.Context) error {
+	a.shutdown.Do(func() { a.shutdownErr = a.shutdownOnce(ctx) })
+	return a.shutdownErr
+}
+
+func (a *App) shutdownOnce(ctx context.Context) error {
 	// The clock watcher first: a re-probe it started takes a.mu.
 	a.stopClock()
 	a.clockDone.Wait()

@@ -177,6 +177,18 @@ func shutdown(t testing.TB, a *App) {
 	}
 }
 
+// A second Shutdown (a deferred one after an explicit one) returns the
+// first's result instead of closing everything again: the device registry,
+// history and cache close once.
+func TestShutdown_twiceIsHarmless(t *testing.T) {
+	r := newRig(t)
+	addr := loopbackAddr(t)
+	a := r.start(t, r.config(t, addr, false))
+	ask(t, addr, "example.org.")
+	shutdown(t, a)
+	shutdown(t, a) // and once more at cleanup
+}
+
 func TestReload_goodFileChangesRoutingAndListener(t *testing.T) {
 	r := newRig(t)
 	addr1 := loopbackAddr(t)
