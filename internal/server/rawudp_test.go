@@ -68,11 +68,9 @@ func TestRawUDP_readAndWriteAllocateNothing(t *testing.T) {
 	buf, oob, q := make([]byte, 64), make([]byte, oobSize), []byte("ping")
 	srv.SetReadDeadline(time.Now().Add(time.Minute))
 	client.SetReadDeadline(time.Now().Add(time.Minute))
-	var failed error
-	allocs := testing.AllocsPerRun(100, func() {
+	allocs := allocsPerDatagram(t, func() error {
 		if _, err := client.Write(q); err != nil {
-			failed = err
-			return
+			return err
 		}
 		n, _, _, from, err := raw.read(buf, oob)
 		if err == nil {
@@ -81,13 +79,8 @@ func TestRawUDP_readAndWriteAllocateNothing(t *testing.T) {
 		if err == nil {
 			_, err = client.Read(buf)
 		}
-		if err != nil {
-			failed = err
-		}
+		return err
 	})
-	if failed != nil {
-		t.Fatal(failed)
-	}
 	if allocs != 0 {
 		t.Errorf("%.1f allocations per datagram read and answered", allocs)
 	}
@@ -157,22 +150,32 @@ func TestRawUDP_sendAllocatesNothing(t *testing.T) {
 	src := netip.MustParseAddr("127.0.0.1")
 	buf, a := make([]byte, 64), []byte("pong")
 	client.SetReadDeadline(time.Now().Add(time.Minute))
-	var failed error
-	allocs := testing.AllocsPerRun(100, func() {
+	allocs := allocsPerDatagram(t, func() error {
 		err := raw.send(a, src, to)
 		if err == nil {
 			_, err = client.Read(buf)
 		}
-		if err != nil {
+		return err
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per send", allocs)
+	}
+}
+
+// allocsPerDatagram is the allocations of one run of exchange, over 100
+// runs; t fails with the first error a run returns.
+func allocsPerDatagram(t *testing.T, exchange func() error) float64 {
+	t.Helper()
+	var failed error
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := exchange(); err != nil && failed == nil {
 			failed = err
 		}
 	})
 	if failed != nil {
 		t.Fatal(failed)
 	}
-	if allocs != 0 {
-		t.Errorf("%.1f allocations per send", allocs)
-	}
+	return allocs
 }
 
 // A link-local peer's scope id and its zone, the interface's name, map
