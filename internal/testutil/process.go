@@ -3,9 +3,11 @@ package testutil
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -151,24 +153,75 @@ func (p *program) output() string {
 
 // FreePort returns a loopback port that was free for both UDP and TCP a
 // moment ago, for a program that cannot be told to bind port 0 and report
-// (nxdns's configuration rejects port 0). Another process can take it before
-// the program binds it; the launchers here then retry on another
-// (portAttempts).
+// (nxdns's configuration rejects port 0). It never names the same port
+// twice in one test binary, so two calls give a program two ports.
+//
+// The port comes from below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range, 32768–60999 by default), where no socket
+// bound to port 0 and no outgoing connection lands: another package's test
+// binary running at the same time takes its ports from that range, so the
+// port stays free until the program binds it unless another binary's
+// FreePort picked the same one in the same moment. The launchers here
+// retry on another port when that happens (portAttempts).
 func FreePort(t testing.TB) uint16 {
 	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("listen: %v", err)
-		}
-		port := ln.Addr().(*net.TCPAddr).AddrPort().Port()
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		ln.Close()
-		if err == nil {
-			u.Close()
+	lo, hi := freePortRange()
+	for range 100 {
+		port := uint16(lo + rand.IntN(hi-lo))
+		if free := handOut(port); free && portFree(port) {
 			return port
 		}
 	}
-	t.Fatal("no loopback port free for both UDP and TCP in 20 tries")
+	t.Fatalf("no loopback port in %d–%d free for both UDP and TCP in 100 tries", lo, hi-1)
 	return 0
+}
+
+// handedOut is the ports FreePort has returned in this binary.
+var handedOut struct {
+	sync.Mutex
+	ports map[uint16]bool
+}
+
+// handOut records port as handed out; false if it already was.
+func handOut(port uint16) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports[port] {
+		return false
+	}
+	if handedOut.ports == nil {
+		handedOut.ports = map[uint16]bool{}
+	}
+	handedOut.ports[port] = true
+	return true
+}
+
+// portFree says whether 127.0.0.1:port can be bound for TCP and for UDP.
+func portFree(port uint16) bool {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer ln.Close()
+	u, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	u.Close()
+	return true
+}
+
+// freePortRange is the ports FreePort picks from, [lo, hi): up to 12 000
+// ports below the start of the kernel's ephemeral range, not below 1024.
+func freePortRange() (lo, hi int) {
+	hi = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
+				hi = n
+			}
+		}
+	}
+	return max(1024, hi-12000), hi
 }

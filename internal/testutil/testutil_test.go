@@ -95,3 +95,27 @@ func TestDoHServer_answersOverHTTP2(t *testing.T) {
 		t.Errorf("answer = %v, want one A", r.Answer)
 	}
 }
+
+// FreePort never names a port twice in one binary, each port it names can
+// be bound for TCP and UDP, and none lies in the kernel's ephemeral range,
+// where the ports other binaries' listeners and connections are given
+// come from.
+func TestFreePort_distinctBindableAndOutsideTheEphemeralRange(t *testing.T) {
+	lo, hi := freePortRange()
+	seen := map[uint16]bool{}
+	for range 300 {
+		p := FreePort(t)
+		if seen[p] {
+			t.Fatalf("port %d named twice", p)
+		}
+		seen[p] = true
+		if int(p) < lo || int(p) >= hi {
+			t.Fatalf("port %d outside [%d, %d)", p, lo, hi)
+		}
+	}
+	for p := range seen {
+		if !portFree(p) {
+			t.Errorf("port %d not bindable for both TCP and UDP", p)
+		}
+	}
+}
