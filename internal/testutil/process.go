@@ -161,8 +161,9 @@ func (p *program) output() string {
 // bound to port 0 and no outgoing connection lands: another package's test
 // binary running at the same time takes its ports from that range, so the
 // port stays free until the program binds it unless another binary's
-// FreePort picked the same one in the same moment. The launchers here
-// retry on another port when that happens (portAttempts).
+// FreePort picked the same one in the same moment; the launchers of the
+// interop servers here (unbound, knotd, dnsmasq) retry on another port when
+// that happens (portAttempts).
 func FreePort(t testing.TB) uint16 {
 	t.Helper()
 	lo, hi := freePortRange()
@@ -176,24 +177,13 @@ func FreePort(t testing.TB) uint16 {
 	return 0
 }
 
-// handedOut is the ports FreePort has returned in this binary.
-var handedOut struct {
-	sync.Mutex
-	ports map[uint16]bool
-}
+// handedOut is the ports FreePort has returned in this binary (a set).
+var handedOut sync.Map
 
 // handOut records port as handed out; false if it already was.
 func handOut(port uint16) bool {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports[port] {
-		return false
-	}
-	if handedOut.ports == nil {
-		handedOut.ports = map[uint16]bool{}
-	}
-	handedOut.ports[port] = true
-	return true
+	_, already := handedOut.LoadOrStore(port, true)
+	return !already
 }
 
 // portFree says whether 127.0.0.1:port can be bound for TCP and for UDP.
